@@ -1,0 +1,622 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * group.c - per-socket group state, argument checking and engine dispatch.
+ *
+ * The paper keeps the group in the socket; we keep it in a table indexed by
+ * fd and remember the socket's cookie (SO_COOKIE, unique for the life of the
+ * system), so a closed-and-reused fd number is recognised and its stale state
+ * freed instead of being inherited.  That costs one getsockopt() per call.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "internal.h"
+
+#define UDP4_MAX 65507u /* 65535 - 20 (IPv4) - 8 (UDP) */
+#define UDP6_MAX 65527u /* 65535 - 8 (UDP); the IPv6 header is outside the payload length */
+
+static const struct gc_engine_ops *const ops_of[GC_ENGINE_COUNT] = {
+	[GC_ENGINE_LOOP] = &gc_loop_ops,
+	[GC_ENGINE_MMSG] = &gc_mmsg_ops,
+	[GC_ENGINE_URING] = &gc_uring_ops,
+	[GC_ENGINE_URING_ZC] = &gc_uring_zc_ops,
+};
+
+static const char *const names[GC_ENGINE_COUNT] = {
+	"auto", "loop", "mmsg", "uring", "uring_zc", "kernel",
+};
+
+/*
+ * What AUTO picks, best first.  bench/results/engines says why: on this class
+ * of machine sendmmsg and io_uring cost the same per datagram, and sendmmsg
+ * needs no ring per socket.
+ */
+static const enum gc_engine auto_order[] = { GC_ENGINE_MMSG, GC_ENGINE_URING, GC_ENGINE_LOOP };
+
+static pthread_mutex_t tab_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct gc_sock **tab;
+static size_t tab_cap;
+
+/* ---- socket identification ------------------------------------------- */
+
+static int get_int_opt(int fd, int level, int opt, int *val)
+{
+	socklen_t len = sizeof(*val);
+
+	return getsockopt(fd, level, opt, val, &len);
+}
+
+static int get_cookie(int fd, uint64_t *cookie)
+{
+	socklen_t len = sizeof(*cookie);
+
+	if (fd < 0)
+		return gc_seterr(EBADF, "sd: %d is not a file descriptor", fd);
+	if (getsockopt(fd, SOL_SOCKET, SO_COOKIE, cookie, &len) == 0)
+		return 0;
+	if (errno == EBADF)
+		return gc_seterr(EBADF, "sd: %d is not an open file descriptor", fd);
+	return gc_seterr(ENOTSOCK, "sd: %d is not a socket", fd);
+}
+
+/* Fill family/v6only of a new state; EPROTOTYPE unless an inet UDP socket. */
+static int identify(struct gc_sock *s)
+{
+	int domain, type, proto;
+
+	if (get_int_opt(s->fd, SOL_SOCKET, SO_DOMAIN, &domain) ||
+	    get_int_opt(s->fd, SOL_SOCKET, SO_TYPE, &type) ||
+	    get_int_opt(s->fd, SOL_SOCKET, SO_PROTOCOL, &proto))
+		return gc_seterr(errno, "sd: %d: cannot read its socket type", s->fd);
+	if ((domain != AF_INET && domain != AF_INET6) || type != SOCK_DGRAM || proto != IPPROTO_UDP)
+		return gc_seterr(EPROTOTYPE, "sd: %d is not an AF_INET/AF_INET6 UDP socket", s->fd);
+	s->family = domain;
+	s->v6only = 0;
+	if (domain == AF_INET6 && get_int_opt(s->fd, IPPROTO_IPV6, IPV6_V6ONLY, &s->v6only))
+		return gc_seterr(errno, "sd: %d: cannot read IPV6_V6ONLY", s->fd);
+	return 0;
+}
+
+static void sock_free(struct gc_sock *s)
+{
+	if (s->engine > GC_ENGINE_AUTO && ops_of[s->engine] && ops_of[s->engine]->release)
+		ops_of[s->engine]->release(s);
+	free(s->group);
+	free(s->errs);
+	free(s->mmsg);
+	free(s->iov);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+}
+
+static int resolve(enum gc_engine want, enum gc_engine *out)
+{
+	if (want != GC_ENGINE_AUTO) {
+		if (!ops_of[want])
+			return gc_seterr(ENOTSUP, "engine %s: not available in this build", names[want]);
+		if (ops_of[want]->available())
+			return -1;
+		*out = want;
+		return 0;
+	}
+	for (size_t i = 0; i < sizeof(auto_order) / sizeof(auto_order[0]); i++) {
+		if (ops_of[auto_order[i]]->available() == 0) {
+			*out = auto_order[i];
+			return 0;
+		}
+	}
+	return gc_seterr(ENOTSUP, "engine auto: no engine available");
+}
+
+/*
+ * Find (or create) sd's state and return it locked.  Lock order: tab_lock,
+ * then the socket's lock, so gc_release() cannot free a state in use.
+ */
+static int sock_get(int sd, struct gc_sock **out)
+{
+	struct gc_sock *s, *stale = NULL;
+	uint64_t cookie;
+	int err = 0;
+
+	if (get_cookie(sd, &cookie))
+		return -1;
+	pthread_mutex_lock(&tab_lock);
+	s = (size_t)sd < tab_cap ? tab[sd] : NULL;
+	if (s && s->cookie != cookie) { /* the fd was closed and reused */
+		stale = s;
+		tab[sd] = s = NULL;
+	}
+	if (!s) {
+		if ((size_t)sd >= tab_cap) {
+			size_t cap = tab_cap ? tab_cap : 64;
+			struct gc_sock **t;
+
+			while (cap <= (size_t)sd)
+				cap *= 2;
+			t = realloc(tab, cap * sizeof(*t));
+			if (!t) {
+				err = gc_seterr(ENOMEM, "sd: %d: no memory for the socket table", sd);
+				goto out;
+			}
+			memset(t + tab_cap, 0, (cap - tab_cap) * sizeof(*t));
+			tab = t;
+			tab_cap = cap;
+		}
+		s = calloc(1, sizeof(*s));
+		if (!s) {
+			err = gc_seterr(ENOMEM, "sd: %d: no memory for its state", sd);
+			goto out;
+		}
+		s->fd = sd;
+		s->cookie = cookie;
+		s->limit = GC_DEFAULT_LIMIT;
+		s->want = GC_ENGINE_AUTO;
+		if (identify(s) || resolve(GC_ENGINE_AUTO, &s->engine)) {
+			free(s);
+			err = -1;
+			goto out;
+		}
+		pthread_mutex_init(&s->lock, NULL);
+		tab[sd] = s;
+	}
+	pthread_mutex_lock(&s->lock);
+	*out = s;
+out:
+	if (stale) { /* nobody can reach it any more; wait for a caller still inside */
+		pthread_mutex_lock(&stale->lock);
+		pthread_mutex_unlock(&stale->lock);
+		sock_free(stale);
+	}
+	pthread_mutex_unlock(&tab_lock);
+	return err;
+}
+
+static void sock_put(struct gc_sock *s)
+{
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* ---- argument checks --------------------------------------------------- */
+
+/* Check one destination against socket s; arg names it in the message. */
+static int check_dest(const struct gc_sock *s, const struct sockaddr_storage *ss,
+		      const char *arg, size_t i, bool *is_v4)
+{
+	if (ss->ss_family == AF_INET) {
+		const struct sockaddr_in *sin = (const struct sockaddr_in *)ss;
+		in_addr_t a = ntohl(sin->sin_addr.s_addr);
+
+		if (s->family == AF_INET6 && s->v6only)
+			return gc_seterr(EAFNOSUPPORT, "%s[%zu]: AF_INET member on an IPV6_V6ONLY socket", arg, i);
+		if (sin->sin_port == 0)
+			return gc_seterr(EINVAL, "%s[%zu]: port 0", arg, i);
+		if (a == INADDR_ANY || a == INADDR_BROADCAST || IN_MULTICAST(a))
+			return gc_seterr(EINVAL, "%s[%zu]: not a unicast address", arg, i);
+		*is_v4 = true;
+		return 0;
+	}
+	if (ss->ss_family == AF_INET6) {
+		const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6 *)ss;
+		const struct in6_addr *a = &sin6->sin6_addr;
+
+		if (s->family != AF_INET6)
+			return gc_seterr(EAFNOSUPPORT, "%s[%zu]: AF_INET6 member on an AF_INET socket", arg, i);
+		if (sin6->sin6_port == 0)
+			return gc_seterr(EINVAL, "%s[%zu]: port 0", arg, i);
+		if (IN6_IS_ADDR_V4MAPPED(a)) {
+			in_addr_t v4 = ntohl(((const uint32_t *)a->s6_addr)[3]);
+
+			if (s->v6only)
+				return gc_seterr(EAFNOSUPPORT, "%s[%zu]: v4-mapped member on an IPV6_V6ONLY socket", arg, i);
+			if (v4 == INADDR_ANY || v4 == INADDR_BROADCAST || IN_MULTICAST(v4))
+				return gc_seterr(EINVAL, "%s[%zu]: not a unicast address", arg, i);
+			*is_v4 = true;
+			return 0;
+		}
+		if (IN6_IS_ADDR_UNSPECIFIED(a) || IN6_IS_ADDR_MULTICAST(a))
+			return gc_seterr(EINVAL, "%s[%zu]: not a unicast address", arg, i);
+		*is_v4 = false;
+		return 0;
+	}
+	return gc_seterr(EAFNOSUPPORT, "%s[%zu]: address family %d is not AF_INET or AF_INET6",
+			 arg, i, ss->ss_family);
+}
+
+static int check_flags(int flags, const char *fn)
+{
+	if (flags & ~GC_SEND_FLAGS)
+		return gc_seterr(EINVAL, "%s: flags: 0x%x outside GC_SEND_FLAGS", fn, flags & ~GC_SEND_FLAGS);
+	return 0;
+}
+
+socklen_t gc_addrlen(const struct sockaddr_storage *ss)
+{
+	return ss->ss_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
+}
+
+static int grow(void **p, size_t *cap, size_t n, size_t elem)
+{
+	void *q;
+
+	if (n <= *cap)
+		return 0;
+	q = realloc(*p, n * elem);
+	if (!q)
+		return -1;
+	*p = q;
+	*cap = n;
+	return 0;
+}
+
+/* The per-member errno array, at least n long. */
+static int errs_reserve(struct gc_sock *s, size_t n)
+{
+	return grow((void **)&s->errs, &s->errs_cap, n, sizeof(*s->errs));
+}
+
+int gc_scratch_reserve(struct gc_sock *s, size_t n, size_t mmsg_elem)
+{
+	size_t cap = s->scratch_cap;
+	void *m;
+	struct iovec *iov;
+
+	if (n <= cap)
+		return 0;
+	m = realloc(s->mmsg, n * mmsg_elem);
+	if (!m)
+		return -1;
+	s->mmsg = m;
+	iov = realloc(s->iov, 3 * n * sizeof(*iov));
+	if (!iov)
+		return -1;
+	s->iov = iov;
+	s->scratch_cap = n;
+	return 0;
+}
+
+int gc_fill_msg(struct msghdr *msg, struct iovec *iov, const struct gc_batch *b, size_t r)
+{
+	const struct gc_giovec *g = &b->rec[r];
+	int k = 0;
+
+	if (g->prepend.iov_len)
+		iov[k++] = g->prepend;
+	if (b->shared->iov_len)
+		iov[k++] = *b->shared;
+	if (g->append.iov_len)
+		iov[k++] = g->append;
+	msg->msg_name = (void *)&g->dest;
+	msg->msg_namelen = gc_addrlen(&g->dest);
+	msg->msg_iov = iov;
+	msg->msg_iovlen = k;
+	msg->msg_control = NULL;
+	msg->msg_controllen = 0;
+	msg->msg_flags = 0;
+	return k;
+}
+
+/* ---- the API --------------------------------------------------------- */
+
+GC_EXPORT int gc_setgroup(int sd, const struct sockaddr_storage *members, size_t n)
+{
+	struct gc_sock *s;
+	bool v4;
+	int ret = -1;
+
+	if (!members && n > 0)
+		return gc_seterr(EFAULT, "members: NULL with n = %zu", n);
+	if (sock_get(sd, &s))
+		return -1;
+	if (n > s->limit) {
+		gc_seterr(E2BIG, "n: %zu members is above the socket's limit of %zu", n, s->limit);
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (check_dest(s, &members[i], "members", i, &v4))
+			goto out;
+	if (n > s->group_cap) { /* grow only: replacing a group must stay cheap */
+		struct gc_giovec *g = realloc(s->group, n * sizeof(*g));
+
+		if (!g || errs_reserve(s, n)) {
+			if (g)
+				s->group = g;
+			gc_seterr(ENOMEM, "n: no memory for %zu members", n);
+			goto out;
+		}
+		memset(g + s->group_cap, 0, (n - s->group_cap) * sizeof(*g));
+		s->group = g;
+		s->group_cap = n;
+	}
+	for (size_t i = 0; i < n; i++)
+		memcpy(&s->group[i].dest, &members[i], gc_addrlen(&members[i]));
+	s->group_n = n;
+	s->last_failed = 0;
+	ret = 0;
+out:
+	sock_put(s);
+	return ret;
+}
+
+GC_EXPORT ssize_t gc_getgroup_size(int sd)
+{
+	struct gc_sock *s;
+	ssize_t n;
+
+	if (sock_get(sd, &s))
+		return -1;
+	n = (ssize_t)s->group_n;
+	sock_put(s);
+	return n;
+}
+
+/* Run batch b on s's engine and account for it; returns recipients sent to. */
+static size_t run(struct gc_sock *s, const struct gc_batch *b)
+{
+	size_t sent = ops_of[s->engine]->send(s, b), bytes = 0;
+
+	for (size_t i = 0; i < b->n; i++) {
+		if (b->gerrno[i]) {
+			s->stats.last_errno = b->gerrno[i];
+			continue;
+		}
+		bytes += b->rec[i].prepend.iov_len + b->shared->iov_len + b->rec[i].append.iov_len;
+	}
+	s->stats.group_sends++;
+	s->stats.datagrams += sent;
+	s->stats.failed += b->n - sent;
+	s->stats.bytes += bytes;
+	return sent;
+}
+
+GC_EXPORT ssize_t gc_send(int sd, const void *buf, size_t len, int flags)
+{
+	struct iovec shared = { .iov_base = (void *)buf, .iov_len = len };
+	struct gc_batch b;
+	struct gc_sock *s;
+	ssize_t ret = -1;
+	size_t sent;
+
+	if (check_flags(flags, "gc_send"))
+		return -1;
+	if (!buf && len > 0)
+		return gc_seterr(EFAULT, "buf: NULL with len = %zu", len);
+	if (sock_get(sd, &s))
+		return -1;
+	if (s->group_n == 0) {
+		gc_seterr(EDESTADDRREQ, "sd: %d has no group (gc_setgroup())", sd);
+		goto out;
+	}
+	if (len > (s->family == AF_INET6 && s->v6only ? UDP6_MAX : UDP4_MAX)) {
+		gc_seterr(EMSGSIZE, "len: %zu is larger than a UDP datagram", len);
+		goto out;
+	}
+	b = (struct gc_batch){ &shared, s->group, s->group_n, flags, s->errs };
+	sent = run(s, &b);
+	s->last_failed = s->group_n - sent;
+	if (sent == s->group_n) {
+		ret = (ssize_t)len;
+		goto out;
+	}
+	for (size_t i = 0; i < s->group_n; i++) {
+		if (s->errs[i]) {
+			gc_seterr(s->errs[i], "gc_send: %zu of %zu members failed, first members[%zu]",
+				  s->last_failed, s->group_n, i);
+			break;
+		}
+	}
+out:
+	sock_put(s);
+	return ret;
+}
+
+GC_EXPORT ssize_t gc_last_errors(int sd, int *gerrno, size_t n)
+{
+	struct gc_sock *s;
+	ssize_t failed;
+
+	if (sock_get(sd, &s))
+		return -1;
+	if (gerrno) {
+		size_t k = n < s->group_n ? n : s->group_n;
+
+		if (s->last_failed)
+			memcpy(gerrno, s->errs, k * sizeof(*gerrno));
+		else
+			memset(gerrno, 0, k * sizeof(*gerrno));
+		if (n > k)
+			memset(gerrno + k, 0, (n - k) * sizeof(*gerrno));
+	}
+	failed = (ssize_t)s->last_failed;
+	sock_put(s);
+	return failed;
+}
+
+static int check_iov(const struct iovec *v, const char *arg, size_t i)
+{
+	if (!v->iov_base && v->iov_len)
+		return gc_seterr(EFAULT, "%s: rec[%zu]: NULL iov_base with iov_len %zu", arg, i, v->iov_len);
+	return 0;
+}
+
+GC_EXPORT int gc_sendgroup(int sd, const struct iovec *shared, const struct gc_giovec *rec,
+			   size_t recnum, int flags, int *gerrno)
+{
+	static const struct iovec empty;
+	struct gc_batch b;
+	struct gc_sock *s;
+	int ret = -1;
+
+	if (check_flags(flags, "gc_sendgroup"))
+		return -1;
+	if (!rec && recnum > 0)
+		return gc_seterr(EFAULT, "rec: NULL with recnum = %zu", recnum);
+	if (!shared)
+		shared = &empty;
+	if (!shared->iov_base && shared->iov_len)
+		return gc_seterr(EFAULT, "shared: NULL iov_base with iov_len %zu", shared->iov_len);
+	if (sock_get(sd, &s))
+		return -1;
+	if (recnum > s->limit) {
+		gc_seterr(E2BIG, "recnum: %zu is above the socket's limit of %zu", recnum, s->limit);
+		goto out;
+	}
+	for (size_t i = 0; i < recnum; i++) {
+		const struct gc_giovec *g = &rec[i];
+		bool v4;
+		size_t len;
+
+		if (check_dest(s, &g->dest, "rec", i, &v4) || check_iov(&g->prepend, "prepend", i) ||
+		    check_iov(&g->append, "append", i))
+			goto out;
+		len = shared->iov_len;
+		if (g->prepend.iov_len > UDP6_MAX || g->append.iov_len > UDP6_MAX ||
+		    (len += g->prepend.iov_len + g->append.iov_len) > (v4 ? UDP4_MAX : UDP6_MAX)) {
+			gc_seterr(EMSGSIZE, "rec[%zu]: prepend + shared + append is larger than a UDP datagram", i);
+			goto out;
+		}
+	}
+	if (!gerrno) {
+		if (errs_reserve(s, recnum)) {
+			gc_seterr(ENOMEM, "recnum: no memory for %zu error slots", recnum);
+			goto out;
+		}
+		gerrno = s->errs;
+		s->last_failed = 0; /* s->errs no longer holds gc_send()'s errors */
+	}
+	if (recnum == 0) {
+		ret = 0;
+		goto out;
+	}
+	b = (struct gc_batch){ shared, rec, recnum, flags, gerrno };
+	ret = (int)run(s, &b);
+out:
+	sock_put(s);
+	return ret;
+}
+
+GC_EXPORT int gc_engine_available(enum gc_engine e)
+{
+	enum gc_engine got;
+
+	if ((int)e < 0 || e >= GC_ENGINE_COUNT)
+		return gc_seterr(EINVAL, "e: %d is not an engine", (int)e);
+	return resolve(e, &got);
+}
+
+GC_EXPORT int gc_set_engine(int sd, enum gc_engine e)
+{
+	enum gc_engine got;
+	struct gc_sock *s;
+	int ret = -1;
+
+	if ((int)e < 0 || e >= GC_ENGINE_COUNT)
+		return gc_seterr(EINVAL, "e: %d is not an engine", (int)e);
+	if (sock_get(sd, &s))
+		return -1;
+	if (resolve(e, &got) == 0) {
+		if (got != s->engine && ops_of[s->engine]->release)
+			ops_of[s->engine]->release(s);
+		s->want = e;
+		s->engine = got;
+		ret = 0;
+	} else if (errno != ENOTSUP) {
+		gc_seterr(ENOTSUP, "engine %s: %s", names[e], gc_errmsg());
+	}
+	sock_put(s);
+	return ret;
+}
+
+GC_EXPORT enum gc_engine gc_get_engine(int sd)
+{
+	struct gc_sock *s;
+	enum gc_engine e;
+
+	if (sock_get(sd, &s))
+		return GC_ENGINE_NONE;
+	e = s->engine;
+	sock_put(s);
+	return e;
+}
+
+GC_EXPORT const char *gc_engine_name(enum gc_engine e)
+{
+	return (int)e >= 0 && e < GC_ENGINE_COUNT ? names[e] : NULL;
+}
+
+GC_EXPORT enum gc_engine gc_engine_from_name(const char *str)
+{
+	for (int i = 0; str && i < GC_ENGINE_COUNT; i++)
+		if (strcmp(str, names[i]) == 0)
+			return (enum gc_engine)i;
+	gc_seterr(EINVAL, "name: \"%s\" is not an engine", str ? str : "(null)");
+	return GC_ENGINE_NONE;
+}
+
+GC_EXPORT int gc_set_limit(int sd, size_t limit)
+{
+	struct gc_sock *s;
+	int ret = -1;
+
+	if (limit < 1 || limit > GC_MAX_LIMIT)
+		return gc_seterr(EINVAL, "limit: %zu is outside 1..%u", limit, GC_MAX_LIMIT);
+	if (sock_get(sd, &s))
+		return -1;
+	if (limit < s->group_n) {
+		gc_seterr(E2BIG, "limit: %zu is below the current group of %zu", limit, s->group_n);
+	} else {
+		s->limit = limit;
+		ret = 0;
+	}
+	sock_put(s);
+	return ret;
+}
+
+GC_EXPORT ssize_t gc_get_limit(int sd)
+{
+	struct gc_sock *s;
+	ssize_t l;
+
+	if (sock_get(sd, &s))
+		return -1;
+	l = (ssize_t)s->limit;
+	sock_put(s);
+	return l;
+}
+
+GC_EXPORT int gc_stats(int sd, struct gc_stats *st)
+{
+	struct gc_sock *s;
+
+	if (!st)
+		return gc_seterr(EFAULT, "st: NULL");
+	if (sock_get(sd, &s))
+		return -1;
+	*st = s->stats;
+	sock_put(s);
+	return 0;
+}
+
+GC_EXPORT int gc_release(int sd)
+{
+	struct gc_sock *s = NULL;
+
+	if (sd < 0)
+		return gc_seterr(EBADF, "sd: %d is not a file descriptor", sd);
+	pthread_mutex_lock(&tab_lock);
+	if ((size_t)sd < tab_cap) {
+		s = tab[sd];
+		tab[sd] = NULL;
+	}
+	if (s) { /* wait for a caller still inside, then free */
+		pthread_mutex_lock(&s->lock);
+		pthread_mutex_unlock(&s->lock);
+		sock_free(s);
+	}
+	pthread_mutex_unlock(&tab_lock);
+	return 0;
+}

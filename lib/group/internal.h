@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Library-internal view of a socket's group state and the engine interface.
+ *
+ * Every group send, gc_send() included, is one "batch": n recipients, each a
+ * gc_giovec (destination, prepend, append), plus one shared iovec.  gc_send()
+ * keeps its group as gc_giovecs with empty prepend/append, so the engines see
+ * only one shape of work.
+ */
+#ifndef GC_INTERNAL_H
+#define GC_INTERNAL_H
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <groupcast/group.h>
+
+#define GC_EXPORT __attribute__((visibility("default")))
+
+struct gc_batch {
+	const struct iovec *shared; /* never NULL: empty iovec if the caller had none */
+	const struct gc_giovec *rec;
+	size_t n;
+	int flags;
+	int *gerrno; /* n entries, always valid: the library's own array if the caller's was NULL */
+};
+
+struct gc_uring; /* uring.c */
+
+/* The library's state for one socket (the "socket data structure" of the paper). */
+struct gc_sock {
+	pthread_mutex_t lock;  /* serializes calls on this socket */
+	int fd;
+	uint64_t cookie;       /* SO_COOKIE: tells a reused fd number from this socket */
+	int family;            /* AF_INET or AF_INET6 */
+	int v6only;            /* AF_INET6 only: IPV6_V6ONLY */
+	size_t limit;
+	enum gc_engine want;   /* as asked with gc_set_engine() (maybe AUTO) */
+	enum gc_engine engine; /* what sends: never AUTO */
+
+	struct gc_giovec *group; /* the group, as recipients with empty prepend/append */
+	size_t group_n, group_cap;
+
+	int *errs;             /* per-member errno of the last gc_send() */
+	size_t errs_cap, last_failed;
+
+	struct gc_stats stats;
+
+	/* Engine scratch, grown like the group, never per send. */
+	void *mmsg;            /* mmsg.c: struct mmsghdr[] */
+	struct iovec *iov;     /* 3 iovecs per recipient (mmsg, uring) */
+	size_t scratch_cap;
+	struct gc_uring *uring;
+};
+
+struct gc_engine_ops {
+	/* 0 if usable on this machine, else -1 with errno and gc_seterr() */
+	int (*available)(void);
+	/* Send the batch; fill b->gerrno; return how many recipients were sent to. */
+	size_t (*send)(struct gc_sock *s, const struct gc_batch *b);
+	/* Free the engine's resources in s (may be NULL). */
+	void (*release)(struct gc_sock *s);
+};
+
+extern const struct gc_engine_ops gc_loop_ops, gc_mmsg_ops, gc_uring_ops, gc_uring_zc_ops;
+
+/* errmsg.c: record this thread's error; always returns -1. */
+int gc_seterr(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* group.c helpers shared by the engines */
+socklen_t gc_addrlen(const struct sockaddr_storage *ss);
+/* Fill msg/iov (3 slots) for recipient r of batch b; returns the iov count used. */
+int gc_fill_msg(struct msghdr *msg, struct iovec *iov, const struct gc_batch *b, size_t r);
+/* Ensure the engine scratch holds at least n recipients. */
+int gc_scratch_reserve(struct gc_sock *s, size_t n, size_t mmsg_elem);
+
+#endif
