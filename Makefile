@@ -1,0 +1,38 @@
+# Convenience front end; the build itself is CMake.  Run as root (labs need
+# network namespaces).  `make demo` and `make test` are the README's commands.
+BUILD      ?= build
+BUILD_ASAN ?= build-asan
+JOBS       ?= $(shell nproc)
+
+.PHONY: all deps build build-asan test unit e2e demo install clean
+
+all: build
+
+deps:
+	bash scripts/install-deps.sh
+
+build: deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
+	cmake --build $(BUILD) -j$(JOBS)
+
+build-asan: deps
+	cmake -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=Debug -DGC_SANITIZE=ON >/dev/null
+	cmake --build $(BUILD_ASAN) -j$(JOBS)
+
+# Unit tests under ASan+UBSan, then the end-to-end tests in network namespaces.
+test: unit e2e
+
+unit: build-asan
+	ctest --test-dir $(BUILD_ASAN) --output-on-failure
+
+e2e: build
+	GC_BUILD_DIR=$(abspath $(BUILD)) python3 -m pytest -q tests/e2e
+
+demo: build
+	python3 bench/demo.py --build $(abspath $(BUILD))
+
+install: build
+	cmake --install $(BUILD)
+
+clean:
+	rm -rf $(BUILD) $(BUILD_ASAN)

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Install the Debian packages groupcast needs, if any is missing.
+# Idempotent and non-interactive; run as root (CI and the README's commands do).
+set -euo pipefail
+
+pkgs=(
+  build-essential cmake pkg-config   # build
+  liburing-dev                       # io_uring engines
+  clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev   # BPF programs and skeletons
+  iproute2 ethtool procps            # network labs: ip netns, veth, offloads, sysctl
+  libcap2-bin                        # capsh: tests that drop privileges
+)
+
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  if [ "$(id -u)" != 0 ]; then
+    echo "install-deps: missing packages (${missing[*]}); run as root" >&2
+    exit 1
+  fi
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# pytest drives the end-to-end tests; matplotlib draws the benchmark plots.
+py_missing=()
+python3 -c 'import pytest' 2>/dev/null || py_missing+=(pytest)
+python3 -c 'import matplotlib' 2>/dev/null || py_missing+=(matplotlib)
+if ((${#py_missing[@]})); then
+  echo "install-deps: installing Python packages ${py_missing[*]}"
+  python3 -m pip install -q "${py_missing[@]}" 2>/dev/null ||
+    python3 -m pip install -q --break-system-packages "${py_missing[@]}"
+fi
