@@ -136,7 +136,7 @@ enum gc_engine {
 	GC_ENGINE_MMSG,     /* sendmmsg() in batches, iovecs into the caller's buffers */
 	GC_ENGINE_URING,    /* io_uring SENDMSG, one submit per group send */
 	GC_ENGINE_URING_ZC, /* io_uring SENDMSG_ZC, waits for the zero-copy notifications */
-	GC_ENGINE_KERNEL,   /* eBPF fan-out in the kernel (not available yet: ENOTSUP) */
+	GC_ENGINE_KERNEL,   /* eBPF fan-out in the kernel: CAP_BPF + CAP_NET_ADMIN */
 	GC_ENGINE_COUNT
 };
 
@@ -172,6 +172,7 @@ struct gc_stats {
 	uint64_t bytes;         /* their payload bytes */
 	uint64_t failed;        /* datagrams that failed (reported per member) */
 	int last_errno;         /* errno of the most recent failed datagram, or 0 */
+	uint64_t user_fallback; /* kernel engine: datagrams it left to a user engine */
 };
 int gc_stats(int sd, struct gc_stats *st);
 

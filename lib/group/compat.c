@@ -73,7 +73,7 @@ GC_EXPORT int sendgroup(int sd, struct giobuf *buf, size_t recnum, int flags, in
 		rec[i].prepend = buf->recinfo[i].giov_prepend;
 		rec[i].append = buf->recinfo[i].giov_append;
 	}
-	ret = gc_sendgroup(sd, buf ? &buf->shared : NULL, rec, recnum, flags, gerrno);
+	ret = gc_sendgroup(sd, buf ? &buf->shared : NULL, recnum ? rec : NULL, recnum, flags, gerrno);
 	if (rec != stack)
 		free(rec);
 	return ret;

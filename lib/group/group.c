@@ -25,6 +25,7 @@ static const struct gc_engine_ops *const ops_of[GC_ENGINE_COUNT] = {
 	[GC_ENGINE_MMSG] = &gc_mmsg_ops,
 	[GC_ENGINE_URING] = &gc_uring_ops,
 	[GC_ENGINE_URING_ZC] = &gc_uring_zc_ops,
+	[GC_ENGINE_KERNEL] = &gc_kernel_ops,
 };
 
 static const char *const names[GC_ENGINE_COUNT] = {
@@ -305,7 +306,7 @@ int gc_fill_msg(struct msghdr *msg, struct iovec *iov, const struct gc_batch *b,
 GC_EXPORT int gc_setgroup(int sd, const struct sockaddr_storage *members, size_t n)
 {
 	struct gc_sock *s;
-	bool v4;
+	bool v4 = false;
 	int ret = -1;
 
 	if (!members && n > 0)
@@ -467,7 +468,7 @@ GC_EXPORT int gc_sendgroup(int sd, const struct iovec *shared, const struct gc_g
 	}
 	for (size_t i = 0; i < recnum; i++) {
 		const struct gc_giovec *g = &rec[i];
-		bool v4;
+		bool v4 = false;
 		size_t len;
 
 		if (check_dest(s, &g->dest, "rec", i, &v4) || check_iov(&g->prepend, "prepend", i) ||
@@ -501,7 +502,7 @@ out:
 
 GC_EXPORT int gc_engine_available(enum gc_engine e)
 {
-	enum gc_engine got;
+	enum gc_engine got = GC_ENGINE_NONE;
 
 	if ((int)e < 0 || e >= GC_ENGINE_COUNT)
 		return gc_seterr(EINVAL, "e: %d is not an engine", (int)e);
@@ -510,7 +511,7 @@ GC_EXPORT int gc_engine_available(enum gc_engine e)
 
 GC_EXPORT int gc_set_engine(int sd, enum gc_engine e)
 {
-	enum gc_engine got;
+	enum gc_engine got = GC_ENGINE_NONE;
 	struct gc_sock *s;
 	int ret = -1;
 

@@ -26,6 +26,7 @@ struct gc_batch {
 };
 
 struct gc_uring; /* uring.c */
+struct gc_kern;  /* kernel.c */
 
 /* The library's state for one socket (the "socket data structure" of the paper). */
 struct gc_sock {
@@ -51,6 +52,7 @@ struct gc_sock {
 	struct iovec *iov;     /* 3 iovecs per recipient (mmsg, uring) */
 	size_t scratch_cap;
 	struct gc_uring *uring;
+	struct gc_kern *kern;
 };
 
 struct gc_engine_ops {
@@ -62,7 +64,8 @@ struct gc_engine_ops {
 	void (*release)(struct gc_sock *s);
 };
 
-extern const struct gc_engine_ops gc_loop_ops, gc_mmsg_ops, gc_uring_ops, gc_uring_zc_ops;
+extern const struct gc_engine_ops gc_loop_ops, gc_mmsg_ops, gc_uring_ops, gc_uring_zc_ops,
+	gc_kernel_ops;
 
 /* errmsg.c: record this thread's error; always returns -1. */
 int gc_seterr(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

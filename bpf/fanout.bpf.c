@@ -1,0 +1,287 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * fanout.bpf.c - TC egress program on lo: one trigger datagram in, one clone
+ * per member out.  See fanout.h for the contract with the library.
+ *
+ * Per member: splice in the per-recipient bytes (room after the IP header for
+ * the prepend, the tail for the append), write Ethernet + IP + UDP headers in
+ * one store with checksums computed from sums the library precomputed, and
+ * clone the packet out of the member's interface.  The trigger's payload sits
+ * in page fragments (it is built with UDP_SEGMENT), so the copy each clone
+ * forces is only the linear header, not the payload.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+#include "fanout.h"
+
+#define TC_ACT_UNSPEC (-1)
+#define TC_ACT_OK 0
+#define TC_ACT_STOLEN 4
+#define ETH_HLEN 14
+#define ETH_P_IP 0x0800
+#define ETH_P_IPV6 0x86DD
+#define NOBUFS 105
+#define EMSGSIZE_ 90
+
+/* trigger socket cookie -> index in heads/groups (written once per socket) */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, GC_KSOCKS);
+	__type(key, __u64);
+	__type(value, __u32);
+} socks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, GC_KSOCKS);
+	__type(key, __u32);
+	__type(value, struct gc_khead);
+} heads SEC(".maps");
+
+/* per socket: an mmapable array of slots, replaced when the group outgrows it */
+struct slots {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE | BPF_F_INNER_MAP);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct gc_kslot);
+};
+
+/* clang emits struct gc_kslot only as a forward declaration when it is reached
+ * through the inner map's pointer alone; libbpf needs its size */
+struct gc_kslot gc_kslot_btf __attribute__((section(".maps.btf_only"), unused));
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, GC_KSOCKS);
+	__type(key, __u32);
+	__array(values, struct slots);
+} groups SEC(".maps");
+
+struct fan {
+	struct __sk_buff *skb;
+	struct gc_khead *head;
+	void *slots;
+	__u32 base, count, slen; /* chunk start, members in it, shared payload length */
+	__u32 l3len;             /* 20 or 40 */
+	__u32 plen, alen;        /* per-recipient bytes now spliced into skb */
+	__u16 ip_id, ip_frag;    /* copied from the trigger (network order) */
+	__u64 now;
+};
+
+static __always_inline __u32 sum16(const void *p, int words)
+{
+	const __u16 *w = p;
+	__u32 s = 0;
+
+	for (int i = 0; i < words; i++)
+		s += w[i];
+	return s;
+}
+
+static __always_inline __u16 fold(__u32 s)
+{
+	s = (s & 0xffff) + (s >> 16);
+	s = (s & 0xffff) + (s >> 16);
+	return (__u16)s;
+}
+
+/* Route, MACs, source and MTU of a member, cached in its slot. */
+static __always_inline int resolve(struct fan *f, struct gc_kslot *m)
+{
+	struct bpf_fib_lookup fib = {};
+	__u32 mtu = 0;
+	long rc;
+
+	if (m->ifindex && f->now - m->resolved_ns < GC_KRESOLVE_NS)
+		return 0;
+	if (m->flags & GC_KF_LOCAL) {
+		__builtin_memset(m->dmac, 0, 12);
+		__builtin_memcpy(m->saddr, m->daddr, 16);
+		m->ifindex = 1; /* lo */
+		m->mtu = 65536;
+		m->resolved_ns = f->now;
+		return 0;
+	}
+	fib.family = f->head->family == 4 ? 2 /* AF_INET */ : 10 /* AF_INET6 */;
+	fib.l4_protocol = 17;
+	if (fib.family == 2)
+		fib.ipv4_dst = *(__u32 *)m->daddr;
+	else
+		__builtin_memcpy(fib.ipv6_dst, m->daddr, 16);
+	/* looked up as if arriving on lo (that is why the library turns on
+	 * lo's forwarding): the output-side lookup would pin the route to lo */
+	fib.ifindex = 1;
+	rc = bpf_fib_lookup(f->skb, &fib, sizeof(fib), BPF_FIB_LOOKUP_SRC);
+	if (rc != BPF_FIB_LKUP_RET_SUCCESS)
+		return -1; /* no neighbour yet, a local address, no route: user space will say */
+	if (bpf_check_mtu(f->skb, fib.ifindex, &mtu, 0, 0) < 0)
+		return -1;
+	m->ifindex = fib.ifindex;
+	m->mtu = mtu ? mtu : 1500;
+	__builtin_memcpy(m->dmac, fib.dmac, 6);
+	__builtin_memcpy(m->smac, fib.smac, 6);
+	if (fib.family == 2)
+		*(__u32 *)m->saddr = fib.ipv4_src;
+	else
+		__builtin_memcpy(m->saddr, fib.ipv6_src, 16);
+	m->resolved_ns = f->now;
+	return 0;
+}
+
+/* Make the bytes between the IP header and the payload 8 + plen long, and
+ * the bytes after it alen long. */
+static __always_inline int splice_room(struct fan *f, __u32 plen, __u32 alen)
+{
+	if (plen != f->plen) {
+		if (bpf_skb_adjust_room(f->skb, (__s32)plen - (__s32)f->plen, BPF_ADJ_ROOM_NET, 0))
+			return -1;
+		f->plen = plen;
+	}
+	if (alen != f->alen) {
+		if (bpf_skb_change_tail(f->skb, ETH_HLEN + f->l3len + 8 + plen + f->slen + alen, 0))
+			return -1;
+		f->alen = alen;
+	}
+	return 0;
+}
+
+/* Ethernet + IP + UDP headers of member m into hdr; l3len is a constant
+ * (20 or 40) in each inlined copy, so every stack offset is fixed.
+ * Returns the header length. */
+static __always_inline __u32 build_hdr(struct fan *f, struct gc_kslot *m, __u8 *hdr,
+				       const __u32 l3len, __u32 l4len, __u32 dsum)
+{
+	const __u8 *saddr = f->head->bound ? f->head->saddr : m->saddr;
+	struct udphdr *uh = (void *)(hdr + ETH_HLEN + l3len);
+	__u32 s;
+
+	__builtin_memcpy(hdr, m->dmac, 6);
+	__builtin_memcpy(hdr + 6, m->smac, 6);
+	if (l3len == 20) {
+		struct iphdr *ip = (void *)(hdr + ETH_HLEN);
+
+		*(__u16 *)(hdr + 12) = bpf_htons(ETH_P_IP);
+		ip->version = 4;
+		ip->ihl = 5;
+		ip->tos = f->head->tos;
+		ip->tot_len = bpf_htons(20 + l4len);
+		ip->id = f->ip_id;
+		ip->frag_off = f->ip_frag;
+		ip->ttl = f->head->ttl;
+		ip->protocol = 17;
+		ip->check = 0;
+		__builtin_memcpy(&ip->saddr, saddr, 4);
+		__builtin_memcpy(&ip->daddr, m->daddr, 4);
+		ip->check = ~fold(sum16(ip, 10));
+		s = sum16(&ip->saddr, 4);
+	} else {
+		struct ipv6hdr *ip6 = (void *)(hdr + ETH_HLEN);
+
+		*(__u16 *)(hdr + 12) = bpf_htons(ETH_P_IPV6);
+		*(__u32 *)ip6 = bpf_htonl(0x60000000 | ((__u32)f->head->tos << 20));
+		ip6->payload_len = bpf_htons(l4len);
+		ip6->nexthdr = 17;
+		ip6->hop_limit = f->head->ttl;
+		__builtin_memcpy(&ip6->saddr, saddr, 16);
+		__builtin_memcpy(&ip6->daddr, m->daddr, 16);
+		s = sum16(&ip6->saddr, 16);
+	}
+	uh->source = f->head->sport;
+	uh->dest = m->dport;
+	uh->len = bpf_htons(l4len);
+	uh->check = 0;
+	/* pseudo header (addresses, protocol, length) + UDP header + data */
+	s += bpf_htons(17) + uh->len + sum16(uh, 4) + dsum;
+	uh->check = ~fold(s);
+	if (!uh->check)
+		uh->check = 0xffff;
+	return ETH_HLEN + l3len + 8;
+}
+
+static long one_member(__u32 i, void *ctx)
+{
+	struct fan *f = ctx;
+	__u32 idx = f->base + i, l4len, plen, alen, dsum, hlen;
+	struct gc_kslot *m = bpf_map_lookup_elem(f->slots, &idx);
+	/* 2 bytes of pad put the IP and UDP headers on aligned stack slots */
+	__u8 buf[2 + ETH_HLEN + 40 + 8] __attribute__((aligned(8))), *hdr = buf + 2;
+	long r;
+
+	if (!m)
+		return 1;
+	if (m->flags & GC_KF_SKIP)
+		return 0;
+	plen = m->plen;
+	alen = m->alen;
+	if (plen > GC_KDATA || alen > GC_KDATA || resolve(f, m)) {
+		m->result = GC_KRES_USER;
+		return 0;
+	}
+	l4len = 8 + plen + f->slen + alen;
+	if (f->l3len + l4len > m->mtu) {
+		m->result = GC_KRES_USER; /* needs fragmenting: the user path does that */
+		return 0;
+	}
+	if (splice_room(f, plen, alen)) {
+		m->result = -NOBUFS;
+		return 0;
+	}
+	dsum = plen || alen ? m->data_csum : f->head->data_csum;
+	hlen = f->l3len == 20 ? build_hdr(f, m, hdr, 20, l4len, dsum) : build_hdr(f, m, hdr, 40, l4len, dsum);
+	if (bpf_skb_store_bytes(f->skb, 0, hdr, hlen, 0))
+		goto nobufs;
+	/* plen, alen <= GC_KDATA (checked above), so both reads stay inside m->data */
+	if (plen && bpf_skb_store_bytes(f->skb, hlen, m->data, plen, 0))
+		goto nobufs;
+	if (alen && bpf_skb_store_bytes(f->skb, hlen + plen + f->slen, m->data + plen, alen, 0))
+		goto nobufs;
+	f->skb->mark = GC_KCLONE_MARK;
+	r = bpf_clone_redirect(f->skb, m->ifindex, 0);
+	m->result = r < 0 ? (__s32)r : r > 0 ? -NOBUFS : 0; /* > 0: NET_XMIT_DROP/CN */
+	return 0;
+nobufs:
+	m->result = -NOBUFS;
+	return 0;
+}
+
+SEC("tc")
+int gc_fanout(struct __sk_buff *skb)
+{
+	__u64 cookie;
+	__u32 *sidx, l3len;
+	struct fan f = {};
+	__u8 ip[4];
+
+	if (skb->mark == GC_KCLONE_MARK) { /* one of our clones: never fan out again */
+		skb->mark = 0;
+		return TC_ACT_OK;
+	}
+	cookie = bpf_get_socket_cookie(skb);
+	sidx = bpf_map_lookup_elem(&socks, &cookie);
+	if (!sidx)
+		return TC_ACT_UNSPEC; /* not ours: the next filter decides */
+	f.head = bpf_map_lookup_elem(&heads, sidx);
+	f.slots = bpf_map_lookup_elem(&groups, sidx);
+	if (!f.head || !f.slots)
+		return TC_ACT_UNSPEC;
+	l3len = skb->protocol == bpf_htons(ETH_P_IP) ? 20 : 40;
+	f.skb = skb;
+	f.l3len = l3len;
+	f.slen = skb->len - ETH_HLEN - l3len - 8;
+	f.base = f.head->next_chunk++ * GC_KCHUNK;
+	if (f.base >= f.head->n)
+		return TC_ACT_STOLEN;
+	f.count = f.head->n - f.base < GC_KCHUNK ? f.head->n - f.base : GC_KCHUNK;
+	if (l3len == 20 && !bpf_skb_load_bytes(skb, ETH_HLEN + 4, ip, 4)) {
+		f.ip_id = *(__u16 *)ip;
+		f.ip_frag = *(__u16 *)(ip + 2);
+	}
+	f.now = bpf_ktime_get_coarse_ns();
+	bpf_loop(f.count, one_member, &f, 0);
+	return TC_ACT_STOLEN; /* the trigger itself goes nowhere */
+}
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
