@@ -1,0 +1,408 @@
+#!/usr/bin/env python3
+"""netlab: throwaway network labs made of Linux network namespaces.
+
+    with Lab() as lab:
+        star = lab.star(2)                 # sender "s" + receivers "r1", "r2"
+        lab.set_sysctl("net.core.netdev_max_backlog", 10000)
+        lab.run(star.sender, ["ip", "addr"])
+
+Every lab has a random prefix ("gc" + 6 hex digits); its namespaces are called
+PREFIX-NAME.  Closing the lab (leaving the with block, an exception, SIGTERM,
+SIGINT, interpreter exit) kills the processes it started, deletes its
+namespaces (which deletes their veths) and restores the global sysctls it
+changed.  Only the lab's own namespaces are configured: the root namespace's
+interfaces and routes are never touched, and no namespace gets a default
+route, so nothing leaves the machine.
+
+Addresses: link i of a lab is 10.R.i.0/24 and fd00:R:i::/64, end a is .1/::1,
+end b is .2/::2, where R is a random octet in 64..127 chosen per lab.
+10.R.250.0/24 and fd00:R:250::/64 are never assigned nor routed.
+
+CLI (state of running labs is kept in /run/netlab/PREFIX.json):
+    netlab.py up --receivers 2     build a star lab and leave it running
+    netlab.py list                 labs on this machine and who owns them
+    netlab.py down PREFIX          remove one lab
+    netlab.py cleanup              remove every lab whose owner is gone
+"""
+from __future__ import annotations
+
+import argparse
+import atexit
+import json
+import os
+import re
+import secrets
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass
+from ipaddress import ip_address
+from pathlib import Path
+
+STATE_DIR = Path("/run/netlab")
+PREFIX_RE = re.compile(r"^gc[0-9a-f]{6}$")
+UNROUTED = 250  # third octet / third group that no lab ever routes
+
+
+class LabError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class Node:
+    """One end of a link: interface `ifname` in namespace `ns`."""
+    ns: str
+    ifname: str
+    v4: str | None
+    v6: str | None
+
+
+@dataclass(frozen=True)
+class Link:
+    index: int
+    a: Node
+    b: Node
+    v4_net: str
+    v6_net: str
+
+
+@dataclass(frozen=True)
+class Star:
+    """A sender namespace with one veth link to each receiver namespace."""
+    sender: str
+    links: tuple[Link, ...]
+
+    @property
+    def receivers(self) -> list[Node]:
+        return [link.b for link in self.links]
+
+
+def _sh(argv):
+    """Run a host command; raise LabError with its stderr if it fails."""
+    p = subprocess.run(argv, capture_output=True, text=True)
+    if p.returncode != 0:
+        raise LabError(f"{' '.join(map(str, argv))}: {p.stderr.strip()}")
+    return p.stdout
+
+
+def _netns_list():
+    return [line.split()[0] for line in _sh(["ip", "netns", "list"]).splitlines() if line.strip()]
+
+
+def _sysctl_path(key):
+    return Path("/proc/sys") / key.replace(".", "/")
+
+
+def _state_path(prefix):
+    return STATE_DIR / f"{prefix}.json"
+
+
+def _read_state(prefix):
+    try:
+        return json.loads(_state_path(prefix).read_text())
+    except (FileNotFoundError, ValueError):
+        return {}
+
+
+def _pid_alive(pid):
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
+
+
+def down(prefix, sysctls=None):
+    """Remove lab `prefix`: kill what runs in its namespaces, delete them,
+    restore the sysctls it changed (from `sysctls`, else its state file)."""
+    if not PREFIX_RE.match(prefix):
+        raise LabError(f"not a lab prefix: {prefix!r}")
+    if sysctls is None:
+        sysctls = _read_state(prefix).get("sysctl", {})
+    errors = []
+    for ns in _netns_list():
+        if not ns.startswith(prefix + "-"):
+            continue
+        pids = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout
+        for pid in pids.split():
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        p = subprocess.run(["ip", "netns", "del", ns], capture_output=True, text=True)
+        if p.returncode != 0:
+            errors.append(f"ip netns del {ns}: {p.stderr.strip()}")
+    for key, value in reversed(list(sysctls.items())):
+        try:
+            _sysctl_path(key).write_text(value)
+        except OSError as e:
+            errors.append(f"restore {key}={value}: {e}")
+    _state_path(prefix).unlink(missing_ok=True)
+    if errors:
+        raise LabError("; ".join(errors))
+
+
+def labs():
+    """{prefix: owner pid (0 = detached, None = unknown)} of labs on this machine."""
+    found = {ns.split("-", 1)[0] for ns in _netns_list() if "-" in ns}
+    if STATE_DIR.is_dir():
+        found |= {p.stem for p in STATE_DIR.glob("*.json")}
+    return {p: _read_state(p).get("pid") for p in sorted(found) if PREFIX_RE.match(p)}
+
+
+def cleanup():
+    """Remove every lab whose owning process is gone; return their prefixes."""
+    gone = [prefix for prefix, pid in labs().items() if not _pid_alive(pid)]
+    for prefix in gone:
+        down(prefix)
+    return gone
+
+
+# Labs of this process that are still up; closed on SIGTERM/SIGINT and at exit.
+_live: set[Lab] = set()
+_previous_handlers: dict = {}
+
+
+def _close_live():
+    for lab in list(_live):
+        try:
+            lab.close()
+        except Exception as e:  # keep closing the others
+            print(f"netlab: closing {lab.prefix}: {e}", file=sys.stderr)
+
+
+def _on_signal(signum, frame):
+    """Close our labs, then let the signal do what it did before."""
+    try:
+        _close_live()
+    finally:
+        previous = _previous_handlers[signum]
+        if callable(previous):
+            previous(signum, frame)  # SIGINT: raises KeyboardInterrupt
+        else:
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+
+
+def _install_handlers():
+    if _previous_handlers or threading.current_thread() is not threading.main_thread():
+        return
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        previous = signal.getsignal(signum)
+        if previous not in (signal.SIG_IGN, None):
+            _previous_handlers[signum] = previous
+            signal.signal(signum, _on_signal)
+
+
+atexit.register(_close_live)
+
+
+class Lab:
+    """A set of namespaces, links and settings that disappears on close()."""
+
+    def __init__(self):
+        STATE_DIR.mkdir(parents=True, exist_ok=True)
+        taken = labs()
+        self.prefix = "gc" + secrets.token_hex(3)
+        while self.prefix in taken:
+            self.prefix = "gc" + secrets.token_hex(3)
+        self.octet = 64 + secrets.randbelow(64)
+        self.namespaces: list[str] = []
+        self.links: list[Link] = []
+        self.topology: Star | None = None  # set by star()
+        self._procs: list[subprocess.Popen] = []
+        self._sysctls: dict[str, str] = {}  # global key -> original value
+        self._closed = False
+        _install_handlers()
+        _live.add(self)
+        self._save_state(os.getpid())
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # -- namespaces and links -------------------------------------------------
+
+    def add_ns(self, name: str) -> str:
+        """Create namespace PREFIX-name with loopback up; return its full name."""
+        ns = f"{self.prefix}-{name}"
+        _sh(["ip", "netns", "add", ns])
+        self.namespaces.append(ns)
+        self.ip(ns, "link", "set", "lo", "up")
+        return ns
+
+    def add_link(self, ns_a: str, ns_b: str, v4: bool = True, v6: bool = True) -> Link:
+        """Connect two namespaces with a veth pair (veth<i> on both sides),
+        addressed 10.R.i.1|2/24 and fd00:R:i::1|2/64 (nodad), and bring it up."""
+        index = len(self.links) + 1
+        if index >= UNROUTED:
+            raise LabError(f"a lab has at most {UNROUTED - 1} links")
+        ifname = f"veth{index}"
+        v4_net, v6_net = f"10.{self.octet}.{index}.0/24", f"fd00:{self.octet}:{index}::/64"
+        self.ip(ns_a, "link", "add", ifname, "type", "veth", "peer", "name", ifname, "netns", ns_b)
+        ends = []
+        for ns, host in ((ns_a, 1), (ns_b, 2)):
+            a4 = f"10.{self.octet}.{index}.{host}" if v4 else None
+            a6 = f"fd00:{self.octet}:{index}::{host}" if v6 else None
+            if a4:
+                self.ip(ns, "addr", "add", f"{a4}/24", "dev", ifname)
+            if a6:
+                self.ip(ns, "-6", "addr", "add", f"{a6}/64", "dev", ifname, "nodad")
+            self.ip(ns, "link", "set", ifname, "up")
+            ends.append(Node(ns, ifname, a4, a6))
+        link = Link(index, ends[0], ends[1], v4_net, v6_net)
+        self.links.append(link)
+        return link
+
+    def star(self, receivers: int, sender: str = "s") -> Star:
+        """Sender namespace `sender` linked to receivers r1..rK; neighbours
+        of the sender are resolved before this returns."""
+        s = self.add_ns(sender)
+        links = tuple(self.add_link(s, self.add_ns(f"r{i}")) for i in range(1, receivers + 1))
+        self.resolve(s, [a for link in links for a in (link.b.v4, link.b.v6) if a])
+        self.topology = Star(s, links)
+        return self.topology
+
+    def unrouted_v4(self, host: int = 1) -> str:
+        """An address no route in the lab covers (sending to it: ENETUNREACH)."""
+        return f"10.{self.octet}.{UNROUTED}.{host}"
+
+    def unrouted_v6(self, host: int = 1) -> str:
+        return f"fd00:{self.octet}:{UNROUTED}::{host:x}"
+
+    def resolve(self, ns: str, addrs: list[str], timeout: float = 5.0):
+        """Make ns resolve the link-layer address of each neighbour in addrs
+        (ARP / neighbour discovery, triggered by one UDP datagram to port 9),
+        so that later bursts are not queued behind resolution."""
+        poke = ("import socket, sys\n"
+                "for a in sys.argv[1:]:\n"
+                "    f = socket.AF_INET6 if ':' in a else socket.AF_INET\n"
+                "    socket.socket(f, socket.SOCK_DGRAM).sendto(b'', (a, 9))\n")
+        self.run(ns, [sys.executable, "-c", poke, *addrs], capture_output=True)
+        deadline = time.monotonic() + timeout
+        while True:
+            neigh = json.loads(self.ip(ns, "-j", "neigh", "show") or "[]")
+            resolved = {"REACHABLE", "STALE", "PERMANENT"}
+            done = {ip_address(n["dst"]) for n in neigh if resolved & set(n.get("state", []))}
+            missing = [a for a in addrs if ip_address(a) not in done]
+            if not missing:
+                return
+            if time.monotonic() > deadline:
+                raise LabError(f"{ns}: neighbours not resolved: {missing}")
+            time.sleep(0.02)
+
+    # -- settings ---------------------------------------------------------------
+
+    def set_offload(self, ns: str, ifname: str, **features):
+        """ethtool -K in ns; features like tx=False, tso=False,
+        tx_udp_segmentation=False (underscores become dashes)."""
+        args = []
+        for name, on in features.items():
+            args += [name.replace("_", "-"), "on" if on in (True, "on") else "off"]
+        self.run(ns, ["ethtool", "-K", ifname, *args], capture_output=True)
+
+    def set_rps(self, ns: str, ifname: str, cpumask: int):
+        """Steer receive work of every rx queue of ifname to the CPUs in cpumask."""
+        script = f'for q in /sys/class/net/{ifname}/queues/rx-*/rps_cpus; do echo {cpumask:x} > "$q"; done'
+        self.run(ns, ["sh", "-ec", script])
+
+    def set_sysctl(self, key: str, value, ns: str | None = None):
+        """Set a sysctl.  Global (ns=None): restored on close.  Per namespace:
+        set with `sysctl -w` inside ns; it goes away with the namespace."""
+        if ns is not None:
+            self.run(ns, ["sysctl", "-qw", f"{key}={value}"], capture_output=True)
+            return
+        path = _sysctl_path(key)
+        if key not in self._sysctls:
+            self._sysctls[key] = path.read_text().strip()
+            self._save_state(os.getpid())
+        path.write_text(str(value))
+
+    # -- commands inside namespaces ---------------------------------------------
+
+    def ip(self, ns: str, *args) -> str:
+        """`ip -n ns ARGS`; returns stdout, raises LabError on failure."""
+        return _sh(["ip", "-n", ns, *map(str, args)])
+
+    def run(self, ns: str, argv, check: bool = True, **kwargs) -> subprocess.CompletedProcess:
+        """subprocess.run(argv) inside ns (check=True by default)."""
+        return subprocess.run(["ip", "netns", "exec", ns, *map(str, argv)], check=check, **kwargs)
+
+    def popen(self, ns: str, argv, **kwargs) -> subprocess.Popen:
+        """subprocess.Popen(argv) inside ns; killed on close if still running."""
+        proc = subprocess.Popen(["ip", "netns", "exec", ns, *map(str, argv)], **kwargs)
+        self._procs.append(proc)
+        return proc
+
+    # -- lifetime -----------------------------------------------------------------
+
+    def close(self):
+        """Kill our processes, delete our namespaces, restore global sysctls.
+        Idempotent; also called on SIGTERM/SIGINT and at interpreter exit."""
+        if self._closed:
+            return
+        # Marked closed only at the end: a signal arriving meanwhile runs a
+        # complete close() from the handler instead of cutting this one short.
+        for proc in self._procs:
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=2)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+        down(self.prefix, self._sysctls)
+        self._closed = True
+        _live.discard(self)
+
+    def detach(self):
+        """Leave the lab up after this process exits (netlab.py down removes it)."""
+        _live.discard(self)
+        self._closed = True
+        self._save_state(0)
+
+    def describe(self) -> dict:
+        return {"prefix": self.prefix, "octet": self.octet, "namespaces": self.namespaces,
+                "links": [asdict(link) for link in self.links]}
+
+    def _save_state(self, pid):
+        _state_path(self.prefix).write_text(json.dumps({"pid": pid, "sysctl": self._sysctls}))
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    up = sub.add_parser("up", help="build a star lab and leave it running")
+    up.add_argument("--receivers", type=int, default=2)
+    sub.add_parser("list", help="labs on this machine")
+    dn = sub.add_parser("down", help="remove one lab")
+    dn.add_argument("prefix")
+    sub.add_parser("cleanup", help="remove labs whose owner process is gone")
+    args = ap.parse_args(argv)
+
+    if args.cmd == "up":
+        with Lab() as lab:
+            lab.star(args.receivers)
+            lab.detach()
+            print(json.dumps(lab.describe(), indent=2))
+    elif args.cmd == "list":
+        for prefix, pid in labs().items():
+            owner = "detached" if pid == 0 else f"pid {pid}" if _pid_alive(pid) else "owner gone"
+            print(prefix, owner)
+    elif args.cmd == "down":
+        down(args.prefix)
+    elif args.cmd == "cleanup":
+        for prefix in cleanup():
+            print("removed", prefix)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,40 @@
+"""Fixtures of the end-to-end tests: they build network namespaces, so they need root."""
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "lab"))
+
+from netlab import Lab  # noqa: E402
+
+
+def pytest_collection_modifyitems(config, items):
+    if os.geteuid() == 0:
+        return
+    skip = pytest.mark.skip(reason="e2e tests need root (they create network namespaces); run them as root")
+    here = Path(__file__).parent
+    for item in items:
+        if here in item.path.parents:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def build():
+    """The CMake build directory: $GC_BUILD_DIR, or build/ in the repository."""
+    path = Path(os.environ.get("GC_BUILD_DIR", REPO / "build")).resolve()
+    missing = [p for p in (path / "libgroupcast.so", path / "tools" / "groupcast") if not p.exists()]
+    if missing:
+        pytest.fail(f"missing {', '.join(map(str, missing))}: build with "
+                    f"cmake -S {REPO} -B {path} && cmake --build {path}, or set GC_BUILD_DIR")
+    return path
+
+
+@pytest.fixture(scope="module")
+def lab():
+    """A Lab whose topology is a sender namespace and 2 receiver namespaces."""
+    with Lab() as lab:
+        lab.star(2)
+        yield lab
