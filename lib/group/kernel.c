@@ -75,7 +75,8 @@ static struct {
 	int attached;
 	struct bpf_tc_hook hook;
 	char owner[128];        /* our owner file */
-	int fwd_v4, fwd_v6;     /* lo forwarding values we changed, to restore */
+	int fwd_v4, fwd_v6;     /* lo forwarding before we set it; -1 untouched, -2 could not */
+	unsigned long netns;    /* inode of our network namespace */
 } K = { .lock = PTHREAD_MUTEX_INITIALIZER, .fwd_v4 = -1, .fwd_v6 = -1 };
 
 /* ---- load, attach, detach -------------------------------------------- */
@@ -165,15 +166,17 @@ static unsigned long long proc_start(pid_t pid)
 	return start;
 }
 
-/* Remove filters whose owner process is gone (killed before it could detach). */
-static void reap_stale(unsigned long netns)
+/* Remove filters whose owner process is gone (killed before it could
+ * detach); returns how many other live processes have one here. */
+static int reap_stale(unsigned long netns)
 {
 	char prefix[64], path[512];
 	struct dirent *de;
 	DIR *d = opendir(GC_RUN_DIR);
+	int alive = 0;
 
 	if (!d)
-		return;
+		return 0;
 	snprintf(prefix, sizeof(prefix), "lo-%lu-", netns);
 	while ((de = readdir(d))) {
 		unsigned long long start = 0;
@@ -190,8 +193,12 @@ static void reap_stale(unsigned long netns)
 				start = 0;
 			fclose(f);
 		}
-		if (pid <= 0 || pid == getpid() || (start && proc_start(pid) == start))
-			continue; /* alive (or ours) */
+		if (pid == getpid())
+			continue;
+		if (pid > 0 && start && proc_start(pid) == start) {
+			alive++;
+			continue;
+		}
 		{
 			LIBBPF_OPTS(bpf_tc_opts, o, .handle = (__u32)pid, .priority = GC_TC_PRIO);
 			bpf_tc_detach(&K.hook, &o); /* ENOENT if already gone: fine */
@@ -199,6 +206,26 @@ static void reap_stale(unsigned long netns)
 		unlink(path);
 	}
 	closedir(d);
+	return alive;
+}
+
+/*
+ * bpf_fib_lookup() refuses to look up from an interface without forwarding,
+ * and the program looks up as if from lo, where forwarding changes nothing
+ * else.  Turned on when the first non-loopback member needs a route, turned
+ * back when the program is detached.
+ */
+static void need_forwarding(int family)
+{
+	int *old = family == AF_INET ? &K.fwd_v4 : &K.fwd_v6, r;
+
+	pthread_mutex_lock(&K.lock);
+	if (*old == -1 && K.attached) {
+		r = sysctl_set(family == AF_INET ? "/proc/sys/net/ipv4/conf/lo/forwarding"
+						 : "/proc/sys/net/ipv6/conf/lo/forwarding", 1);
+		*old = r < 0 ? -2 : r;
+	}
+	pthread_mutex_unlock(&K.lock);
 }
 
 static void detach_locked(void)
@@ -210,10 +237,12 @@ static void detach_locked(void)
 	bpf_tc_detach(&K.hook, &o);
 	if (K.owner[0])
 		unlink(K.owner);
-	if (K.fwd_v4 >= 0)
-		sysctl_set("/proc/sys/net/ipv4/conf/lo/forwarding", K.fwd_v4);
-	if (K.fwd_v6 >= 0)
-		sysctl_set("/proc/sys/net/ipv6/conf/lo/forwarding", K.fwd_v6);
+	if (reap_stale(K.netns) == 0) { /* the last user here puts forwarding back */
+		if (K.fwd_v4 >= 0)
+			sysctl_set("/proc/sys/net/ipv4/conf/lo/forwarding", K.fwd_v4);
+		if (K.fwd_v6 >= 0)
+			sysctl_set("/proc/sys/net/ipv6/conf/lo/forwarding", K.fwd_v6);
+	}
 	K.fwd_v4 = K.fwd_v6 = -1;
 	K.attached = 0;
 }
@@ -243,7 +272,8 @@ static int attach_locked(void)
 	if (r && r != -EEXIST)
 		return gc_seterr(-r, "engine kernel: cannot add clsact to lo: %s", strerror(-r));
 	if (stat("/proc/self/ns/net", &st) == 0) {
-		reap_stale((unsigned long)st.st_ino);
+		K.netns = (unsigned long)st.st_ino;
+		reap_stale(K.netns);
 		mkdir(GC_RUN_DIR, 0755);
 		snprintf(K.owner, sizeof(K.owner), GC_RUN_DIR "/lo-%lu-%d", (unsigned long)st.st_ino, (int)getpid());
 	}
@@ -267,10 +297,6 @@ static int attach_locked(void)
 			K.owner[0] = 0;
 		}
 	}
-	/* bpf_fib_lookup() refuses interfaces without forwarding; it looks up
-	 * as if from lo, where forwarding changes nothing else. */
-	K.fwd_v4 = sysctl_set("/proc/sys/net/ipv4/conf/lo/forwarding", 1);
-	K.fwd_v6 = sysctl_set("/proc/sys/net/ipv6/conf/lo/forwarding", 1);
 	K.attached = 1;
 	if (!atexit_done++)
 		atexit(detach_at_exit);
@@ -551,6 +577,8 @@ static int put_slot(struct gc_sock *s, struct gc_kslot *m, const struct gc_giove
 	if (memcmp(m->daddr, daddr, 16) || m->flags != flags) {
 		memcpy(m->daddr, daddr, 16);
 		m->ifindex = 0; /* a new destination: the program resolves it again */
+		if (!(flags & GC_KF_LOCAL))
+			need_forwarding(s->family);
 	}
 	m->dport = dport;
 	m->flags = flags;

@@ -44,7 +44,7 @@ class GcGiovec(ctypes.Structure):
 
 class GcStats(ctypes.Structure):
     _fields_ = [("group_sends", c_uint64), ("datagrams", c_uint64), ("bytes", c_uint64),
-                ("failed", c_uint64), ("last_errno", c_int)]
+                ("failed", c_uint64), ("last_errno", c_int), ("user_fallback", c_uint64)]
 
 
 assert ctypes.sizeof(SockaddrStorage) == 128 and ctypes.sizeof(GcGiovec) == 160
