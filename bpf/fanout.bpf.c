@@ -226,7 +226,7 @@ static long one_member(__u32 i, void *ctx)
 		return 0;
 	}
 	if (splice_room(f, plen, alen)) {
-		m->result = -NOBUFS;
+		m->result = GC_KRES_USER; /* e.g. above the 16 kB BPF may grow a packet to */
 		return 0;
 	}
 	dsum = plen || alen ? m->data_csum : f->head->data_csum;
@@ -267,7 +267,26 @@ int gc_fanout(struct __sk_buff *skb)
 	f.slots = bpf_map_lookup_elem(&groups, sidx);
 	if (!f.head || !f.slots)
 		return TC_ACT_UNSPEC;
+	/* only a whole IPv4 or IPv6 UDP datagram is a trigger; anything else
+	 * (a fragment, if lo's MTU was lowered) is dropped and its members
+	 * stay PENDING, so user space sends them */
 	l3len = skb->protocol == bpf_htons(ETH_P_IP) ? 20 : 40;
+	if (bpf_skb_load_bytes(skb, ETH_HLEN, ip, 4))
+		return TC_ACT_STOLEN;
+	if (l3len == 20) {
+		__u8 proto;
+		__u16 frag;
+
+		if (ip[0] != 0x45 || bpf_skb_load_bytes(skb, ETH_HLEN + 9, &proto, 1) ||
+		    bpf_skb_load_bytes(skb, ETH_HLEN + 6, &frag, 2) || proto != 17 ||
+		    (bpf_ntohs(frag) & 0x3fff))
+			return TC_ACT_STOLEN;
+	} else {
+		__u8 nexthdr;
+
+		if ((ip[0] >> 4) != 6 || bpf_skb_load_bytes(skb, ETH_HLEN + 6, &nexthdr, 1) || nexthdr != 17)
+			return TC_ACT_STOLEN;
+	}
 	f.skb = skb;
 	f.l3len = l3len;
 	f.slen = skb->len - ETH_HLEN - l3len - 8;

@@ -167,7 +167,7 @@ ssize_t gc_get_limit(int sd);
 
 /* Per-socket counters since the socket's state was created. */
 struct gc_stats {
-	uint64_t group_sends;   /* gc_send() and gc_sendgroup() calls that sent */
+	uint64_t group_sends;   /* gc_send() and gc_sendgroup() calls that reached an engine */
 	uint64_t datagrams;     /* datagrams handed to the kernel */
 	uint64_t bytes;         /* their payload bytes */
 	uint64_t failed;        /* datagrams that failed (reported per member) */

@@ -68,7 +68,7 @@ static int get_cookie(int fd, uint64_t *cookie)
 	return gc_seterr(ENOTSOCK, "sd: %d is not a socket", fd);
 }
 
-/* Fill family/v6only of a new state; EPROTOTYPE unless an inet UDP socket. */
+/* Fill the family of a new state; EPROTOTYPE unless an inet UDP socket. */
 static int identify(struct gc_sock *s)
 {
 	int domain, type, proto;
@@ -80,9 +80,6 @@ static int identify(struct gc_sock *s)
 	if ((domain != AF_INET && domain != AF_INET6) || type != SOCK_DGRAM || proto != IPPROTO_UDP)
 		return gc_seterr(EPROTOTYPE, "sd: %d is not an AF_INET/AF_INET6 UDP socket", s->fd);
 	s->family = domain;
-	s->v6only = 0;
-	if (domain == AF_INET6 && get_int_opt(s->fd, IPPROTO_IPV6, IPV6_V6ONLY, &s->v6only))
-		return gc_seterr(errno, "sd: %d: cannot read IPV6_V6ONLY", s->fd);
 	return 0;
 }
 
@@ -92,6 +89,7 @@ static void sock_free(struct gc_sock *s)
 		ops_of[s->engine]->release(s);
 	free(s->group);
 	free(s->errs);
+	free(s->rec_errs);
 	free(s->mmsg);
 	free(s->iov);
 	pthread_mutex_destroy(&s->lock);
@@ -187,15 +185,26 @@ static void sock_put(struct gc_sock *s)
 
 /* ---- argument checks --------------------------------------------------- */
 
+/*
+ * IPV6_V6ONLY can change until the socket is bound, so it is read when an
+ * IPv4 member asks for it, once per call (*v6only starts at -1).
+ */
+static bool v6only(const struct gc_sock *s, int *cache)
+{
+	if (*cache < 0 && get_int_opt(s->fd, IPPROTO_IPV6, IPV6_V6ONLY, cache))
+		*cache = 1; /* cannot tell: refuse IPv4 rather than fail later */
+	return *cache;
+}
+
 /* Check one destination against socket s; arg names it in the message. */
 static int check_dest(const struct gc_sock *s, const struct sockaddr_storage *ss,
-		      const char *arg, size_t i, bool *is_v4)
+		      const char *arg, size_t i, bool *is_v4, int *v6only_cache)
 {
 	if (ss->ss_family == AF_INET) {
 		const struct sockaddr_in *sin = (const struct sockaddr_in *)ss;
 		in_addr_t a = ntohl(sin->sin_addr.s_addr);
 
-		if (s->family == AF_INET6 && s->v6only)
+		if (s->family == AF_INET6 && v6only(s, v6only_cache))
 			return gc_seterr(EAFNOSUPPORT, "%s[%zu]: AF_INET member on an IPV6_V6ONLY socket", arg, i);
 		if (sin->sin_port == 0)
 			return gc_seterr(EINVAL, "%s[%zu]: port 0", arg, i);
@@ -215,7 +224,7 @@ static int check_dest(const struct gc_sock *s, const struct sockaddr_storage *ss
 		if (IN6_IS_ADDR_V4MAPPED(a)) {
 			in_addr_t v4 = ntohl(((const uint32_t *)a->s6_addr)[3]);
 
-			if (s->v6only)
+			if (v6only(s, v6only_cache))
 				return gc_seterr(EAFNOSUPPORT, "%s[%zu]: v4-mapped member on an IPV6_V6ONLY socket", arg, i);
 			if (v4 == INADDR_ANY || v4 == INADDR_BROADCAST || IN_MULTICAST(v4))
 				return gc_seterr(EINVAL, "%s[%zu]: not a unicast address", arg, i);
@@ -310,7 +319,8 @@ GC_EXPORT int gc_setgroup(int sd, const struct sockaddr_storage *members, size_t
 {
 	struct gc_sock *s;
 	bool v4 = false;
-	int ret = -1;
+	int ret = -1, v6only_cache = -1;
+	size_t nv4 = 0;
 
 	if (!members && n > 0)
 		return gc_seterr(EFAULT, "members: NULL with n = %zu", n);
@@ -320,9 +330,11 @@ GC_EXPORT int gc_setgroup(int sd, const struct sockaddr_storage *members, size_t
 		gc_seterr(E2BIG, "n: %zu members is above the socket's limit of %zu", n, s->limit);
 		goto out;
 	}
-	for (size_t i = 0; i < n; i++)
-		if (check_dest(s, &members[i], "members", i, &v4))
+	for (size_t i = 0; i < n; i++) {
+		if (check_dest(s, &members[i], "members", i, &v4, &v6only_cache))
 			goto out;
+		nv4 += v4;
+	}
 	if (n > s->group_cap) { /* grow only: replacing a group must stay cheap */
 		struct gc_giovec *g = realloc(s->group, n * sizeof(*g));
 
@@ -339,6 +351,7 @@ GC_EXPORT int gc_setgroup(int sd, const struct sockaddr_storage *members, size_t
 	for (size_t i = 0; i < n; i++)
 		memcpy(&s->group[i].dest, &members[i], gc_addrlen(&members[i]));
 	s->group_n = n;
+	s->group_v4 = nv4;
 	s->last_failed = 0;
 	ret = 0;
 out:
@@ -395,7 +408,7 @@ GC_EXPORT ssize_t gc_send(int sd, const void *buf, size_t len, int flags)
 		gc_seterr(EDESTADDRREQ, "sd: %d has no group (gc_setgroup())", sd);
 		goto out;
 	}
-	if (len > (s->family == AF_INET6 && s->v6only ? UDP6_MAX : UDP4_MAX)) {
+	if (len > (s->group_v4 ? UDP4_MAX : UDP6_MAX)) {
 		gc_seterr(EMSGSIZE, "len: %zu is larger than a UDP datagram", len);
 		goto out;
 	}
@@ -453,7 +466,7 @@ GC_EXPORT int gc_sendgroup(int sd, const struct iovec *shared, const struct gc_g
 	static const struct iovec empty;
 	struct gc_batch b;
 	struct gc_sock *s;
-	int ret = -1;
+	int ret = -1, v6only_cache = -1;
 
 	if (check_flags(flags, "gc_sendgroup"))
 		return -1;
@@ -474,7 +487,7 @@ GC_EXPORT int gc_sendgroup(int sd, const struct iovec *shared, const struct gc_g
 		bool v4 = false;
 		size_t len;
 
-		if (check_dest(s, &g->dest, "rec", i, &v4) || check_iov(&g->prepend, "prepend", i) ||
+		if (check_dest(s, &g->dest, "rec", i, &v4, &v6only_cache) || check_iov(&g->prepend, "prepend", i) ||
 		    check_iov(&g->append, "append", i))
 			goto out;
 		len = shared->iov_len;
@@ -484,13 +497,12 @@ GC_EXPORT int gc_sendgroup(int sd, const struct iovec *shared, const struct gc_g
 			goto out;
 		}
 	}
-	if (!gerrno) {
-		if (errs_reserve(s, recnum)) {
+	if (!gerrno) { /* the engines always report; s->errs stays gc_send()'s */
+		if (grow((void **)&s->rec_errs, &s->rec_errs_cap, recnum, sizeof(*s->rec_errs))) {
 			gc_seterr(ENOMEM, "recnum: no memory for %zu error slots", recnum);
 			goto out;
 		}
-		gerrno = s->errs;
-		s->last_failed = 0; /* s->errs no longer holds gc_send()'s errors */
+		gerrno = s->rec_errs;
 	}
 	if (recnum == 0) {
 		ret = 0;

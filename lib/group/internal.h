@@ -34,16 +34,18 @@ struct gc_sock {
 	int fd;
 	uint64_t cookie;       /* SO_COOKIE: tells a reused fd number from this socket */
 	int family;            /* AF_INET or AF_INET6 */
-	int v6only;            /* AF_INET6 only: IPV6_V6ONLY */
 	size_t limit;
 	enum gc_engine want;   /* as asked with gc_set_engine() (maybe AUTO) */
 	enum gc_engine engine; /* what sends: never AUTO */
 
 	struct gc_giovec *group; /* the group, as recipients with empty prepend/append */
 	size_t group_n, group_cap;
+	size_t group_v4;         /* IPv4 members in it: their datagrams are smaller */
 
 	int *errs;             /* per-member errno of the last gc_send() */
 	size_t errs_cap, last_failed;
+	int *rec_errs;         /* gc_sendgroup()'s when the caller passes no gerrno */
+	size_t rec_errs_cap;
 
 	struct gc_stats stats;
 

@@ -23,9 +23,10 @@
  * in the same call and counted in gc_stats.user_fallback.
  */
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/pkt_cls.h>
+#include <linux/rtnetlink.h>
 #include <linux/udp.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -51,6 +52,7 @@
 #endif
 
 struct gc_kern {
+	unsigned gen;           /* K.gen when made: a forked child does not own it */
 	int trig;               /* trigger socket */
 	int pipe[2];
 	__u32 sidx;             /* index in heads / groups */
@@ -75,9 +77,10 @@ static struct {
 	int attached;
 	struct bpf_tc_hook hook;
 	char owner[128];        /* our owner file */
-	int fwd_v4, fwd_v6;     /* lo forwarding before we set it; -1 untouched, -2 could not */
+	int fwd_v4, fwd_v6;     /* 1: lo forwarding is on for us */
 	unsigned long netns;    /* inode of our network namespace */
-} K = { .lock = PTHREAD_MUTEX_INITIALIZER, .fwd_v4 = -1, .fwd_v6 = -1 };
+	unsigned gen;           /* bumped in a forked child, which starts over */
+} K = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 /* ---- load, attach, detach -------------------------------------------- */
 
@@ -87,11 +90,33 @@ static int silent(enum libbpf_print_level l, const char *f, va_list a)
 	return 0;
 }
 
+/*
+ * A forked child shares the parent's maps and filter through inherited fds.
+ * It must not send through them nor detach them: it forgets them (the fds
+ * close on exec or exit) and loads its own program when it first needs one.
+ */
+static void forget_in_child(void)
+{
+	if (K.heads)
+		munmap(K.heads, GC_KSOCKS * sizeof(struct gc_khead));
+	pthread_mutex_init(&K.lock, NULL);
+	K.tried = K.err = K.users = K.attached = 0;
+	K.skel = NULL;
+	K.heads = NULL;
+	memset(K.used, 0, sizeof(K.used));
+	K.owner[0] = 0;
+	K.fwd_v4 = K.fwd_v6 = 0;
+	K.gen++;
+}
+
 static void load_once(void)
 {
 	size_t len = GC_KSOCKS * sizeof(struct gc_khead);
+	static int atfork_done;
 	void *m;
 
+	if (!atfork_done++)
+		pthread_atfork(NULL, NULL, forget_in_child);
 	K.tried = 1;
 	libbpf_set_print(silent);
 	K.skel = fanout__open_and_load();
@@ -166,66 +191,151 @@ static unsigned long long proc_start(pid_t pid)
 	return start;
 }
 
-/* Remove filters whose owner process is gone (killed before it could
- * detach); returns how many other live processes have one here. */
-static int reap_stale(unsigned long netns)
+/*
+ * Our filters on lo egress: handles of the "bpf" filters at GC_TC_PRIO whose
+ * program is gc_fanout, from an rtnetlink dump.  Up to max; returns the count
+ * or -1.
+ */
+static int our_filters(__u32 *out, int max)
 {
-	char prefix[64], path[512];
-	struct dirent *de;
-	DIR *d = opendir(GC_RUN_DIR);
-	int alive = 0;
+	struct {
+		struct nlmsghdr n;
+		struct tcmsg t;
+	} req = {
+		.n = { .nlmsg_len = sizeof(req), .nlmsg_type = RTM_GETTFILTER,
+		       .nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP, .nlmsg_seq = 1 },
+		.t = { .tcm_family = AF_UNSPEC, .tcm_ifindex = 1,
+		       .tcm_parent = TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_EGRESS) },
+	};
+	static char buf[32768];
+	int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE), n = 0;
 
-	if (!d)
-		return 0;
-	snprintf(prefix, sizeof(prefix), "lo-%lu-", netns);
-	while ((de = readdir(d))) {
+	if (fd < 0)
+		return -1;
+	if (send(fd, &req, sizeof(req), 0) < 0)
+		goto done;
+	for (;;) {
+		ssize_t len = recv(fd, buf, sizeof(buf), 0);
+
+		if (len <= 0)
+			goto done;
+		for (struct nlmsghdr *h = (void *)buf; NLMSG_OK(h, len); h = NLMSG_NEXT(h, len)) {
+			struct tcmsg *t = NLMSG_DATA(h);
+			int alen = (int)h->nlmsg_len - NLMSG_LENGTH(sizeof(*t)), bpf = 0, ours = 0;
+
+			if (h->nlmsg_type == NLMSG_DONE || h->nlmsg_type == NLMSG_ERROR)
+				goto done;
+			if (TC_H_MAJ(t->tcm_info) >> 16 != GC_TC_PRIO || !t->tcm_handle)
+				continue;
+			for (struct rtattr *a = (void *)((char *)t + NLMSG_ALIGN(sizeof(*t))); RTA_OK(a, alen);
+			     a = RTA_NEXT(a, alen)) {
+				if (a->rta_type == TCA_KIND)
+					bpf = strcmp(RTA_DATA(a), "bpf") == 0;
+				if (a->rta_type == TCA_OPTIONS) {
+					int olen = (int)RTA_PAYLOAD(a);
+
+					for (struct rtattr *o = RTA_DATA(a); RTA_OK(o, olen); o = RTA_NEXT(o, olen))
+						if (o->rta_type == TCA_BPF_NAME)
+							ours = strncmp(RTA_DATA(o), "gc_fanout", 9) == 0;
+				}
+			}
+			if (bpf && ours && n < max)
+				out[n++] = t->tcm_handle;
+		}
+	}
+done:
+	close(fd);
+	return n;
+}
+
+/*
+ * Remove our filters whose owner (handle = pid, with its start time in
+ * GC_RUN_DIR/lo-NETNS-PID, written before it attached) is gone: killed
+ * before it could detach.  Returns how many other live owners remain.
+ */
+static int reap_stale(void)
+{
+	__u32 h[256];
+	int n = our_filters(h, 256), alive = 0;
+
+	for (int i = 0; i < n; i++) {
 		unsigned long long start = 0;
-		int pid;
+		char path[128];
 		FILE *f;
 
-		if (strncmp(de->d_name, prefix, strlen(prefix)))
+		if (h[i] == (__u32)getpid())
 			continue;
-		pid = atoi(de->d_name + strlen(prefix));
-		snprintf(path, sizeof(path), GC_RUN_DIR "/%s", de->d_name);
-		f = fopen(path, "r");
-		if (f) {
+		snprintf(path, sizeof(path), GC_RUN_DIR "/lo-%lu-%u", K.netns, h[i]);
+		if ((f = fopen(path, "r"))) {
 			if (fscanf(f, "%llu", &start) != 1)
 				start = 0;
 			fclose(f);
 		}
-		if (pid == getpid())
-			continue;
-		if (pid > 0 && start && proc_start(pid) == start) {
+		if (start && proc_start((pid_t)h[i]) == start) {
 			alive++;
 			continue;
 		}
-		{
-			LIBBPF_OPTS(bpf_tc_opts, o, .handle = (__u32)pid, .priority = GC_TC_PRIO);
-			bpf_tc_detach(&K.hook, &o); /* ENOENT if already gone: fine */
-		}
+		LIBBPF_OPTS(bpf_tc_opts, o, .handle = h[i], .priority = GC_TC_PRIO);
+		bpf_tc_detach(&K.hook, &o);
 		unlink(path);
 	}
-	closedir(d);
 	return alive;
 }
 
 /*
  * bpf_fib_lookup() refuses to look up from an interface without forwarding,
  * and the program looks up as if from lo, where forwarding changes nothing
- * else.  Turned on when the first non-loopback member needs a route, turned
- * back when the program is detached.
+ * else.  Turned on when the first routed member needs it.  The value it had
+ * is kept in GC_RUN_DIR/lo-NETNS.fwd4 (fwd6) by whoever changed it first, so
+ * the last user in the namespace puts it back even after a crash.
  */
+static const char *fwd_sysctl(int family)
+{
+	return family == AF_INET ? "/proc/sys/net/ipv4/conf/lo/forwarding"
+				 : "/proc/sys/net/ipv6/conf/lo/forwarding";
+}
+
+static void fwd_file(char *path, size_t len, int family)
+{
+	snprintf(path, len, GC_RUN_DIR "/lo-%lu.fwd%d", K.netns, family == AF_INET ? 4 : 6);
+}
+
 static void need_forwarding(int family)
 {
-	int *old = family == AF_INET ? &K.fwd_v4 : &K.fwd_v6, r;
+	int *done = family == AF_INET ? &K.fwd_v4 : &K.fwd_v6;
+	char path[128];
 
 	pthread_mutex_lock(&K.lock);
-	if (*old == -1 && K.attached) {
-		r = sysctl_set(family == AF_INET ? "/proc/sys/net/ipv4/conf/lo/forwarding"
-						 : "/proc/sys/net/ipv6/conf/lo/forwarding", 1);
-		*old = r < 0 ? -2 : r;
+	if (!*done && K.attached) {
+		int fd, old;
+
+		fwd_file(path, sizeof(path), family);
+		fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+		old = sysctl_set(fwd_sysctl(family), 1);
+		if (fd >= 0) { /* we are first: remember what it was */
+			dprintf(fd, "%d\n", old);
+			close(fd);
+		}
+		*done = 1;
 	}
 	pthread_mutex_unlock(&K.lock);
+}
+
+static void restore_forwarding(void)
+{
+	for (int family = AF_INET; family; family = family == AF_INET ? AF_INET6 : 0) {
+		char path[128];
+		FILE *f;
+		int old;
+
+		fwd_file(path, sizeof(path), family);
+		if (!(f = fopen(path, "r")))
+			continue;
+		if (fscanf(f, "%d", &old) == 1 && old >= 0)
+			sysctl_set(fwd_sysctl(family), old);
+		fclose(f);
+		unlink(path);
+	}
 }
 
 static void detach_locked(void)
@@ -237,13 +347,9 @@ static void detach_locked(void)
 	bpf_tc_detach(&K.hook, &o);
 	if (K.owner[0])
 		unlink(K.owner);
-	if (reap_stale(K.netns) == 0) { /* the last user here puts forwarding back */
-		if (K.fwd_v4 >= 0)
-			sysctl_set("/proc/sys/net/ipv4/conf/lo/forwarding", K.fwd_v4);
-		if (K.fwd_v6 >= 0)
-			sysctl_set("/proc/sys/net/ipv6/conf/lo/forwarding", K.fwd_v6);
-	}
-	K.fwd_v4 = K.fwd_v6 = -1;
+	if (reap_stale() == 0) /* the last user here puts forwarding back */
+		restore_forwarding();
+	K.fwd_v4 = K.fwd_v6 = 0;
 	K.attached = 0;
 }
 
@@ -271,11 +377,18 @@ static int attach_locked(void)
 	r = bpf_tc_hook_create(&K.hook);
 	if (r && r != -EEXIST)
 		return gc_seterr(-r, "engine kernel: cannot add clsact to lo: %s", strerror(-r));
-	if (stat("/proc/self/ns/net", &st) == 0) {
-		K.netns = (unsigned long)st.st_ino;
-		reap_stale(K.netns);
-		mkdir(GC_RUN_DIR, 0755);
-		snprintf(K.owner, sizeof(K.owner), GC_RUN_DIR "/lo-%lu-%d", (unsigned long)st.st_ino, (int)getpid());
+	K.netns = stat("/proc/self/ns/net", &st) == 0 ? (unsigned long)st.st_ino : 0;
+	reap_stale();
+	/* the owner file comes first: a filter without one is stale */
+	mkdir(GC_RUN_DIR, 0755);
+	snprintf(K.owner, sizeof(K.owner), GC_RUN_DIR "/lo-%lu-%d", K.netns, (int)getpid());
+	{
+		FILE *f = fopen(K.owner, "w");
+
+		if (!f)
+			return gc_seterr(errno, "engine kernel: cannot write %s: %s", K.owner, strerror(errno));
+		fprintf(f, "%llu\n", proc_start(getpid()));
+		fclose(f);
 	}
 	r = bpf_tc_attach(&K.hook, &o);
 	if (r == -EEXIST) { /* a filter left by an earlier process with our pid */
@@ -285,17 +398,9 @@ static int attach_locked(void)
 		o.prog_id = 0;
 		r = bpf_tc_attach(&K.hook, &o);
 	}
-	if (r)
+	if (r) {
+		unlink(K.owner);
 		return gc_seterr(-r, "engine kernel: cannot attach to lo egress: %s", strerror(-r));
-	if (K.owner[0]) {
-		FILE *f = fopen(K.owner, "w");
-
-		if (f) {
-			fprintf(f, "%llu\n", proc_start(getpid()));
-			fclose(f);
-		} else {
-			K.owner[0] = 0;
-		}
 	}
 	K.attached = 1;
 	if (!atexit_done++)
@@ -329,6 +434,11 @@ static void kernel_release(struct gc_sock *s)
 
 	if (!k)
 		return;
+	s->kern = NULL;
+	if (k->gen != K.gen) { /* made before a fork: the maps are the parent's */
+		kern_free(k);
+		return;
+	}
 	pthread_mutex_lock(&K.lock);
 	if (K.skel) {
 		__u64 cookie;
@@ -343,7 +453,6 @@ static void kernel_release(struct gc_sock *s)
 		detach_locked();
 	pthread_mutex_unlock(&K.lock);
 	kern_free(k);
-	s->kern = NULL;
 }
 
 /* Source port, bound address, TOS and TTL of the user socket, for the head. */
@@ -403,6 +512,7 @@ static struct gc_kern *kern_setup(struct gc_sock *s)
 		return NULL;
 	}
 	k->trig = k->pipe[0] = k->pipe[1] = k->slots_fd = -1;
+	k->gen = K.gen;
 	pthread_mutex_lock(&K.lock);
 	for (int i = 0; i < GC_KSOCKS; i++)
 		if (!K.used[i]) {
@@ -557,9 +667,14 @@ static int put_slot(struct gc_sock *s, struct gc_kslot *m, const struct gc_giove
 	if (s->family == AF_INET) {
 		const struct sockaddr_in *a = (const struct sockaddr_in *)&g->dest;
 
+		in_addr_t h = ntohl(a->sin_addr.s_addr);
+
 		memcpy(daddr, &a->sin_addr, 4);
 		dport = a->sin_port;
-		if ((ntohl(a->sin_addr.s_addr) >> 24) == 127)
+		/* 127/8 is local but for the broadcast routes the kernel puts on
+		 * lo; those (and every other non-unicast) go to user space, which
+		 * returns EACCES as sendto() does */
+		if ((h >> 24) == 127 && h != 0x7fffffff && h != 0x7f000000)
 			flags = GC_KF_LOCAL;
 	} else {
 		const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)&g->dest;
@@ -585,8 +700,10 @@ static int put_slot(struct gc_sock *s, struct gc_kslot *m, const struct gc_giove
 	m->plen = (__u8)g->prepend.iov_len;
 	m->alen = (__u8)g->append.iov_len;
 	if (m->plen || m->alen) {
-		memcpy(m->data, g->prepend.iov_base, m->plen);
-		memcpy(m->data + m->plen, g->append.iov_base, m->alen);
+		if (m->plen) /* an empty iovec may have a NULL base */
+			memcpy(m->data, g->prepend.iov_base, m->plen);
+		if (m->alen)
+			memcpy(m->data + m->plen, g->append.iov_base, m->alen);
 		m->data_csum = csum16(m->data, m->plen) + at(shared_sum, m->plen) +
 			       at(csum16(m->data + m->plen, m->alen), m->plen + slen);
 	}
@@ -626,8 +743,14 @@ static size_t kernel_send(struct gc_sock *s, const struct gc_batch *b)
 	size_t nuser = 0, sent = 0, nk = 0;
 	__u32 shared_sum;
 
-	if (!k && !(k = s->kern = kern_setup(s)))
+	if (k && k->gen != K.gen) { /* inherited across fork(): start over */
+		kernel_release(s);
+		k = NULL;
+	}
+	if (!k && (kernel_available() || !(k = s->kern = kern_setup(s))))
 		goto all_user;
+	if (b->shared->iov_len + 8 + (s->family == AF_INET ? 20 : 40) > 65535)
+		goto all_user; /* the trigger itself would be fragmented on lo */
 	if (slots_reserve(k, b->n) || user_reserve(k, b->n))
 		goto all_user;
 	h = &K.heads[k->sidx];

@@ -153,6 +153,12 @@ static size_t uring_send_common(struct gc_sock *s, const struct gc_batch *b, int
 			}
 			io_uring_cq_advance(&u->ring, seen);
 		}
+		if (zc) /* what zero-copy refused (too many pages for one skb) goes copied */
+			for (size_t k = 0; k < cnt; k++)
+				if (b->gerrno[i + k] == EMSGSIZE && sendmsg(s->fd, &m[k].msg_hdr, b->flags) >= 0) {
+					b->gerrno[i + k] = 0;
+					sent++;
+				}
 	}
 	return sent;
 }
