@@ -535,14 +535,23 @@ GC_EXPORT int gc_set_engine(int sd, enum gc_engine e)
 	if (sock_get(sd, &s))
 		return -1;
 	if (resolve(e, &got) == 0) {
-		if (got != s->engine && ops_of[s->engine]->release)
-			ops_of[s->engine]->release(s);
+		const struct gc_engine_ops *new = ops_of[got], *old = ops_of[s->engine];
+
+		/* An engine asked for by name gets its resources now, so that the
+		 * first send is not the one to pay for them (or to find they fail). */
+		if (got != s->engine && e != GC_ENGINE_AUTO && new->prepare && new->prepare(s)) {
+			gc_seterr(ENOTSUP, "engine %s: %s", names[e], gc_errmsg());
+			goto out;
+		}
+		if (got != s->engine && old->release && old->release != new->release)
+			old->release(s);
 		s->want = e;
 		s->engine = got;
 		ret = 0;
 	} else if (errno != ENOTSUP) {
 		gc_seterr(ENOTSUP, "engine %s: %s", names[e], gc_errmsg());
 	}
+out:
 	sock_put(s);
 	return ret;
 }

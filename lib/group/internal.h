@@ -60,6 +60,8 @@ struct gc_sock {
 struct gc_engine_ops {
 	/* 0 if usable on this machine, else -1 with errno and gc_seterr() */
 	int (*available)(void);
+	/* Make s's resources (may be NULL): 0, or -1 with gc_seterr(). */
+	int (*prepare)(struct gc_sock *s);
 	/* Send the batch; fill b->gerrno; return how many recipients were sent to. */
 	size_t (*send)(struct gc_sock *s, const struct gc_batch *b);
 	/* Free the engine's resources in s (may be NULL). */

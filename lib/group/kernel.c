@@ -790,8 +790,18 @@ all_user:
 	return gc_mmsg_ops.send(s, b);
 }
 
+static int kernel_prepare(struct gc_sock *s)
+{
+	if (s->kern && s->kern->gen != K.gen)
+		kernel_release(s);
+	if (!s->kern && !(s->kern = kern_setup(s)))
+		return -1;
+	return 0;
+}
+
 const struct gc_engine_ops gc_kernel_ops = {
 	.available = kernel_available,
+	.prepare = kernel_prepare,
 	.send = kernel_send,
 	.release = kernel_release,
 };

@@ -82,12 +82,23 @@ static struct gc_uring *ring_of(struct gc_sock *s)
 		return NULL;
 	/* SINGLE_ISSUER / DEFER_TASKRUN would help, but liburing 2.3 headers
 	 * predate some of them and they are not needed for correctness. */
-	if (io_uring_queue_init_params(URING_BATCH, &u->ring, &p) < 0) {
+	int r = io_uring_queue_init_params(URING_BATCH, &u->ring, &p);
+
+	if (r < 0) {
 		free(u);
+		errno = -r;
 		return NULL;
 	}
 	s->uring = u;
 	return u;
+}
+
+static int uring_prepare(struct gc_sock *s)
+{
+	errno = ENOMEM;
+	if (ring_of(s))
+		return 0;
+	return gc_seterr(errno, "io_uring_queue_init failed: %s", strerror(errno));
 }
 
 static void uring_release(struct gc_sock *s)
@@ -175,12 +186,14 @@ static size_t uring_zc_send(struct gc_sock *s, const struct gc_batch *b)
 
 const struct gc_engine_ops gc_uring_ops = {
 	.available = uring_available,
+	.prepare = uring_prepare,
 	.send = uring_send,
 	.release = uring_release,
 };
 
 const struct gc_engine_ops gc_uring_zc_ops = {
 	.available = uring_zc_available,
+	.prepare = uring_prepare,
 	.send = uring_zc_send,
 	.release = uring_release,
 };
