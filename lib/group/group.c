@@ -539,8 +539,8 @@ GC_EXPORT int gc_set_engine(int sd, enum gc_engine e)
 
 		/* An engine asked for by name gets its resources now, so that the
 		 * first send is not the one to pay for them (or to find they fail). */
-		if (got != s->engine && e != GC_ENGINE_AUTO && new->prepare && new->prepare(s)) {
-			gc_seterr(ENOTSUP, "engine %s: %s", names[e], gc_errmsg());
+		if (e != GC_ENGINE_AUTO && new->prepare && new->prepare(s)) {
+			errno = ENOTSUP; /* gc_errmsg() already says why */
 			goto out;
 		}
 		if (got != s->engine && old->release && old->release != new->release)

@@ -25,6 +25,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <linux/pkt_cls.h>
 #include <linux/rtnetlink.h>
 #include <linux/udp.h>
@@ -35,6 +36,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -109,6 +111,16 @@ static void forget_in_child(void)
 	K.gen++;
 }
 
+static int has_cap(int cap)
+{
+	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
+	struct __user_cap_data_struct d[2] = { 0 };
+
+	if (syscall(SYS_capget, &h, d))
+		return 1; /* cannot tell: let the attach say */
+	return !!(d[cap / 32].effective & (1u << (cap % 32)));
+}
+
 static void load_once(void)
 {
 	size_t len = GC_KSOCKS * sizeof(struct gc_khead);
@@ -118,6 +130,11 @@ static void load_once(void)
 	if (!atfork_done++)
 		pthread_atfork(NULL, NULL, forget_in_child);
 	K.tried = 1;
+	if (!has_cap(CAP_NET_ADMIN)) { /* loading may still work (CAP_SYS_ADMIN), attaching would not */
+		K.err = EPERM;
+		snprintf(K.why, sizeof(K.why), "engine kernel: needs CAP_NET_ADMIN to attach to lo (and CAP_BPF)");
+		return;
+	}
 	libbpf_set_print(silent);
 	K.skel = fanout__open_and_load();
 	if (!K.skel) {

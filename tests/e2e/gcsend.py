@@ -19,12 +19,30 @@ Otherwise {"available": true, "engine": <gc_get_engine name>, "results": [...],
     send:      {"setgroup": r, "ret": r, "errno": e, "failed": n, "gerrno": [...]}
     sendgroup: {"ret": r, "errno": e, "gerrno": [...]}
 errno is 0 unless ret is -1 (then "errmsg" is gc_errmsg()).
+
+Optional job keys (all additive; without them the behaviour is as above):
+    "stats_each": true     each result also gets "stats", gc_stats() right after that send
+    "probe": ["kernel", ...]  before anything else, for each engine: gc_engine_available(),
+                           gc_set_engine() on a fresh socket, and gc_set_engine() on a
+                           fresh socket first set to mmsg; output "probe": {name:
+                           {"available": [ret, errno, errmsg], "set_engine": [...],
+                           "engine_after": name or null, "set_engine_after_mmsg": [...]}}
+    "threads": [job, ...]  run each sub-job (keys "engine", "socket", "pace_ms", "sends",
+                           "stats_each") on a socket of its own in a thread of its own, all
+                           starting together; output "threads": [{"engine", "results",
+                           "stats", "t_start", "t_end"}, ...] instead of the single-socket keys
+    "start_file": path     wait (up to 60 s) until path exists before the first send
+    "ready_file": path     after the last send write our pid to path (sockets still open) ...
+    "hold_file": path      ... then wait (up to "hold_s", default 60 s) until path exists
+t_start / t_end (time.monotonic() around the sends) come with every socket's output.
 """
 import ctypes
 import json
+import os
 import socket
 import struct
 import sys
+import threading
 import time
 from ctypes import POINTER, c_char_p, c_int, c_size_t, c_ssize_t, c_uint64, c_void_p
 
@@ -136,35 +154,128 @@ def do_sendgroup(lib, sd, job):
     return res
 
 
+def stats_of(lib, sd):
+    st = GcStats()
+    if lib.gc_stats(sd, ctypes.byref(st)) != 0:
+        raise RuntimeError(f"gc_stats: {lib.gc_errmsg().decode()}")
+    return {name: getattr(st, name) for name, _ in GcStats._fields_}
+
+
+def wait_file(path, timeout):
+    """Wait until path exists (bounded); False if it never did."""
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(path):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
+    return True
+
+
+def open_socket(kind):
+    if kind == "inet6":
+        sock = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+        sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        return sock
+    return socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+
+
+def probe(lib, names):
+    """gc_engine_available() and gc_set_engine() for each engine, on fresh
+    sockets: one straight away, one after gc_set_engine(mmsg)."""
+    out = {}
+    mmsg = lib.gc_engine_from_name(b"mmsg")
+    for name in names:
+        e = lib.gc_engine_from_name(name.encode())
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock, \
+                socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock2:
+            avail = call(lib, lib.gc_engine_available, e)
+            setr = call(lib, lib.gc_set_engine, sock.fileno(), e)
+            got = lib.gc_get_engine(sock.fileno())
+            call(lib, lib.gc_set_engine, sock2.fileno(), mmsg)
+            setr2 = call(lib, lib.gc_set_engine, sock2.fileno(), e)
+            out[name] = {"available": list(avail), "set_engine": list(setr),
+                         "engine_after": lib.gc_engine_name(got).decode() if got >= 0 else None,
+                         "set_engine_after_mmsg": list(setr2)}
+    return out
+
+
+def run_socket(lib, engine, job, start=None):
+    """One socket: set the engine, run the job's sends; returns (output, socket)."""
+    sock = open_socket(job.get("socket", "inet"))
+    sd = sock.fileno()
+    ret, err, msg = call(lib, lib.gc_set_engine, sd, engine)
+    if ret != 0:
+        raise RuntimeError(f"gc_set_engine({job['engine']}): errno {err}: {msg}")
+    if start is not None:
+        start()
+    results = []
+    t_start = time.monotonic()
+    for send in job["sends"]:
+        results.append((do_send if send["kind"] == "send" else do_sendgroup)(lib, sd, send))
+        if job.get("stats_each"):
+            results[-1]["stats"] = stats_of(lib, sd)
+        time.sleep(job.get("pace_ms", 20) / 1000)
+    t_end = time.monotonic()
+    return {"engine": lib.gc_engine_name(lib.gc_get_engine(sd)).decode(), "results": results,
+            "stats": stats_of(lib, sd), "t_start": t_start, "t_end": t_end}, sock
+
+
+def run_threads(lib, jobs, start):
+    """Each sub-job on its own socket and thread; the sends start together."""
+    barrier = threading.Barrier(len(jobs), action=start)
+    outs, errors, socks = [None] * len(jobs), [], []
+
+    def worker(i, sub):
+        try:
+            engine = lib.gc_engine_from_name(sub["engine"].encode())
+            outs[i], sock = run_socket(lib, engine, sub, start=barrier.wait)
+            socks.append(sock)
+        except Exception as e:  # reported after the join
+            barrier.abort()
+            errors.append(f"thread {i}: {e}")
+
+    threads = [threading.Thread(target=worker, args=(i, sub)) for i, sub in enumerate(jobs)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise RuntimeError("; ".join(errors))
+    return outs, socks
+
+
 def main():
     lib = load(sys.argv[1])
     job = json.load(sys.stdin)
+    probed = {"probe": probe(lib, job["probe"])} if job.get("probe") else {}
     engine = lib.gc_engine_from_name(job["engine"].encode())
     if engine == -1:
         sys.exit(f"unknown engine {job['engine']!r}")
     if lib.gc_engine_available(engine) != 0:
-        json.dump({"available": False, "reason": lib.gc_errmsg().decode()}, sys.stdout)
+        json.dump({"available": False, "reason": lib.gc_errmsg().decode(), **probed}, sys.stdout)
         return
-    if job.get("socket", "inet") == "inet6":
-        sock = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
-        sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
-    else:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    sd = sock.fileno()
-    ret, err, msg = call(lib, lib.gc_set_engine, sd, engine)
-    if ret != 0:
-        sys.exit(f"gc_set_engine({job['engine']}): errno {err}: {msg}")
-    results = []
-    for send in job["sends"]:
-        results.append((do_send if send["kind"] == "send" else do_sendgroup)(lib, sd, send))
-        time.sleep(job.get("pace_ms", 20) / 1000)
-    st = GcStats()
-    if lib.gc_stats(sd, ctypes.byref(st)) != 0:
-        sys.exit(f"gc_stats: {lib.gc_errmsg().decode()}")
-    json.dump({"available": True, "engine": lib.gc_engine_name(lib.gc_get_engine(sd)).decode(),
-               "results": results, "stats": {name: getattr(st, name) for name, _ in GcStats._fields_}},
-              sys.stdout)
 
+    def start():
+        if job.get("start_file") and not wait_file(job["start_file"], 60):
+            raise RuntimeError(f"start_file {job['start_file']} did not appear in 60 s")
+
+    try:
+        if "threads" in job:
+            outs, socks = run_threads(lib, job["threads"], start)
+            out = {"threads": outs}
+        else:
+            out, sock = run_socket(lib, engine, job, start=start)
+            socks = [sock]
+    except RuntimeError as e:
+        sys.exit(str(e))
+    if job.get("ready_file"):
+        with open(job["ready_file"] + ".tmp", "w") as f:
+            f.write(str(os.getpid()))
+        os.rename(job["ready_file"] + ".tmp", job["ready_file"])
+        if job.get("hold_file"):
+            wait_file(job["hold_file"], job.get("hold_s", 60))
+    json.dump({"available": True, **out, **probed}, sys.stdout)
+    del socks  # the sockets stay open (and their engine attached) until here
 
 if __name__ == "__main__":
     main()

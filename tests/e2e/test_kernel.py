@@ -1,0 +1,924 @@
+"""End-to-end tests of the kernel engine (GC_ENGINE_KERNEL).
+
+The kernel engine attaches a TC egress program to `lo` in the sender's network
+namespace (one filter per process: pref 0x4743 = 18243, handle = pid) and
+sends one trigger datagram per chunk of members; the program clones it out to
+every member (bpf/fanout.bpf.c).  These tests run everything in lab namespaces
+(lab/netlab.py): the sender (gcsend.py, libgroupcast through ctypes) always in
+the lab's sender namespace, `groupcast sink` receivers in the two receiver
+namespaces and on 127.0.0.1 / ::1 inside the sender namespace (loopback
+members, whose clones re-enter lo egress).
+
+Every test gets a fresh lab because the tests change tc filters, offloads and
+sysctls of the sender namespace.  Tests are skipped with the library's reason
+when gc_engine_available(GC_ENGINE_KERNEL) says the engine is unavailable.
+"""
+import errno
+import ipaddress
+import json
+import random
+import re
+import shlex
+import signal
+import struct
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from netlab import Lab
+
+GCSEND = Path(__file__).with_name("gcsend.py")
+PORT_BASE = 21000
+PORTS = 8                   # sink ports per address (members per address)
+TC_PREF = 0x4743            # 18243: the library's filters on lo egress
+GC_KDATA = 64               # per-recipient bytes the kernel splices (bpf/fanout.h)
+SETTLE_S = 0.5              # after the last send, before the sinks are stopped
+USER_ENGINES = {"loop", "mmsg", "uring", "uring_zc"}
+ALL_CAPS = "cap_bpf,cap_net_admin,cap_sys_admin,cap_perfmon"
+FAMILIES = ["inet", "inet6"]
+LOOPBACK = {"inet": "127.0.0.1", "inet6": "::1"}
+RUN_DIR = Path("/run/groupcast")  # GC_RUN_DIR of lib/group/kernel.c: lo-NETNS-PID, lo-NETNS.fwd4/6
+
+
+# ---- lab and sender ---------------------------------------------------------
+
+@pytest.fixture
+def klab(build):
+    """A fresh star lab (sender + 2 receivers) per test; skips if the kernel
+    engine is unavailable here.  Afterwards no owner file of the library
+    (GC_RUN_DIR) for the deleted sender namespace is left behind, even when
+    the test failed while a sender held the engine."""
+    with Lab() as lab:
+        lab.star(2)
+        netns = Path("/run/netns", lab.topology.sender).stat().st_ino
+        try:
+            require_kernel(lab, build)
+            yield lab
+        finally:
+            lab.close()
+            for stale in [*RUN_DIR.glob(f"lo-{netns}-*"), *RUN_DIR.glob(f"lo-{netns}.fwd*")]:
+                stale.unlink(missing_ok=True)
+
+
+_kernel_unavailable = []
+
+
+def require_kernel(lab, build):
+    if not _kernel_unavailable:
+        out = gcsend(lab, build, {"engine": "kernel", "sends": []})
+        _kernel_unavailable.append(None if out["available"] else out["reason"])
+    if _kernel_unavailable[0]:
+        pytest.skip(f"engine kernel unavailable: {_kernel_unavailable[0]}")
+
+
+def gcsend_argv(build, drop_caps=None):
+    argv = [sys.executable, GCSEND, build / "libgroupcast.so"]
+    if drop_caps:  # capsh drops them from the bounding set before exec'ing the shell
+        argv = ["capsh", f"--drop={drop_caps}", "--", "-c", "exec " + shlex.join(map(str, argv))]
+    return argv
+
+
+def gcsend(lab, build, job, drop_caps=None):
+    """Run gcsend.py in the sender namespace to completion; its JSON output."""
+    p = lab.run(lab.topology.sender, gcsend_argv(build, drop_caps), input=json.dumps(job),
+                capture_output=True, text=True, check=False, timeout=300)
+    if p.returncode != 0:
+        pytest.fail(f"gcsend.py failed ({p.returncode}): {p.stderr.strip()}")
+    return json.loads(p.stdout)
+
+
+class Held:
+    """gcsend.py in the background: it sends, writes its pid to a ready file,
+    then keeps its sockets (and so its TC filter) until release()."""
+
+    def __init__(self, lab, build, job, tmp_path, name):
+        self.ready, self.hold = tmp_path / f"{name}.ready", tmp_path / f"{name}.hold"
+        job = dict(job, ready_file=str(self.ready), hold_file=str(self.hold), hold_s=120)
+        self.proc = lab.popen(lab.topology.sender, gcsend_argv(build), stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.proc.stdin.write(json.dumps(job))
+        self.proc.stdin.close()
+        self.proc.stdin = None  # communicate() must not flush it again
+        self.pid = None
+
+    def wait_ready(self, timeout=60):
+        deadline = time.monotonic() + timeout
+        while not self.ready.exists():
+            if self.proc.poll() is not None:
+                pytest.fail(f"gcsend.py exited early ({self.proc.returncode}): {self.proc.stderr.read().strip()}")
+            assert time.monotonic() < deadline, f"gcsend.py not ready after {timeout} s"
+            time.sleep(0.01)
+        self.pid = int(self.ready.read_text())
+        assert self.pid == self.proc.pid, "ip netns exec did not exec gcsend.py in place"
+        return self.pid
+
+    def release(self):
+        """Let it exit normally; its JSON output."""
+        self.hold.touch()
+        out, err = self.proc.communicate(timeout=60)
+        assert self.proc.returncode == 0, f"gcsend.py failed ({self.proc.returncode}): {err.strip()}"
+        return json.loads(out)
+
+    def sigkill(self):
+        """SIGKILL while attached (our own child, by its pid)."""
+        self.proc.kill()
+        self.proc.communicate(timeout=30)
+        assert self.proc.returncode == -signal.SIGKILL, self.proc.returncode
+
+
+# ---- what the sender namespace looks like -----------------------------------
+
+def gc_filters(lab, ns=None):
+    """[(pref, handle)] of the gc_fanout filters on lo egress."""
+    out = lab.run(ns or lab.topology.sender, ["tc", "filter", "show", "dev", "lo", "egress"],
+                  capture_output=True, text=True).stdout
+    found = re.findall(r"pref (\d+) bpf chain \d+ handle (0x[0-9a-f]+) gc_fanout", out)
+    return [(int(pref), int(handle, 16)) for pref, handle in found]
+
+
+def foreign_filters(lab):
+    """The lines of `tc filter show dev lo egress` that are not ours."""
+    return "\n".join(line for line in tc_egress(lab).splitlines() if f"pref {TC_PREF} " not in line)
+
+
+def tc_egress(lab):
+    return lab.run(lab.topology.sender, ["tc", "filter", "show", "dev", "lo", "egress"],
+                   capture_output=True, text=True).stdout
+
+
+def lo_forwarding(lab):
+    """(net.ipv4.conf.lo.forwarding, net.ipv6.conf.lo.forwarding) in the sender namespace."""
+    out = lab.run(lab.topology.sender, ["cat", "/proc/sys/net/ipv4/conf/lo/forwarding",
+                                        "/proc/sys/net/ipv6/conf/lo/forwarding"],
+                  capture_output=True, text=True).stdout.split()
+    return int(out[0]), int(out[1])
+
+
+def csum_errors(lab, ns):
+    """Udp InCsumErrors from /proc/net/snmp and Udp6InCsumErrors from /proc/net/snmp6 of ns."""
+    snmp = lab.run(ns, ["cat", "/proc/net/snmp"], capture_output=True, text=True).stdout.splitlines()
+    udp = [line.split()[1:] for line in snmp if line.startswith("Udp: ")]
+    snmp6 = lab.run(ns, ["cat", "/proc/net/snmp6"], capture_output=True, text=True).stdout.split()
+    return {"Udp": int(dict(zip(udp[0], udp[1]))["InCsumErrors"]),
+            "Udp6": int(snmp6[snmp6.index("Udp6InCsumErrors") + 1])}
+
+
+# ---- members, sends, expected datagrams -------------------------------------
+
+def addresses(lab, family):
+    """{namespace: address} of the members: both receivers and loopback in the sender."""
+    kind = "v4" if family == "inet" else "v6"
+    addrs = {r.ns: getattr(r, kind) for r in lab.topology.receivers}
+    addrs[lab.topology.sender] = LOOPBACK[family]
+    return addrs
+
+
+def members(addrs, ports=PORTS):
+    return [(addr, PORT_BASE + i) for addr in addrs.values() for i in range(ports)]
+
+
+def send(group, payload):
+    return {"kind": "send", "members": [list(m) for m in group], "payload_hex": payload.hex()}
+
+
+def sendgroup(recs, shared):
+    """recs: [(addr, port, prepend, append)]."""
+    return {"kind": "sendgroup", "shared_hex": shared.hex(),
+            "recs": [[a, p, pre.hex(), app.hex()] for a, p, pre, app in recs]}
+
+
+def expected(sends):
+    """{(addr, port): [datagram, ...] in send order}."""
+    want = defaultdict(list)
+    for s in sends:
+        if s["kind"] == "send":
+            for addr, port in s["members"]:
+                want[addr, port].append(bytes.fromhex(s["payload_hex"]))
+        else:
+            shared = bytes.fromhex(s["shared_hex"])
+            for addr, port, pre, app in s["recs"]:
+                want[addr, port].append(bytes.fromhex(pre) + shared + bytes.fromhex(app))
+    return want
+
+
+def n_datagrams(sends):
+    return sum(len(s["members"] if s["kind"] == "send" else s["recs"]) for s in sends)
+
+
+def assert_all_sent(out, sends):
+    """Every gc_send returned len with no failed member; every gc_sendgroup sent to all."""
+    assert len(out["results"]) == len(sends)
+    for i, (s, r) in enumerate(zip(sends, out["results"])):
+        if s["kind"] == "send":
+            n = len(s["members"])
+            assert (r["setgroup"], r.get("ret"), r.get("failed")) == (0, len(s["payload_hex"]) // 2, 0), \
+                f"send {i}: {r}"
+        else:
+            n = len(s["recs"])
+            assert r["ret"] == n, f"sendgroup {i}: {r}"
+        assert r["gerrno"] == [0] * n, f"send {i}: gerrno {r['gerrno']}"
+    assert out["stats"]["datagrams"] == n_datagrams(sends) and out["stats"]["failed"] == 0, out["stats"]
+    assert out["stats"]["group_sends"] == len(sends), out["stats"]
+
+
+# ---- receivers --------------------------------------------------------------
+
+def read_dump(path):
+    """groupcast sink --dump records [u16 port BE][u16 length BE][bytes] -> [(port, bytes)]."""
+    data, pos, out = path.read_bytes(), 0, []
+    while pos < len(data):
+        port, n = struct.unpack_from("!HH", data, pos)
+        out.append((port, data[pos + 4:pos + 4 + n]))
+        pos += 4 + n
+    return out
+
+
+def wait_files(procs_files, what, timeout=10):
+    deadline = time.monotonic() + timeout
+    for proc, path in procs_files:
+        while not path.exists():
+            assert proc.poll() is None, f"{what} exited: {proc.communicate()[1]}"
+            assert time.monotonic() < deadline, f"{what} not ready after {timeout} s"
+            time.sleep(0.01)
+
+
+@contextmanager
+def sinks(lab, build, tmp_path, where, ports=PORTS):
+    """`groupcast sink` on ports PORT_BASE.. at each (namespace, address) of
+    where.  Yields collect(): waits SETTLE_S, stops the sinks (SIGTERM: they
+    drain what is queued, duplicates included) and returns
+    {(addr, port): [datagram, ...] in arrival order}."""
+    procs = []
+    for ns, addr in where:
+        tag = re.sub(r"\W", "_", addr)
+        dump, ready = tmp_path / f"{tag}.dump", tmp_path / f"{tag}.ready"
+        dump.unlink(missing_ok=True)
+        ready.unlink(missing_ok=True)
+        argv = [build / "tools" / "groupcast", "sink", "--addr", addr, "--port-base", PORT_BASE,
+                "--count", ports, "--idle-ms", 0, "--timeout-ms", 120000, "--dump", dump, "--ready-file", ready]
+        procs.append((ns, addr, lab.popen(ns, argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True),
+                      dump, ready))
+
+    def collect():
+        time.sleep(SETTLE_S)
+        got = defaultdict(list)
+        for ns, addr, proc, dump, _ in procs:
+            proc.terminate()
+            out, err = proc.communicate(timeout=60)
+            assert proc.returncode == 0, f"sink {addr} in {ns} failed ({proc.returncode}): {err.strip()}"
+            summary = json.loads(out.splitlines()[-1])
+            records = read_dump(dump)
+            assert summary["received"] == len(records) and summary["truncated"] == 0, summary
+            for port, data in records:
+                got[addr, port].append(data)
+        return got
+
+    try:
+        wait_files([(proc, ready) for _, _, proc, _, ready in procs], "sink")
+        yield collect
+    finally:
+        for _, _, proc, _, _ in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+
+
+def check_delivery(wants, got):
+    """Every member got exactly the datagrams of every sender, each sender's in
+    its send order (wants: one {member: [datagram]} per concurrent sender), and
+    nothing else: no loss, no duplicate, no stray datagram."""
+    problems = []
+    for key in sorted(set(got).union(*wants)):
+        g = got.get(key, [])
+        claimed = 0
+        for i, want in enumerate(wants):
+            w = want.get(key, [])
+            mine = set(w)
+            seen = [d for d in g if d in mine]
+            claimed += len(seen)
+            if seen != w:
+                problems.append(f"{key} sender {i}: want {len(w)} datagrams (lengths {[len(d) for d in w][:8]}), "
+                                f"got {len(seen)} (lengths {[len(d) for d in seen][:8]})"
+                                + (" in another order" if sorted(seen) == sorted(w) else ""))
+        if claimed != len(g):
+            problems.append(f"{key}: {len(g) - claimed} datagrams nobody sent "
+                            f"(lengths {[len(d) for d in g if not any(d in set(w.get(key, [])) for w in wants)][:8]})")
+    total = sum(len(d) for w in wants for d in w.values())
+    assert not problems, f"{len(problems)} members got wrong datagrams (of {total} sent); first: {problems[:6]}"
+
+
+def deliver(lab, build, tmp_path, family, sends, drop_caps=None, engine="kernel", ports=PORTS):
+    """Run sinks at every member address, send with one gcsend.py, check that
+    every member got exactly its bytes; returns gcsend's output."""
+    with sinks(lab, build, tmp_path, addresses(lab, family).items(), ports) as collect:
+        out = gcsend(lab, build, {"engine": engine, "socket": family, "pace_ms": 5, "stats_each": True,
+                                  "sends": sends}, drop_caps=drop_caps)
+        got = collect()
+    assert out["available"], out
+    assert_all_sent(out, sends)
+    check_delivery([expected(sends)], got)
+    return out
+
+
+def mixed_sends(rnd, group, n, sizes=(0, 1, 2, 3, 99, 255, 256, 257, 1000, 1201)):
+    """n sends, the group replaced before each (other subsets, other orders),
+    alternating gc_send and gc_sendgroup with up to GC_KDATA private bytes each
+    side (kernel path), odd and even lengths, payloads below and above the
+    library's splice threshold (256)."""
+    sends = []
+    for i in range(n):
+        g = rnd.sample(group, rnd.randrange(1, len(group) + 1))
+        size = sizes[i % len(sizes)]
+        if i % 2 == 0:
+            sends.append(send(g, rnd.randbytes(size)))
+        else:
+            sends.append(sendgroup([(a, p, rnd.randbytes(rnd.choice([0, 1, 7, 63, 64])),
+                                     rnd.randbytes(rnd.choice([0, 1, 2, 33, 64])))
+                                    for a, p in g], rnd.randbytes(size)))
+    return sends
+
+
+# ---- 1. delivery --------------------------------------------------------------
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_kernel_delivers_exact_bytes_to_receivers_and_loopback(klab, build, tmp_path, family):
+    """gc_send and gc_sendgroup through the kernel engine reach members in two
+    receiver namespaces and loopback members in the sender namespace byte for
+    byte, in order, with the group replaced before every send; the kernel sent
+    all of it (user_fallback stays 0, and the engine really is "kernel")."""
+    rnd = random.Random(f"deliver-{family}")
+    group = members(addresses(klab, family))
+    sends = [send(group, rnd.randbytes(100)), sendgroup([(a, p, b"", b"") for a, p in group], rnd.randbytes(7))]
+    sends += mixed_sends(rnd, group, 20)
+    sends.append(send(group[::-1], rnd.randbytes(1)))
+
+    out = deliver(klab, build, tmp_path, family, sends)
+
+    assert out["engine"] == "kernel"
+    assert out["stats"]["user_fallback"] == 0, out["stats"]
+    assert gc_filters(klab) == [], "the filter outlived the process:\n" + tc_egress(klab)
+
+
+# ---- 2. per-recipient bytes -------------------------------------------------
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_per_recipient_bytes_kernel_up_to_64_user_above(klab, build, tmp_path, family):
+    """gc_sendgroup with prepend/append of exactly 64 bytes (and odd lengths up
+    to 64, odd shared lengths: checksum alignment) stays on the kernel path;
+    recipients with 65..200 bytes on either side are sent by the user engine:
+    user_fallback grows by exactly their number in each send; every recipient
+    still gets exactly prepend | shared | append."""
+    rnd = random.Random(f"prepend-{family}")
+    group = members(addresses(klab, family))
+    kernel_lens = [(64, 64), (64, 0), (0, 64), (63, 1), (1, 63), (33, 31), (0, 0), (1, 1), (64, 3), (5, 64)]
+    user_lens = [(65, 0), (0, 65), (200, 200), (65, 64), (64, 65), (127, 1), (3, 199), (200, 0)]
+    sends, want_fallback = [], []
+    # 1) every recipient on the kernel path, 64|64 included
+    for shared in (0, 1, 3, 64, 255, 256, 257, 999):
+        sends.append(sendgroup([(a, p, rnd.randbytes(kernel_lens[i % len(kernel_lens)][0]),
+                                 rnd.randbytes(kernel_lens[i % len(kernel_lens)][1]))
+                                for i, (a, p) in enumerate(rnd.sample(group, len(group)))], rnd.randbytes(shared)))
+        want_fallback.append(0)
+    # 2) some recipients above 64 bytes on a side: those go to the user engine
+    for k, shared in enumerate((0, 1, 2, 17, 256, 511, 1001)):
+        recs, users = [], 0
+        for i, (a, p) in enumerate(rnd.sample(group, len(group))):
+            lens = user_lens[(i + k) % len(user_lens)] if (i + k) % 3 == 0 else kernel_lens[i % len(kernel_lens)]
+            users += lens[0] > GC_KDATA or lens[1] > GC_KDATA
+            recs.append((a, p, rnd.randbytes(lens[0]), rnd.randbytes(lens[1])))
+        sends.append(sendgroup(recs, rnd.randbytes(shared)))
+        want_fallback.append(users)
+
+    out = deliver(klab, build, tmp_path, family, sends)
+
+    fallback = [r["stats"]["user_fallback"] for r in out["results"]]
+    per_send = [b - a for a, b in zip([0] + fallback, fallback)]
+    assert per_send == want_fallback, f"user_fallback per send: got {per_send}, want {want_fallback}"
+
+
+# ---- 3. checksums at the receivers ------------------------------------------
+
+CAPTURE = r"""
+import signal, socket, struct, sys, time
+ifname, out, ready, timeout = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+SOL_PACKET, PACKET_AUXDATA, SO_RCVBUFFORCE, ETH_P_ALL = 263, 8, 33, 3
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+s.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, 64 << 20)
+s.setsockopt(SOL_PACKET, PACKET_AUXDATA, 1)
+s.bind((ifname, ETH_P_ALL))
+s.settimeout(0.05)
+stop = []
+signal.signal(signal.SIGTERM, lambda *a: stop.append(1))
+open(ready, "w").close()
+frames, deadline = [], time.monotonic() + timeout
+def take():
+    data, anc, flags, addr = s.recvmsg(65536, 1024)
+    if addr[2] == socket.PACKET_OUTGOING:
+        return
+    status = [struct.unpack_from("=I", d)[0] for lvl, typ, d in anc if (lvl, typ) == (SOL_PACKET, PACKET_AUXDATA)]
+    frames.append(struct.pack("!II", status[0] if status else 0, len(data)) + data)
+while not stop and time.monotonic() < deadline:
+    try:
+        take()
+    except socket.timeout:
+        pass
+s.setblocking(False)
+while True:
+    try:
+        take()
+    except BlockingIOError:
+        break
+with open(out, "wb") as f:
+    f.write(b"".join(frames))
+"""
+TP_STATUS_CSUMNOTREADY = 1 << 3
+
+
+@contextmanager
+def capture(lab, tmp_path, ns, ifname):
+    """AF_PACKET capture of everything arriving on ifname in ns; yields a
+    function that stops it and returns [(tp_status, frame)]."""
+    out, ready = tmp_path / f"{ns}-{ifname}.pcap", tmp_path / f"{ns}-{ifname}.cready"
+    proc = lab.popen(ns, [sys.executable, "-c", CAPTURE, ifname, out, ready, 120],
+                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def stop():
+        proc.terminate()
+        _, err = proc.communicate(timeout=30)
+        assert proc.returncode == 0, f"capture in {ns} failed: {err}"
+        data, pos, frames = out.read_bytes(), 0, []
+        while pos < len(data):
+            status, n = struct.unpack_from("!II", data, pos)
+            frames.append((status, data[pos + 8:pos + 8 + n]))
+            pos += 8 + n
+        return frames
+
+    try:
+        wait_files([(proc, ready)], f"capture in {ns}")
+        yield stop
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
+def ones_sum(data):
+    """RFC 1071 ones-complement sum of data, folded to 16 bits."""
+    if len(data) % 2:
+        data += b"\0"
+    s = sum(struct.unpack(f"!{len(data) // 2}H", data))
+    while s >> 16:
+        s = (s & 0xffff) + (s >> 16)
+    return s
+
+
+def udp_in_frames(frames, ports):
+    """Parse the UDP datagrams to `ports` out of Ethernet frames and check
+    their checksums.  Returns ([(dst addr, dst port, payload)], [problems])."""
+    found, problems = [], []
+    for status, f in frames:
+        etype = struct.unpack_from("!H", f, 12)[0]
+        if etype == 0x0800:
+            ip = f[14:]
+            ihl, tot = (ip[0] & 15) * 4, struct.unpack_from("!H", ip, 2)[0]
+            if ip[9] != 17 or struct.unpack_from("!H", ip, 6)[0] & 0x3fff:
+                continue  # not UDP, or a fragment
+            udp, src, dst = ip[ihl:tot], ip[12:16], ip[16:20]
+            pseudo = src + dst + struct.pack("!BBH", 0, 17, len(udp))
+            dst_s = ".".join(map(str, dst))
+        elif etype == 0x86DD:
+            ip = f[14:]
+            if ip[6] != 17:
+                continue
+            plen = struct.unpack_from("!H", ip, 4)[0]
+            udp, src, dst = ip[40:40 + plen], ip[8:24], ip[24:40]
+            pseudo = src + dst + struct.pack("!IxxxB", len(udp), 17)
+            dst_s = str(ipaddress.IPv6Address(dst))
+        else:
+            continue
+        sport, dport, ulen, check = struct.unpack_from("!HHHH", udp)
+        if dport not in ports:
+            continue
+        where = f"{etype:#06x} to {dst_s}:{dport} len {ulen}"
+        if etype == 0x0800 and ones_sum(ip[:ihl]) != 0xffff:
+            problems.append(f"{where}: bad IPv4 header checksum {struct.unpack_from('!H', ip, 10)[0]:#06x}")
+        if ulen != len(udp):
+            problems.append(f"{where}: UDP length {ulen}, datagram {len(udp)} bytes")
+        elif status & TP_STATUS_CSUMNOTREADY:
+            # CHECKSUM_PARTIAL (only possible on lo, whose tx checksumming is
+            # fixed on): the field must hold the folded pseudo-header sum.
+            if check % 0xffff != ones_sum(pseudo) % 0xffff:
+                problems.append(f"{where}: partial checksum {check:#06x}, "
+                                f"pseudo header sums to {ones_sum(pseudo):#06x}")
+        elif check == 0:
+            problems.append(f"{where}: no UDP checksum (0)")
+        elif ones_sum(pseudo + udp) != 0xffff:
+            problems.append(f"{where}: bad UDP checksum {check:#06x}")
+        found.append((dst_s, dport, udp[8:]))
+    return found, problems
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_checksums_correct_at_receivers(klab, build, tmp_path, family):
+    """With checksum offload off (receivers: rx and tx, so their stacks verify
+    every UDP checksum in software; the sender's veths: tx, so user-engine
+    datagrams carry complete checksums too), every datagram captured with
+    AF_PACKET in each receiver namespace has a correct IPv4 header checksum
+    and a correct, non-zero UDP checksum (IPv4 / IPv6 pseudo header), for
+    odd and even shared lengths and per-recipient bytes on both paths; the
+    receivers' Udp/Udp6 InCsumErrors do not grow; the captures hold exactly
+    the datagrams sent.  The loopback members' datagrams are captured on lo
+    of the sender namespace and checked the same way (except those the local
+    stack left CHECKSUM_PARTIAL, as lo's tx checksumming cannot be turned
+    off: their field must hold the pseudo-header sum)."""
+    lab, star = klab, klab.topology
+    for link in star.links:
+        lab.set_offload(link.b.ns, link.b.ifname, rx=False, tx=False)
+        lab.set_offload(link.a.ns, link.a.ifname, tx=False)
+    rnd = random.Random(f"csum-{family}")
+    addrs = addresses(lab, family)
+    group = members(addrs)
+    sends = mixed_sends(rnd, group, 24, sizes=(0, 1, 3, 4, 63, 255, 256, 257, 511, 1001, 1199, 1200))
+    for shared in (1, 256, 777):  # some recipients above 64 bytes: user engine, same checks
+        sends.append(sendgroup([(a, p, rnd.randbytes(rnd.choice([0, 3, 64, 65, 200])),
+                                 rnd.randbytes(rnd.choice([0, 1, 64, 99, 200]))) for a, p in group],
+                               rnd.randbytes(shared)))
+    where = [(r.ns, r.ifname) for r in star.receivers] + [(star.sender, "lo")]
+    before = {ns: csum_errors(lab, ns) for ns, _ in where}
+
+    with sinks(lab, build, tmp_path, addrs.items()) as collect:
+        with capture(lab, tmp_path, *where[0]) as cap1, capture(lab, tmp_path, *where[1]) as cap2, \
+                capture(lab, tmp_path, *where[2]) as cap3:
+            out = gcsend(lab, build, {"engine": "kernel", "socket": family, "pace_ms": 5, "sends": sends})
+            time.sleep(SETTLE_S)
+            frames = {ns: stop() for (ns, _), stop in zip(where, (cap1, cap2, cap3))}
+        got = collect()
+
+    assert_all_sent(out, sends)
+    assert 0 < out["stats"]["user_fallback"] < out["stats"]["datagrams"], out["stats"]  # both paths checked
+    want = expected(sends)
+    ports = {PORT_BASE + i for i in range(PORTS)}
+    for ns, _ in where:
+        found, problems = udp_in_frames(frames[ns], ports)
+        assert not problems, f"{ns}: {len(problems)} of {len(found)} datagrams with bad checksums: {problems[:8]}"
+        addr = addrs[ns]
+        want_here = sorted(d for (a, p), ds in want.items() if a == addr for d in ds)
+        assert sorted(d for a, p, d in found) == want_here, \
+            f"{ns}: captured {len(found)} datagrams to our ports, sent {len(want_here)}"
+        if ns != star.sender:
+            assert not any(s & TP_STATUS_CSUMNOTREADY for s, _ in frames[ns]), f"{ns}: offload still on"
+    after = {ns: csum_errors(lab, ns) for ns, _ in where}
+    assert after == before, f"InCsumErrors grew: before {before}, after {after}"
+    check_delivery([want], got)
+
+
+# ---- 4. concurrency -------------------------------------------------------------
+
+def tagged_sends(rnd, group, n, tag):
+    """n sends whose every datagram starts with tag (so concurrent senders'
+    datagrams never collide); gc_send and gc_sendgroup alternate, the group
+    is replaced before every send; prepend (tag included) and append stay
+    within GC_KDATA, so all of it is for the kernel."""
+    sends = []
+    for i in range(n):
+        g = rnd.sample(group, rnd.randrange(1, len(group) + 1))
+        size = rnd.choice([8, 9, 100, 255, 256, 700])
+        if i % 2 == 0:
+            sends.append(send(g, tag + rnd.randbytes(size)))
+        else:
+            sends.append(sendgroup([(a, p, tag + rnd.randbytes(rnd.choice([0, 5, GC_KDATA - len(tag)])),
+                                     rnd.randbytes(rnd.choice([0, 1, 64]))) for a, p in g], rnd.randbytes(size)))
+    return sends
+
+
+def assert_overlap(a, b):
+    assert a["t_start"] < b["t_end"] and b["t_start"] < a["t_end"], \
+        f"the senders did not overlap: {a['t_start']:.3f}..{a['t_end']:.3f} and {b['t_start']:.3f}..{b['t_end']:.3f}"
+
+
+def test_two_threads_two_sockets(klab, build, tmp_path):
+    """Two threads of one process send at the same time on two sockets (one
+    IPv4, one IPv6) through the kernel engine: both byte-exact, both entirely
+    in the kernel; the process has exactly one filter (handle = its pid)."""
+    lab = klab
+    rnd = random.Random("threads")
+    a4, a6 = addresses(lab, "inet"), addresses(lab, "inet6")
+    s4, s6 = tagged_sends(rnd, members(a4), 120, b"T4"), tagged_sends(rnd, members(a6), 120, b"T6")
+    job = {"engine": "kernel", "threads": [
+        {"engine": "kernel", "socket": "inet", "pace_ms": 2, "stats_each": True, "sends": s4},
+        {"engine": "kernel", "socket": "inet6", "pace_ms": 2, "stats_each": True, "sends": s6}]}
+    with sinks(lab, build, tmp_path, [*a4.items(), *a6.items()]) as collect:
+        held = Held(lab, build, job, tmp_path, "threads")
+        pid = held.wait_ready()
+        filters = gc_filters(lab)
+        out = held.release()
+        got = collect()
+
+    assert filters == [(TC_PREF, pid)], tc_egress(lab)
+    t4, t6 = out["threads"]
+    for t, sends in ((t4, s4), (t6, s6)):
+        assert t["engine"] == "kernel"
+        assert_all_sent(t, sends)
+        assert t["stats"]["user_fallback"] == 0, t["stats"]
+    assert_overlap(t4, t6)
+    check_delivery([expected(s4), expected(s6)], got)
+    assert gc_filters(lab) == []
+
+
+def test_two_processes_two_filters(klab, build, tmp_path):
+    """Two processes send at the same time to the same members (receivers and
+    loopback, IPv4 and IPv6), each with its own socket and its own TC filter:
+    while both run, lo egress has two gc_fanout filters, pref 18243, handles =
+    the two pids; both deliver byte-exact (each member gets both streams, each
+    in order), entirely in the kernel; no filter is left afterwards."""
+    lab = klab
+    rnd = random.Random("processes")
+    start = tmp_path / "start"
+    jobs, outs = [], []
+    for name, family in (("A", "inet"), ("B", "inet"), ("C", "inet6"), ("D", "inet6")):
+        sends = tagged_sends(rnd, members(addresses(lab, family)), 100, name.encode())
+        jobs.append((name, family, sends))
+    a4, a6 = addresses(lab, "inet"), addresses(lab, "inet6")
+    with sinks(lab, build, tmp_path, [*a4.items(), *a6.items()]) as collect:
+        # two processes at a time: first both IPv4, then both IPv6
+        for pair in (jobs[:2], jobs[2:]):
+            start.unlink(missing_ok=True)
+            held = [Held(lab, build, {"engine": "kernel", "socket": family, "pace_ms": 2, "stats_each": True,
+                                      "start_file": str(start), "sends": sends}, tmp_path, name)
+                    for name, family, sends in pair]
+            start.touch()
+            pids = sorted(h.wait_ready() for h in held)
+            filters = sorted(gc_filters(lab))
+            outs += [h.release() for h in held]
+            assert filters == [(TC_PREF, pid) for pid in pids], f"pids {pids}:\n{tc_egress(lab)}"
+            assert gc_filters(lab) == [], tc_egress(lab)
+        got = collect()
+
+    for (name, family, sends), out in zip(jobs, outs):
+        assert out["engine"] == "kernel"
+        assert_all_sent(out, sends)
+        assert out["stats"]["user_fallback"] == 0, (name, out["stats"])
+    assert_overlap(outs[0], outs[1])
+    assert_overlap(outs[2], outs[3])
+    check_delivery([expected(sends) for _, _, sends in jobs], got)
+
+
+# ---- 5. lifecycle -------------------------------------------------------------
+
+def owner_files(pid):
+    return [p.name for p in RUN_DIR.glob(f"lo-*-{pid}")]
+
+
+def held_kernel_user(lab, build, tmp_path, name, family="inet"):
+    """A process that attached the kernel engine (one send to a receiver) and holds."""
+    r1 = lab.topology.receivers[0]
+    job = {"engine": "kernel", "socket": family, "pace_ms": 0,
+           "sends": [send([(r1.v4 if family == "inet" else r1.v6, PORT_BASE)], b"attach")]}
+    held = Held(lab, build, job, tmp_path, name)
+    held.wait_ready()
+    return held
+
+
+def test_normal_exit_removes_filter(klab, build, tmp_path):
+    """While a process uses the kernel engine its filter (pref 18243, handle =
+    pid) is on lo egress; after it exits normally no gc_fanout filter and no
+    owner file of it remain."""
+    lab = klab
+    held = held_kernel_user(lab, build, tmp_path, "p")
+    assert gc_filters(lab) == [(TC_PREF, held.pid)], tc_egress(lab)
+    assert len(owner_files(held.pid)) == 1
+    held.release()
+    assert gc_filters(lab) == [], tc_egress(lab)
+    assert owner_files(held.pid) == []
+
+
+def test_sigkill_leaves_filter_next_user_removes_it(klab, build, tmp_path):
+    """A process killed with SIGKILL while attached leaves its filter; the next
+    process that starts the kernel engine in the namespace removes it (while
+    that process runs only its own filter is there), delivers byte-exact,
+    and leaves nothing behind when it exits."""
+    lab = klab
+    killed = held_kernel_user(lab, build, tmp_path, "killed")
+    killed.sigkill()
+    assert gc_filters(lab) == [(TC_PREF, killed.pid)], "SIGKILL should leave the filter:\n" + tc_egress(lab)
+    assert len(owner_files(killed.pid)) == 1
+
+    rnd = random.Random("after-kill")
+    group = members(addresses(lab, "inet"))
+    sends = mixed_sends(rnd, group, 6)
+    with sinks(lab, build, tmp_path, addresses(lab, "inet").items()) as collect:
+        nxt = Held(lab, build, {"engine": "kernel", "socket": "inet", "pace_ms": 5, "sends": sends}, tmp_path, "next")
+        nxt.wait_ready()
+        filters = gc_filters(lab)
+        out = nxt.release()
+        got = collect()
+
+    assert filters == [(TC_PREF, nxt.pid)], f"stale filter of {killed.pid} not removed:\n{tc_egress(lab)}"
+    assert_all_sent(out, sends)
+    assert out["stats"]["user_fallback"] == 0, out["stats"]
+    check_delivery([expected(sends)], got)
+    assert gc_filters(lab) == [], tc_egress(lab)
+    assert owner_files(killed.pid) == [] and owner_files(nxt.pid) == []
+
+
+# Foreign filters on lo egress, each as alternative `tc filter add dev lo
+# egress ...` argument lists: the first one tc accepts is used.  `matchall
+# action ok` needs cls_matchall and act_gact, which not every kernel has (the
+# 6.18 test machine has neither: "TC classifier not found"); a terminal u32
+# match with no action returns TC_ACT_OK just like it.
+U32_ALL = ["u32", "match", "u32", "0", "0", "classid", "1:1"]
+FOREIGN = {
+    # accepts every packet before our filter: the kernel engine never sees its
+    # trigger, so the library sends every member itself (user_fallback = all)
+    "accept-all-before": ([["pref", "1", "matchall", "action", "ok"], ["protocol", "all", "pref", "1", *U32_ALL]],
+                          False),
+    # accepts every packet that our filter passes on (TC_ACT_UNSPEC)
+    "accept-all-after": ([["pref", "50000", "matchall", "action", "ok"],
+                          ["protocol", "all", "pref", "50000", *U32_ALL]], True),
+    # before ours, matches nothing of ours (IPv4 to port 7 only)
+    "no-match-before": ([["protocol", "ip", "pref", "1", "u32", "match", "ip", "dport", "7", "0xffff",
+                          "classid", "1:1"]], True),
+}
+
+
+def add_foreign_filter(lab, alternatives):
+    """Add the first alternative tc accepts; returns its pref."""
+    ns = lab.topology.sender
+    lab.run(ns, ["tc", "qdisc", "add", "dev", "lo", "clsact"])
+    errors = []
+    for spec in alternatives:
+        p = lab.run(ns, ["tc", "filter", "add", "dev", "lo", "egress", *spec], check=False,
+                    capture_output=True, text=True)
+        if p.returncode == 0:
+            return spec[spec.index("pref") + 1]
+        errors.append(f"{' '.join(spec)}: {p.stderr.strip()}")
+    pytest.fail(f"no foreign filter could be added: {errors}")
+
+
+@pytest.mark.parametrize("foreign", FOREIGN)
+def test_foreign_filter_survives(klab, build, tmp_path, foreign):
+    """A filter somebody else put on lo egress beforehand survives a normal
+    exit, a SIGKILL and the next process's clean-up of the killed one's
+    filter; delivery is byte-exact with it in place (through the kernel when
+    the foreign filter lets our filter see the trigger, else through the
+    library's user-space fallback)."""
+    lab = klab
+    alternatives, kernel_path = FOREIGN[foreign]
+    pref = add_foreign_filter(lab, alternatives)
+    original = foreign_filters(lab)
+    assert f"pref {pref} " in original, original
+
+    def foreign_there(when):
+        now = foreign_filters(lab)
+        assert now == original, f"foreign filter changed {when}:\nbefore:\n{original}\nnow:\n{now}"
+
+    rnd = random.Random(f"foreign-{foreign}")
+    for family in FAMILIES:
+        sends = mixed_sends(rnd, members(addresses(lab, family)), 6)
+        out = deliver(lab, build, tmp_path, family, sends)
+        want = 0 if kernel_path else n_datagrams(sends)
+        assert out["stats"]["user_fallback"] == want, f"{family}: {out['stats']}"
+        foreign_there(f"after a normal {family} run")
+        assert gc_filters(lab) == [], tc_egress(lab)
+
+    killed = held_kernel_user(lab, build, tmp_path, "killed")
+    assert gc_filters(lab) == [(TC_PREF, killed.pid)], tc_egress(lab)
+    killed.sigkill()
+    foreign_there("after SIGKILL")
+    assert gc_filters(lab) == [(TC_PREF, killed.pid)], tc_egress(lab)
+    deliver(lab, build, tmp_path, "inet", mixed_sends(rnd, members(addresses(lab, "inet")), 6))
+    foreign_there("after the next process removed the stale filter")
+    assert gc_filters(lab) == [], tc_egress(lab)
+
+
+# ---- 6. without privileges ----------------------------------------------------
+
+@pytest.mark.parametrize("drop", [ALL_CAPS, "cap_net_admin"])
+@pytest.mark.parametrize("family", FAMILIES)
+def test_without_capabilities_falls_back_to_user_engine(klab, build, tmp_path, family, drop):
+    """With capabilities dropped (capsh --drop), gc_engine_available(KERNEL) and
+    gc_set_engine(KERNEL) (on a fresh socket, and on one that had the mmsg
+    engine) fail with ENOTSUP and a one-line reason naming the capabilities
+    the engine needs (gc_set_engine(3): "It needs CAP_BPF and CAP_NET_ADMIN;
+    without them it is refused with ENOTSUP"); AUTO resolves to a user engine; sends
+    still deliver byte-exact; nothing is attached and lo forwarding is
+    untouched.  ("cap_net_admin" alone: the program still loads with
+    CAP_SYS_ADMIN, but cannot be attached to lo without CAP_NET_ADMIN.)"""
+    lab = klab
+    rnd = random.Random(f"nocaps-{family}")
+    group = members(addresses(lab, family))
+    sends = mixed_sends(rnd, group, 8)
+    fwd = lo_forwarding(lab)
+    addrs = addresses(lab, family)
+    with sinks(lab, build, tmp_path, addrs.items()) as collect:
+        out = gcsend(lab, build, {"engine": "auto", "socket": family, "pace_ms": 5, "probe": ["kernel", "auto"],
+                                  "sends": sends}, drop_caps=drop)
+        got = collect()
+
+    probe = out["probe"]
+    for call, fn in (("available", "gc_engine_available"), ("set_engine", "gc_set_engine"),
+                     ("set_engine_after_mmsg", "gc_set_engine(MMSG), then gc_set_engine")):
+        ret, err, msg = probe["kernel"][call]
+        assert (ret, err) == (-1, errno.ENOTSUP), (
+            f"{fn}(KERNEL) without {drop}: {probe['kernel']}; AUTO -> {probe['auto']['engine_after']}; "
+            f"the sends went through engine {out['engine']!r} with stats {out['stats']}")
+        assert msg and "\n" not in msg, msg
+        for cap in ("CAP_BPF", "CAP_NET_ADMIN") if drop == ALL_CAPS else ("CAP_NET_ADMIN",):
+            assert cap in msg, f"reason does not name {cap}: {msg!r}"
+    assert probe["auto"]["engine_after"] in USER_ENGINES, probe["auto"]
+    assert out["engine"] in USER_ENGINES, out["engine"]
+    assert_all_sent(out, sends)
+    check_delivery([expected(sends)], got)
+    assert gc_filters(lab) == [], tc_egress(lab)
+    assert lo_forwarding(lab) == fwd
+
+
+# ---- 7. lo forwarding -----------------------------------------------------------
+
+def both_families_job(lab, loopback_only=False):
+    """Two sockets (threads), IPv4 and IPv6, each sending once: a process that
+    needs lo forwarding for both families (or, loopback_only, for neither)."""
+    r1 = lab.topology.receivers[0]
+    job = {"engine": "kernel", "threads": []}
+    for family, addr in (("inet", r1.v4), ("inet6", r1.v6)):
+        to = LOOPBACK[family] if loopback_only else addr
+        job["threads"].append({"engine": "kernel", "socket": family, "pace_ms": 0, "stats_each": True,
+                               "sends": [send([(to, PORT_BASE)], b"fwd")]})
+    return job
+
+
+@pytest.mark.parametrize("scenario", ["one", "loopback-only", "last-in-first-out", "first-in-first-out",
+                                      "after-sigkill"])
+def test_lo_forwarding_restored_by_last_user(klab, build, tmp_path, scenario):
+    """net.ipv4/ipv6.conf.lo.forwarding of the sender namespace (0 in a new
+    namespace) is 1 while a process sends to routed members through the kernel
+    engine, is left alone when it only has loopback members, and is back to
+    its original value once the last engine user of the namespace has exited,
+    whatever the order the users come and go (and after a user was killed
+    with SIGKILL, once the next user has exited)."""
+    lab = klab
+    original = lo_forwarding(lab)
+    assert original == (0, 0), original
+    job = both_families_job(lab, loopback_only=scenario == "loopback-only")
+    a = Held(lab, build, job, tmp_path, "a")
+    a.wait_ready()
+    during = lo_forwarding(lab)
+    if scenario == "loopback-only":
+        assert during == original, "forwarding changed with only loopback members"
+        a.release()
+    elif scenario == "one":
+        assert during == (1, 1), during
+        a.release()
+    elif scenario == "after-sigkill":
+        assert during == (1, 1), during
+        a.sigkill()
+        b = Held(lab, build, job, tmp_path, "b")
+        b.wait_ready()
+        assert lo_forwarding(lab) == (1, 1)
+        b.release()
+    else:
+        b = Held(lab, build, job, tmp_path, "b")
+        b.wait_ready()
+        assert lo_forwarding(lab) == (1, 1)
+        first, last = (a, b) if scenario == "first-in-first-out" else (b, a)
+        first.release()
+        assert lo_forwarding(lab) == (1, 1), "forwarding turned back while another user still runs"
+        last.release()
+    assert gc_filters(lab) == [], tc_egress(lab)
+    assert lo_forwarding(lab) == original, f"{scenario}: lo forwarding (v4, v6) is {lo_forwarding(lab)}, " \
+                                           f"was {original} before any engine user"
+
+
+# ---- 8. loop safety -------------------------------------------------------------
+
+@pytest.mark.parametrize("ports", [PORTS, 100])
+@pytest.mark.parametrize("family", FAMILIES)
+def test_loopback_member_gets_one_datagram_per_send(klab, build, tmp_path, family, ports):
+    """Clones to loopback members leave through lo egress, where the program
+    sits: each loopback member (and each other member) receives exactly one
+    datagram per send over many sends, never a duplicate.  With 100 ports per
+    address (300 members) every send takes two triggers (256 members each),
+    and gc_sendgroup with private bytes alternates with gc_send."""
+    lab = klab
+    rnd = random.Random(f"loop-{family}-{ports}")
+    group = members(addresses(lab, family), ports)
+    n = 300 if ports == PORTS else 40
+    sends = []
+    for i in range(n):
+        order = rnd.sample(group, len(group))
+        shared = i.to_bytes(4, "big") + rnd.randbytes(rnd.choice([0, 1, 60, 300]))
+        if ports == PORTS or i % 2 == 0:
+            sends.append(send(order, shared))
+        else:
+            sends.append(sendgroup([(a, p, rnd.randbytes(j % 65), rnd.randbytes((j * 7) % 65))
+                                    for j, (a, p) in enumerate(order)], shared))
+
+    out = deliver(lab, build, tmp_path, family, sends, ports=ports)
+
+    assert out["stats"]["user_fallback"] == 0, out["stats"]
+    assert out["stats"]["datagrams"] == n * len(group)
