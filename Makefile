@@ -4,7 +4,7 @@ BUILD      ?= build
 BUILD_ASAN ?= build-asan
 JOBS       ?= $(shell nproc)
 
-.PHONY: all deps build build-asan test unit e2e demo install clean
+.PHONY: all deps build build-asan test unit e2e demo demo-send install clean
 
 all: build
 
@@ -30,7 +30,12 @@ unit: build-asan
 e2e: build
 	GC_BUILD_DIR=$(abspath $(BUILD)) python3 -m pytest -q tests/e2e
 
+# The main job: a live-broadcast relay to 200 subscribers in a lab, best engine vs loop.
 demo: build
+	python3 bench/relay_demo.py --build $(abspath $(BUILD))
+
+# One group send to 1000 receivers per engine (the library alone).
+demo-send: build
 	python3 bench/demo.py --build $(abspath $(BUILD))
 
 install: build

@@ -46,17 +46,31 @@ class Result:
     expected: int                   # datagrams due to each member
     lost: int = 0                   # datagrams missing (or extra) over all members
     medians: dict = field(default_factory=dict)
+    argv: list = field(default_factory=list)   # the blast command line (inside the sender namespace)
+    stderr: str = ""                # blast's stderr (its table of medians, warnings)
+    returncode: int = 0             # blast's exit status (1 if any datagram failed)
 
     def ok(self):
         return self.lost == 0 and all(s["bad"] == 0 and s["dups"] == 0 for s in self.sinks)
 
 
 def blast(build, lab, star, n, engines, size=100, sends=100, reps=5, interval_us=0,
-          replace=False, prepend=0, append=0, family=4, extra=()):
-    """n members spread over the receivers; returns a verified Result."""
+          replace=False, prepend=0, append=0, family=4, extra=(), sendgroup=False, wrap=(),
+          warmup=False):
+    """n members spread over the receivers; returns a verified Result.
+
+    sendgroup=True uses gc_sendgroup() even with prepend = append = 0.
+    wrap is a command prefix for blast (e.g. perf record ... --).
+    warmup=True runs every engine twice in a row (A A B B ...) and takes the
+    medians from the second run only: switching engines costs the first send
+    after the switch (the kernel engine attaches its program then), which is
+    not a cost of steady sending.  Warm-up rows are kept, with "warmup": true;
+    their datagrams are verified like the others."""
+    engines = list(engines)
+    entries = [x for e in engines for x in ((e, e) if warmup else (e,))]
     k = len(star.receivers)
     per = [n // k + (1 if i < n % k else 0) for i in range(k)]
-    due = reps * len(engines) * sends
+    due = reps * len(entries) * sends
     sinks, specs = [], []
     for r, cnt in zip(star.receivers, per):
         if cnt == 0:
@@ -76,19 +90,27 @@ def blast(build, lab, star, n, engines, size=100, sends=100, reps=5, interval_us
                 raise RuntimeError("sink exited early")
             import time
             time.sleep(0.02)
-    argv = [tool(build), "blast", "--json", "--cpu", "0", "--engines", ",".join(engines),
+    argv = [*wrap, tool(build), "blast", "--json", "--cpu", "0", "--engines", ",".join(entries),
             "--size", str(size), "--sends", str(sends), "--reps", str(reps),
             "--interval-us", str(interval_us), *extra]
     for s in specs:
         argv += ["--members", s]
     if replace:
         argv.append("--replace")
-    if prepend or append:
+    if prepend or append or sendgroup:
         argv += ["--prepend", str(prepend), "--append", str(append)]
-    out = lab.run(star.sender, argv, check=False, capture_output=True, text=True)
-    rows = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
-    if not rows:
-        raise RuntimeError(f"blast failed: {out.stderr.strip()}")
+    try:
+        out = lab.run(star.sender, argv, check=False, capture_output=True, text=True)
+        rows = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+        if not rows:
+            raise RuntimeError(f"blast failed: {out.stderr.strip()}")
+    except BaseException:
+        for p, ready, _ in sinks:   # free the ports for the next point
+            p.kill()
+            p.wait()
+            if os.path.exists(ready):
+                os.unlink(ready)
+        raise
     results = []
     for p, ready, cnt in sinks:
         so, _ = p.communicate(timeout=120)
@@ -97,15 +119,19 @@ def blast(build, lab, star, n, engines, size=100, sends=100, reps=5, interval_us
         results.append(s)
         os.unlink(ready)
     lost = sum(abs(s["due"] - s["received"]) for s in results)
-    res = Result(rows, results, due, lost)
+    for r in rows:
+        r["warmup"] = bool(warmup and r.get("index", 0) % len(entries) % 2 == 0)
+    res = Result(rows, results, due, lost, argv=argv, stderr=out.stderr, returncode=out.returncode)
     for e in engines:
-        vals = [r["cpu_ns_per_send"] for r in rows if r["engine"] == e]
-        walls = [r["wall_ns_per_send"] for r in rows if r["engine"] == e]
-        busy = [r["machine_busy_ns_per_send"] for r in rows if r["engine"] == e]
+        mine = [r for r in rows if r["engine"] == e and not r["warmup"]]
+        vals = [r["cpu_ns_per_send"] for r in mine]
+        walls = [r["wall_ns_per_send"] for r in mine]
+        busy = [r["machine_busy_ns_per_send"] for r in mine]
         res.medians[e] = {
             "cpu_ns": statistics.median(vals), "cpu_min": min(vals), "cpu_max": max(vals),
             "wall_ns": statistics.median(walls), "busy_ns": statistics.median(busy),
-            "failed": sum(r["failed"] for r in rows if r["engine"] == e),
+            "wall_min": min(walls), "wall_max": max(walls), "reps": len(vals),
+            "failed": sum(r["failed"] for r in mine),
         }
     return res
 

@@ -9,6 +9,7 @@ pkgs=(
   clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev   # BPF programs and skeletons
   iproute2 ethtool procps            # network labs: ip netns, veth, offloads, sysctl
   libcap2-bin                        # capsh: tests that drop privileges
+  ffmpeg                             # relay e2e test: RTP producer and decoding subscribers
 )
 
 missing=()

@@ -5,6 +5,7 @@
  *   groupcast sink     receive on many UDP ports, count and verify
  *   groupcast blast    group sends with every engine, interleaved, measured
  *   groupcast engines  which engines this machine allows
+ *   groupcast relay    samplicator-compatible replicator and RTP broadcast relay (relay/)
  *
  * This file: dispatch, shared helpers, and the `engines` subcommand.
  * See groupcast(1).
@@ -295,6 +296,7 @@ static void main_usage(FILE *f)
 		"  sink     receive on many UDP ports; count, verify, dump\n"
 		"  blast    group sends with each engine, interleaved; measure CPU per send\n"
 		"  engines  list the send engines and which AUTO picks\n"
+		"  relay    receive datagrams and fan them out (samplicator-compatible; --rtp)\n"
 		"Run 'groupcast COMMAND --help' for the options of a command.\n"
 		"Exit status: 0 done, 1 failure, 2 bad arguments.\n");
 }
@@ -309,6 +311,7 @@ int main(int argc, char **argv)
 		{ "sink", "groupcast sink", cmd_sink },
 		{ "blast", "groupcast blast", cmd_blast },
 		{ "engines", "groupcast engines", cmd_engines },
+		{ "relay", "groupcast relay", cmd_relay },
 	};
 	if (argc < 2) {
 		main_usage(stderr);
@@ -331,5 +334,5 @@ int main(int argc, char **argv)
 			return cmds[i].fn(argc - 1, argv + 1);
 		}
 	}
-	cli_usage_error("unknown command '%s' (expected sink, blast or engines)", c);
+	cli_usage_error("unknown command '%s' (expected sink, blast, engines or relay)", c);
 }

@@ -1,0 +1,194 @@
+#!/usr/bin/env python3
+"""Helpers the relay tests and benchmarks run inside lab namespaces.
+
+    relaytool.py rx --addr A --ports 3000,3001 [--idle 1.5] [--timeout 30] [--ready F]
+        receive on the ports; print one JSON object: {port: [[src, ttl, hex], ...]}
+    relaytool.py tx --to A:P [--src A] [--sport P] --count N --rate R --size S [--rtp ...]
+        send numbered datagrams ("D" + 7-digit index, padded), or RTP packets
+    relaytool.py sniff --ifname veth1 --port P --duration S
+        capture IPv4/UDP to port P with a packet socket (the port may be owned
+        by another process, e.g. ffmpeg); print [[ssrc, seq, ts, len], ...]
+    relaytool.py ctl --to A:P --msg "JOIN 3000" [--from-port N] [--wait 1]
+        one control request; print the reply (or nothing)
+
+Only the standard library; every loop is bounded by a count or a deadline.
+"""
+import argparse
+import json
+import os
+import select
+import socket
+import struct
+import sys
+import time
+
+
+def parse_hostport(s):
+    if s.startswith("["):
+        host, _, port = s[1:].partition("]:")
+        return host, int(port)
+    host, _, port = s.rpartition(":")
+    return host, int(port)
+
+
+def family_of(host):
+    return socket.AF_INET6 if ":" in host else socket.AF_INET
+
+
+def cmd_rx(a):
+    ports = [int(p) for p in a.ports.split(",") if p]
+    fam = family_of(a.addr)
+    socks = {}
+    for p in ports:
+        s = socket.socket(fam, socket.SOCK_DGRAM)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+        if fam == socket.AF_INET:
+            s.setsockopt(socket.IPPROTO_IP, getattr(socket, "IP_RECVTTL", 12), 1)
+        else:
+            s.setsockopt(socket.IPPROTO_IPV6, getattr(socket, "IPV6_RECVHOPLIMIT", 51), 1)
+        s.bind((a.addr, p))
+        s.setblocking(False)
+        socks[s.fileno()] = (s, p)
+    if a.ready:
+        open(a.ready, "w").close()
+    got = {p: [] for p in ports}
+    poll = select.poll()
+    for fd in socks:
+        poll.register(fd, select.POLLIN)
+    start = time.monotonic()
+    last = None
+    while True:
+        now = time.monotonic()
+        if now - start > a.timeout or (last is not None and now - last > a.idle):
+            break
+        for fd, _ in poll.poll(100):
+            s, p = socks[fd]
+            for _ in range(256):
+                try:
+                    data, anc, _, src = s.recvmsg(65536, 64)
+                except BlockingIOError:
+                    break
+                ttl = None
+                for lvl, typ, val in anc:
+                    if len(val) >= 4:
+                        ttl = struct.unpack("i", val[:4])[0]
+                got[p].append([f"{src[0]}:{src[1]}", ttl, data.hex()])
+                last = time.monotonic()
+    json.dump({str(p): v for p, v in got.items()}, sys.stdout)
+
+
+def rtp_packet(seq, ts, ssrc, payload, marker=False, pt=96):
+    return struct.pack("!BBHII", 0x80, (0x80 if marker else 0) | pt, seq & 0xFFFF, ts & 0xFFFFFFFF, ssrc) + payload
+
+
+def cmd_tx(a):
+    host, port = parse_hostport(a.to)
+    fam = family_of(host)
+    s = socket.socket(fam, socket.SOCK_DGRAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
+    if a.src or a.sport:
+        s.bind((a.src or "", a.sport))
+    interval = 1.0 / a.rate if a.rate > 0 else 0
+    t0 = time.monotonic()
+    ssrc, seq, ts = a.ssrc, a.seq, a.ts
+    for i in range(a.count):
+        if a.rtp:
+            if a.restart_at and i == a.restart_at:
+                ssrc, seq, ts = a.ssrc2, a.seq2, a.ts + 777777
+            body = f"P{i:07d}".encode()
+            pkt = rtp_packet(seq, ts, ssrc, body + bytes(max(0, a.size - 12 - len(body))))
+            seq += 1
+            ts += a.ts_step
+        else:
+            body = f"D{i:07d}".encode()
+            pkt = body + bytes((j * 7 + i) & 0xFF for j in range(max(0, a.size - len(body))))
+        s.sendto(pkt, (host, port))
+        if interval:
+            due = t0 + (i + 1) * interval
+            delay = due - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+    print(json.dumps({"sent": a.count, "seconds": time.monotonic() - t0, "src": s.getsockname()[:2]}))
+
+
+def cmd_sniff(a):
+    s = socket.socket(socket.AF_PACKET, socket.SOCK_DGRAM, socket.htons(0x0800))
+    s.bind((a.ifname, 0))
+    s.settimeout(0.2)
+    out = []
+    if a.ready:
+        open(a.ready, "w").close()
+    end = time.monotonic() + a.duration
+    while time.monotonic() < end:
+        try:
+            pkt = s.recv(65536)
+        except socket.timeout:
+            continue
+        if len(pkt) < 28 or pkt[9] != 17:
+            continue
+        ihl = (pkt[0] & 15) * 4
+        dport = struct.unpack("!H", pkt[ihl + 2:ihl + 4])[0]
+        if dport != a.port:
+            continue
+        rtp = pkt[ihl + 8:]
+        if len(rtp) >= 12:
+            _, _, seq, ts, ssrc = struct.unpack("!BBHII", rtp[:12])
+            out.append([ssrc, seq, ts, len(rtp)])
+    json.dump(out, sys.stdout)
+
+
+def cmd_ctl(a):
+    host, port = parse_hostport(a.to)
+    s = socket.socket(family_of(host), socket.SOCK_DGRAM)
+    if a.from_port:
+        s.bind(("", a.from_port))
+    s.settimeout(a.wait)
+    s.sendto(a.msg.encode(), (host, port))
+    try:
+        print(s.recv(2000).decode(errors="replace").strip())
+    except socket.timeout:
+        pass
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    rx = sub.add_parser("rx")
+    rx.add_argument("--addr", required=True)
+    rx.add_argument("--ports", required=True)
+    rx.add_argument("--idle", type=float, default=1.5)
+    rx.add_argument("--timeout", type=float, default=60)
+    rx.add_argument("--ready")
+    tx = sub.add_parser("tx")
+    tx.add_argument("--to", required=True)
+    tx.add_argument("--src", help="source address to bind")
+    tx.add_argument("--sport", type=int, default=0, help="source port to bind")
+    tx.add_argument("--count", type=int, default=100)
+    tx.add_argument("--rate", type=float, default=1000)
+    tx.add_argument("--size", type=int, default=100)
+    tx.add_argument("--rtp", action="store_true")
+    tx.add_argument("--ssrc", type=lambda x: int(x, 0), default=0x11223344)
+    tx.add_argument("--seq", type=int, default=65500)
+    tx.add_argument("--ts", type=int, default=1000)
+    tx.add_argument("--ts-step", type=int, default=3600)
+    tx.add_argument("--restart-at", type=int, default=0)
+    tx.add_argument("--ssrc2", type=lambda x: int(x, 0), default=0x55667788)
+    tx.add_argument("--seq2", type=int, default=100)
+    sn = sub.add_parser("sniff")
+    sn.add_argument("--ifname", required=True)
+    sn.add_argument("--port", type=int, required=True)
+    sn.add_argument("--duration", type=float, required=True)
+    sn.add_argument("--ready")
+    ct = sub.add_parser("ctl")
+    ct.add_argument("--to", required=True)
+    ct.add_argument("--msg", required=True)
+    ct.add_argument("--from-port", type=int, default=0)
+    ct.add_argument("--wait", type=float, default=1.0)
+    a = ap.parse_args()
+    {"rx": cmd_rx, "tx": cmd_tx, "sniff": cmd_sniff, "ctl": cmd_ctl}[a.cmd](a)
+    sys.stdout.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,758 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * groupcast relay - receive datagrams on a port, in batches, and fan each one
+ * out with gc_sendgroup().  Two modes:
+ *   replicate (default)  samplicator's command line and config file
+ *   broadcast (--rtp)    one RTP producer, subscribers that join and leave
+ *                        through the control protocol (control.c), each with
+ *                        its own RTP header (rtp.c)
+ * This file: options, sockets, the event loop, signals, reload, shutdown.
+ * See groupcast-relay(1).
+ */
+#include "relay.h"
+#include "../cli.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <netdb.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+int relay_epfd = -1;
+
+enum { TAG_LS = 1, TAG_SIG, TAG_TIMER, TAG_STATS };
+#define TAG(kind, i) (((uint64_t)(kind) << 32) | (uint32_t)(i))
+#define TAG_STATS_CONN 0x53000000u
+#define TICK_MS 200
+#define CTL_BATCH 32
+
+static void relay_usage(FILE *f)
+{
+	fprintf(f,
+"Usage: groupcast relay [OPTION...] [RECEIVER...]\n"
+"Receive UDP datagrams on a port and send each to many receivers with one\n"
+"gc_sendgroup() per batch of receivers.  A drop-in for samplicator: the same\n"
+"options, receivers and config file (differences: groupcast-relay(1)).\n"
+"\n"
+"samplicator options:\n"
+"  -p PORT        UDP port to listen on (default 2000)\n"
+"  -s ADDRESS     address to listen on (default: every IPv4 and IPv6 address)\n"
+"  -b BYTES       receive buffer of the listening socket (default 4194304)\n"
+"  -c FILE        config file: lines 'a.b.c.d[/mask]: RECEIVER ...'; datagrams\n"
+"                 from a matching source go to that line's receivers\n"
+"  -S             keep (spoof) the original source address and port (raw\n"
+"                 sockets, CAP_NET_RAW; these sends bypass gc_sendgroup)\n"
+"  -n             with -S: leave the UDP checksum 0 (IPv4)\n"
+"  -x MICROS      wait MICROS after each command-line receiver (sends them\n"
+"                 one at a time, as samplicator does)\n"
+"  -u BYTES       largest datagram relayed (default 65536); larger ones are\n"
+"                 counted and dropped\n"
+"  -t MILLIS      exit with status 5 when nothing arrives for MILLIS\n"
+"  -d LEVEL       debug: 1 each datagram received, 2 each datagram sent\n"
+"  -f             fork into the background\n"
+"  -m FILE        write the process ID to FILE\n"
+"  -4, -6         IPv4 only, IPv6 only\n"
+"  -h, --help     this text\n"
+"\n"
+"RECEIVER is ADDR[/PORT[/INTERVAL][,TTL]]: ADDR an IPv4 address, [IPv6] or a\n"
+"host name; PORT (default 2000) a number, a service, FIRST-LAST or FIRST+COUNT;\n"
+"INTERVAL N sends 1 in N datagrams; TTL 1..255 (default 64).  Command-line\n"
+"receivers get every datagram.\n"
+"\n"
+"groupcast options:\n"
+"  --engine NAME         auto (default), loop, mmsg, uring, uring_zc, kernel\n"
+"  --cpu CPU             pin the relay to CPU (default: not pinned)\n"
+"  --status SECONDS      status line on stderr every SECONDS (default 60; 0 off)\n"
+"  --stats-socket PATH   serve JSON counters on a Unix socket at PATH\n"
+"  --query PATH          print the JSON of the relay serving PATH, and exit\n"
+"  --json                print the final counters as JSON on stdout at exit\n"
+"  --duration SECONDS    exit cleanly after SECONDS\n"
+"  --max-size BYTES      same as -u\n"
+"  --sndbuf BYTES        send buffer of every send socket (default 8388608)\n"
+"\n"
+"Broadcast mode (the live-broadcast relay):\n"
+"  --rtp                 an RTP stream arrives on -p (RTCP on --rtcp-port);\n"
+"                        subscribers join on --control; each gets its own SSRC,\n"
+"                        sequence numbers and timestamp offset; RECEIVERs are\n"
+"                        static subscribers (ADDR[/PORT] only)\n"
+"  --control PORT        control port: JOIN/LEAVE/KEEPALIVE/STATS (default -p + 2)\n"
+"  --rtcp-port PORT      RTCP port (default -p + 1)\n"
+"  --max-subscribers N   at most N subscribers (default 4096, up to 65536)\n"
+"  --expire SECONDS      drop a subscriber silent for SECONDS (default 30; 0 never)\n"
+"  --clock-rate HZ       RTP clock of the stream (default 90000)\n"
+"  --producer ADDR[/MASK]  accept RTP and RTCP only from there\n"
+"\n"
+"Signals: SIGHUP reloads the config files (the old configuration stays when\n"
+"they are bad); SIGUSR1 prints a status line; SIGTERM and SIGINT stop cleanly.\n"
+"Exit status: 0 done, 1 failure, 2 bad arguments or config, 5 -t timeout.\n");
+}
+
+/* ---- options ----------------------------------------------------------------- */
+
+struct args {
+	char **rcv;
+	int nrcv;
+	const char *producer;
+};
+
+static void parse_args(struct relay *r, struct args *a, int argc, char **argv)
+{
+	enum { O_ENGINE = 256, O_CPU, O_STATUS, O_STATS, O_QUERY, O_JSON, O_DURATION, O_MAXSIZE,
+	       O_SNDBUF, O_RTP, O_CONTROL, O_RTCP, O_MAXSUBS, O_EXPIRE, O_CLOCK, O_PRODUCER };
+	static const struct option lo[] = {
+		{ "engine", required_argument, NULL, O_ENGINE },
+		{ "cpu", required_argument, NULL, O_CPU },
+		{ "status", required_argument, NULL, O_STATUS },
+		{ "stats-socket", required_argument, NULL, O_STATS },
+		{ "query", required_argument, NULL, O_QUERY },
+		{ "json", no_argument, NULL, O_JSON },
+		{ "duration", required_argument, NULL, O_DURATION },
+		{ "max-size", required_argument, NULL, O_MAXSIZE },
+		{ "sndbuf", required_argument, NULL, O_SNDBUF },
+		{ "rtp", no_argument, NULL, O_RTP },
+		{ "control", required_argument, NULL, O_CONTROL },
+		{ "rtcp-port", required_argument, NULL, O_RTCP },
+		{ "max-subscribers", required_argument, NULL, O_MAXSUBS },
+		{ "expire", required_argument, NULL, O_EXPIRE },
+		{ "clock-rate", required_argument, NULL, O_CLOCK },
+		{ "producer", required_argument, NULL, O_PRODUCER },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	bool seen_S = false, seen_n = false, seen_x = false;
+	int ch;
+	opterr = 0;
+	while ((ch = getopt_long(argc, argv, ":hu:b:d:t:m:p:s:x:c:fSn46", lo, NULL)) != -1) {
+		switch (ch) {
+		case 'p': r->listen_port = optarg; break;
+		case 's': r->listen_addr = optarg; break;
+		case 'b': r->rcvbuf = (long)cli_u64("-b", optarg, 0, INT32_MAX / 2); break;
+		case 'u':
+		case O_MAXSIZE: r->max_size = cli_u64(ch == 'u' ? "-u" : "--max-size", optarg, 1, 65536); break;
+		case 'd': r->debug = (int)cli_u64("-d", optarg, 0, 9); break;
+		case 't': r->timeout_ms = (unsigned)cli_u64("-t", optarg, 1, UINT32_MAX / 2); break;
+		case 'm': r->pidfile = optarg; break;
+		case 'x':
+			r->tx_delay_us = (unsigned)cli_u64("-x", optarg, 0, 60000000);
+			seen_x = true;
+			break;
+		case 'c':
+			if (r->ncfile == sizeof(r->cfile) / sizeof(r->cfile[0]))
+				cli_usage_error("-c: at most %zu config files", r->ncfile);
+			/* samplicator reads the file right here: -S, -n, -4, -6 given
+			 * before -c apply to its receivers, later ones do not */
+			r->cfile[r->ncfile].path = optarg;
+			r->cfile[r->ncfile++].o = r->argv_opts;
+			break;
+		case 'f': r->daemon = true; break;
+		case 'S':
+			r->argv_opts.flags |= RCV_SPOOF;
+			seen_S = true;
+			break;
+		case 'n':
+			r->argv_opts.flags &= (uint8_t)~RCV_CHECKSUM;
+			seen_n = true;
+			break;
+		case '4': r->family = r->argv_opts.family = AF_INET; break;
+		case '6': r->family = r->argv_opts.family = AF_INET6; break;
+		case 'h': relay_usage(stdout); exit(0);
+		case O_ENGINE:
+			r->engine = gc_engine_from_name(optarg);
+			if (r->engine == GC_ENGINE_NONE)
+				cli_usage_error("--engine: unknown engine '%s' (known: auto, loop, mmsg, uring, uring_zc, kernel)",
+						optarg);
+			break;
+		case O_CPU: r->cpu = cli_cpu("--cpu", optarg); break;
+		case O_STATUS: r->status_s = (unsigned)cli_u64("--status", optarg, 0, 86400); break;
+		case O_STATS: r->stats_socket = optarg; break;
+		case O_QUERY: exit(stats_query(optarg));
+		case O_JSON: r->json = true; break;
+		case O_DURATION: {
+			char *end;
+			errno = 0;
+			r->duration_s = strtod(optarg, &end);
+			if (errno || *end || !(r->duration_s > 0) || r->duration_s > 1e7)
+				cli_usage_error("--duration: expected seconds > 0, got '%s'", optarg);
+			break;
+		}
+		case O_SNDBUF: r->sndbuf = (long)cli_u64("--sndbuf", optarg, 4096, INT32_MAX / 2); break;
+		case O_RTP: r->rtp = true; break;
+		case O_CONTROL: r->control_port = optarg; break;
+		case O_RTCP: r->rtcp_port_opt = optarg; break;
+		case O_MAXSUBS: r->max_subs = (uint32_t)cli_u64("--max-subscribers", optarg, 1, 65536); break;
+		case O_EXPIRE: r->expire_s = (unsigned)cli_u64("--expire", optarg, 0, 86400 * 365); break;
+		case O_CLOCK: r->clock_rate = (uint32_t)cli_u64("--clock-rate", optarg, 1, 1000000000); break;
+		case O_PRODUCER: a->producer = optarg; break;
+		default: cli_getopt_error(ch, argv);
+		}
+	}
+	a->rcv = argv + optind;
+	a->nrcv = argc - optind;
+	if (r->rtp && (r->ncfile || seen_S || seen_n || seen_x))
+		cli_usage_error("%s does not apply with --rtp (broadcast mode has no config file, spoofing or delay)",
+				r->ncfile ? "-c" : seen_S ? "-S" : seen_n ? "-n" : "-x");
+	if (!r->rtp && (r->control_port || r->rtcp_port_opt || a->producer || r->max_subs || r->expire_s != 30 ||
+			r->clock_rate))
+		cli_usage_error("--control, --rtcp-port, --producer, --max-subscribers, --expire and --clock-rate need --rtp");
+}
+
+/* Port string (number or service) -> number, or exit 2 naming the option. */
+static uint16_t port_number(const char *opt, const char *s)
+{
+	if (*s >= '0' && *s <= '9') /* getaddrinfo() would take 70000 as 4464 */
+		return (uint16_t)cli_u64(opt, s, 1, 65535);
+	struct addrinfo hints = { .ai_socktype = SOCK_DGRAM, .ai_flags = AI_PASSIVE }, *res = NULL;
+	if (getaddrinfo(NULL, s, &hints, &res) != 0 || !res)
+		cli_usage_error("%s: '%s' is not a port number or UDP service", opt, s);
+	struct sockaddr_storage ss = { 0 };
+	memcpy(&ss, res->ai_addr, res->ai_addrlen);
+	freeaddrinfo(res);
+	uint16_t p = relay_port(&ss);
+	if (p == 0)
+		cli_usage_error("%s: port 0", opt);
+	return p;
+}
+
+/* ---- sockets ------------------------------------------------------------------ */
+
+static int bind_one(const struct sockaddr_storage *ss, long rcvbuf, bool ovfl, char *err, size_t errlen)
+{
+	int fd = socket(ss->ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	char a[80];
+	if (fd < 0) {
+		snprintf(err, errlen, "socket: %s", strerror(errno));
+		return -1;
+	}
+	int one = 1;
+	if (ss->ss_family == AF_INET6)
+		(void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+	if (rcvbuf > 0) {
+		int v = (int)rcvbuf;
+		if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &v, sizeof(v)) != 0)
+			(void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &v, sizeof(v));
+	}
+	if (ovfl)
+		(void)setsockopt(fd, SOL_SOCKET, SO_RXQ_OVFL, &one, sizeof(one));
+	if (bind(fd, (const struct sockaddr *)ss, relay_addrlen(ss)) != 0) {
+		snprintf(err, errlen, "bind %s: %s", relay_addr_str(ss, a, sizeof(a)), strerror(errno));
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* Listen sockets of one kind on port: -s ADDR, or the wildcard of each family. */
+static void open_listeners(struct relay *r, int kind, uint16_t port, const char *opt)
+{
+	char err[256];
+	struct sockaddr_storage ss[2];
+	int n = 0;
+	if (r->listen_addr) {
+		struct addrinfo hints = { .ai_family = r->family, .ai_socktype = SOCK_DGRAM,
+					  .ai_flags = AI_PASSIVE }, *res = NULL;
+		int rc = getaddrinfo(r->listen_addr, NULL, &hints, &res);
+		if (rc != 0 || !res)
+			cli_usage_error("-s: cannot resolve '%s': %s", r->listen_addr,
+					rc ? gai_strerror(rc) : "no address");
+		memset(&ss[0], 0, sizeof(ss[0]));
+		memcpy(&ss[0], res->ai_addr, res->ai_addrlen);
+		freeaddrinfo(res);
+		n = 1;
+	} else {
+		if (r->family != AF_INET6) {
+			struct sockaddr_in *s4 = (struct sockaddr_in *)&ss[n++];
+			memset(s4, 0, sizeof(ss[0]));
+			s4->sin_family = AF_INET;
+		}
+		if (r->family != AF_INET) {
+			struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss[n++];
+			memset(s6, 0, sizeof(ss[0]));
+			s6->sin6_family = AF_INET6;
+		}
+	}
+	int opened = 0;
+	for (int i = 0; i < n; i++) {
+		if (ss[i].ss_family == AF_INET)
+			((struct sockaddr_in *)&ss[i])->sin_port = htons(port);
+		else
+			((struct sockaddr_in6 *)&ss[i])->sin6_port = htons(port);
+		int fd = bind_one(&ss[i], kind == LS_CONTROL ? 0 : r->rcvbuf, kind != LS_CONTROL, err, sizeof(err));
+		if (fd < 0) {
+			/* the wildcard of a family this host does not have is not an error */
+			if (!r->listen_addr && !r->family && n == 2 && (errno == EAFNOSUPPORT || errno == EADDRNOTAVAIL))
+				continue;
+			cli_fail("%s: %s", opt, err);
+		}
+		if (r->nls == sizeof(r->ls) / sizeof(r->ls[0]))
+			cli_fail("too many listen sockets");
+		r->ls[r->nls++] = (struct listener){ fd, ss[i].ss_family, kind };
+		int fi = relay_family_index(ss[i].ss_family);
+		if (kind == LS_DATA)
+			r->data_fd[fi] = fd;
+		else if (kind == LS_RTCP)
+			r->rtcp_fd[fi] = fd;
+		opened++;
+	}
+	if (!opened)
+		cli_fail("%s: no socket could be bound", opt);
+}
+
+/* Broadcast mode sends from its listen sockets: symmetric RTP ports. */
+static void prepare_rtp_senders(struct relay *r)
+{
+	for (size_t i = 0; i < r->nls; i++) {
+		if (r->ls[i].kind == LS_CONTROL)
+			continue;
+		int fd = r->ls[i].fd, sb = (int)r->sndbuf;
+		if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sb, sizeof(sb)) != 0)
+			(void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sb, sizeof(sb));
+		if (gc_set_engine(fd, r->engine) != 0)
+			cli_fail("--engine %s: %s", gc_engine_name(r->engine), gc_errmsg());
+	}
+}
+
+/* ---- configuration ------------------------------------------------------------- */
+
+/* Config files then the command line's receivers, in samplicator's order. */
+static int build_conf(struct relay *r, struct args *a, struct rc_conf *c, char *err, size_t errlen)
+{
+	memset(c, 0, sizeof(*c));
+	for (size_t i = 0; i < r->ncfile; i++)
+		if (rc_parse_file(c, r->cfile[i].path, &r->cfile[i].o, err, errlen))
+			return -1;
+	if (a->nrcv > 0) {
+		struct source *s = rc_add_source(c, "<command line>", 0);
+		if (!s) {
+			snprintf(err, errlen, "out of memory");
+			return -1;
+		}
+		s->any = true;
+		s->tx_delay_us = r->tx_delay_us;
+		for (int i = 0; i < a->nrcv; i++) {
+			char m[384];
+			if (rc_parse_receiver(c, s, a->rcv[i], &r->argv_opts, m, sizeof(m))) {
+				snprintf(err, errlen, "argument %d: %s", i + 1, m);
+				return -1;
+			}
+		}
+	}
+	return 0;
+}
+
+static void reload(struct relay *r, struct args *a)
+{
+	char err[512];
+	struct rc_conf c;
+	if (!r->ncfile) {
+		fprintf(stderr, "relay: SIGHUP: no config file (-c) to reload\n");
+		return;
+	}
+	if (build_conf(r, a, &c, err, sizeof(err)) || fanout_install(r, &c, err, sizeof(err))) {
+		rc_free(&c);
+		r->c.reload_failures++;
+		fprintf(stderr, "relay: reload failed: %s; the configuration in force stays\n", err);
+		return;
+	}
+	r->c.reloads++;
+	fprintf(stderr, "relay: reloaded: %zu sources, %zu receivers\n", r->conf.n, r->conf.receivers);
+}
+
+/* ---- the loop ------------------------------------------------------------------ */
+
+struct inbuf {
+	struct mmsghdr mv[RELAY_BATCH];
+	struct iovec iov[RELAY_BATCH];
+	struct sockaddr_storage from[RELAY_BATCH];
+	char cmsg[RELAY_BATCH][CMSG_SPACE(sizeof(uint32_t))];
+	uint8_t *data;
+	size_t size;
+	uint32_t ovfl[8];            /* last SO_RXQ_OVFL value per listener */
+};
+
+static uint64_t last_data_ns;
+
+static void read_data(struct relay *r, struct inbuf *b, size_t li)
+{
+	struct listener *l = &r->ls[li];
+	for (int round = 0; round < 8; round++) {
+		for (int i = 0; i < RELAY_BATCH; i++) {
+			b->iov[i] = (struct iovec){ b->data + (size_t)i * b->size, b->size };
+			b->mv[i].msg_hdr = (struct msghdr){ .msg_name = &b->from[i], .msg_namelen = sizeof(b->from[i]),
+							    .msg_iov = &b->iov[i], .msg_iovlen = 1,
+							    .msg_control = b->cmsg[i],
+							    .msg_controllen = sizeof(b->cmsg[i]) };
+			b->mv[i].msg_len = 0;
+		}
+		int n = recvmmsg(l->fd, b->mv, RELAY_BATCH, MSG_DONTWAIT, NULL);
+		if (n <= 0)
+			return;
+		uint64_t now = relay_now_ns();
+		last_data_ns = now;
+		for (int i = 0; i < n; i++) {
+			struct msghdr *h = &b->mv[i].msg_hdr;
+			size_t len = b->mv[i].msg_len;
+			for (struct cmsghdr *cm = CMSG_FIRSTHDR(h); cm; cm = CMSG_NXTHDR(h, cm)) {
+				if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SO_RXQ_OVFL) {
+					uint32_t v;
+					memcpy(&v, CMSG_DATA(cm), sizeof(v));
+					r->c.ingest_drops += (uint32_t)(v - b->ovfl[li]);
+					b->ovfl[li] = v;
+				}
+			}
+			r->c.in++;
+			r->c.in_octets += len;
+			const struct sockaddr_storage *from = &b->from[i];
+			if (r->debug) {
+				char a[80];
+				fprintf(stderr, "received %zu bytes from %s\n", len, relay_addr_str(from, a, sizeof(a)));
+			}
+			if ((h->msg_flags & MSG_TRUNC) || len > r->max_size) {
+				r->c.oversize++;
+				continue;
+			}
+			if (!r->rtp)
+				fanout_datagram(r, b->iov[i].iov_base, len, from);
+			else if (l->kind == LS_RTCP)
+				rtcp_forward(r, b->iov[i].iov_base, len, from, now);
+			else
+				rtp_forward(r, b->iov[i].iov_base, len, from, now);
+		}
+		if (n < RELAY_BATCH)
+			return;
+	}
+}
+
+static void read_control(struct relay *r, int fd)
+{
+	static char buf[CTL_BATCH][600];
+	static char out[1400];
+	struct mmsghdr mv[CTL_BATCH];
+	struct iovec iov[CTL_BATCH];
+	struct sockaddr_storage from[CTL_BATCH];
+	for (int round = 0; round < 4; round++) { /* bounded work per wakeup: data goes first */
+		for (int i = 0; i < CTL_BATCH; i++) {
+			iov[i] = (struct iovec){ buf[i], sizeof(buf[i]) };
+			mv[i].msg_hdr = (struct msghdr){ .msg_name = &from[i], .msg_namelen = sizeof(from[i]),
+							 .msg_iov = &iov[i], .msg_iovlen = 1 };
+		}
+		int n = recvmmsg(fd, mv, CTL_BATCH, MSG_DONTWAIT, NULL);
+		if (n <= 0)
+			return;
+		for (int i = 0; i < n; i++) {
+			size_t len = mv[i].msg_len;
+			if (mv[i].msg_hdr.msg_flags & MSG_TRUNC)
+				len = sizeof(buf[i]); /* > 512: counted as unknown */
+			size_t rl = control_handle(r, buf[i], len, &from[i], out, sizeof(out));
+			if (rl)
+				(void)sendto(fd, out, rl, MSG_DONTWAIT | MSG_NOSIGNAL, (struct sockaddr *)&from[i],
+					     relay_addrlen(&from[i]));
+		}
+		if (n < CTL_BATCH)
+			return;
+	}
+}
+
+static double timer_pair_ns(void)
+{
+	uint64_t sum = 0;
+	for (int i = 0; i < 1000; i++) {
+		struct timespec a, b;
+		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
+		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
+		sum += (uint64_t)((b.tv_sec - a.tv_sec) * 1000000000L + (b.tv_nsec - a.tv_nsec));
+	}
+	return (double)sum / 1000;
+}
+
+static void daemonize(void)
+{
+	pid_t pid = fork();
+	if (pid < 0)
+		cli_fail("-f: fork: %s", strerror(errno));
+	if (pid > 0)
+		_exit(0);
+	setsid();
+	int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (fd >= 0) {
+		dup2(fd, 0);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		if (fd > 2)
+			close(fd);
+	}
+}
+
+static void write_pidfile(const char *path)
+{
+	unlink(path);
+	FILE *f = fopen(path, "we");
+	if (!f || fprintf(f, "%ld\n", (long)getpid()) <= 0 || fclose(f) != 0)
+		cli_fail("-m: cannot write PID file '%s': %s", path, strerror(errno));
+}
+
+int cmd_relay(int argc, char **argv)
+{
+	static struct relay R;
+	struct relay *r = &R;
+	struct args a = { 0 };
+	r->listen_port = RELAY_DEFAULT_PORT;
+	r->rcvbuf = 4 << 20;
+	r->sndbuf = 8 << 20;
+	r->max_size = 65536;
+	r->engine = GC_ENGINE_AUTO;
+	r->cpu = -1;
+	r->status_s = 60;
+	r->expire_s = 30;
+	r->argv_opts.flags = RCV_CHECKSUM;
+	r->data_fd[0] = r->data_fd[1] = r->rtcp_fd[0] = r->rtcp_fd[1] = -1;
+	r->raw_fd[0] = r->raw_fd[1] = -1;
+	parse_args(r, &a, argc, argv);
+	if (!r->max_subs)
+		r->max_subs = 4096;
+	if (!r->clock_rate)
+		r->clock_rate = 90000;
+
+	char err[512];
+	struct rc_conf conf;
+	if (build_conf(r, &a, &conf, err, sizeof(err))) {
+		rc_free(&conf);
+		cli_usage_error("%s", err);
+	}
+	if (r->rtp) {
+		if (a.producer) {
+			struct rc_conf pc = { 0 };
+			char line[300];
+			snprintf(line, sizeof(line), "%s:", a.producer);
+			struct rc_opts po = { .family = r->family, .numeric = true };
+			if (rc_parse_line(&pc, line, strlen(line), "--producer", 0, &po, err, sizeof(err)) || pc.n != 1) {
+				rc_free(&pc);
+				cli_usage_error("--producer: %s", err);
+			}
+			r->producer_net = pc.src[0].addr;
+			r->producer_mask = pc.src[0].mask;
+			r->have_producer_filter = !pc.src[0].any;
+			rc_free(&pc);
+		}
+		for (size_t i = 0; i < conf.n; i++)
+			for (size_t k = 0; k < conf.src[i].n; k++)
+				if (conf.src[i].rcv[k].freq != 1 || conf.src[i].rcv[k].ttl != RELAY_DEFAULT_TTL)
+					cli_usage_error("argument %zu: an interval or TTL does not apply to --rtp subscribers (ADDR[/PORT])",
+							k + 1);
+	} else if (conf.receivers == 0) {
+		rc_free(&conf);
+		cli_usage_error("no receivers: give at least one RECEIVER, or -c with a file that has some");
+	}
+	if (gc_engine_available(r->engine) != 0)
+		cli_fail("--engine %s: %s", gc_engine_name(r->engine), gc_errmsg());
+
+	uint16_t port = port_number("-p", r->listen_port);
+	open_listeners(r, LS_DATA, port, "-p");
+	if (r->rtp) {
+		uint16_t rp = r->rtcp_port_opt ? port_number("--rtcp-port", r->rtcp_port_opt) : (uint16_t)(port + 1);
+		uint16_t cp = r->control_port ? port_number("--control", r->control_port) : (uint16_t)(port + 2);
+		if (rp == port || cp == port || cp == rp)
+			cli_usage_error("-p %u, --rtcp-port %u and --control %u must differ", port, rp, cp);
+		open_listeners(r, LS_RTCP, rp, "--rtcp-port");
+		open_listeners(r, LS_CONTROL, cp, "--control");
+		if (subs_init(&r->subs, r->max_subs))
+			cli_fail("out of memory for %u subscribers", r->max_subs);
+	}
+	/* raw sockets (-S) before fork, so that a missing privilege shows */
+	for (size_t i = 0; i < conf.n; i++)
+		for (size_t k = 0; k < conf.src[i].n; k++)
+			if (conf.src[i].rcv[k].flags & RCV_SPOOF &&
+			    fanout_sendsock(r, conf.src[i].rcv[k].addr.ss_family, conf.src[i].rcv[k].ttl, true, err,
+					    sizeof(err)) < 0)
+				cli_fail("%s", err);
+	int stats_fd = -1;
+	if (r->stats_socket && (stats_fd = stats_listen(r, r->stats_socket)) < 0)
+		cli_fail("--stats-socket: cannot listen on '%s': %s", r->stats_socket, strerror(errno));
+
+	if (r->daemon)
+		daemonize();
+	if (r->pidfile)
+		write_pidfile(r->pidfile);
+	cli_pin("--cpu", r->cpu);
+	(void)prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+
+	if (r->rtp) {
+		prepare_rtp_senders(r);
+		uint64_t now = relay_now_ns();
+		for (size_t i = 0; i < conf.n; i++) {
+			for (size_t k = 0; k < conf.src[i].n; k++) {
+				struct sub *s = subs_find(&r->subs, &conf.src[i].rcv[k].addr);
+				if (!s && !(s = subs_add(&r->subs, &conf.src[i].rcv[k].addr, now)))
+					cli_fail("more static subscribers than --max-subscribers %u", r->max_subs);
+				s->is_static = true;
+			}
+		}
+		rc_free(&conf);
+	} else if (fanout_install(r, &conf, err, sizeof(err))) {
+		cli_fail("%s", err);
+	}
+
+	sigset_t sigs;
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGHUP);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGUSR1);
+	signal(SIGPIPE, SIG_IGN);
+	if (sigprocmask(SIG_BLOCK, &sigs, NULL) != 0)
+		cli_fail("sigprocmask: %s", strerror(errno));
+	int sfd = signalfd(-1, &sigs, SFD_NONBLOCK | SFD_CLOEXEC);
+	int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	relay_epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (sfd < 0 || tfd < 0 || relay_epfd < 0)
+		cli_fail("signalfd/timerfd/epoll: %s", strerror(errno));
+	struct itimerspec its = { { 0, TICK_MS * 1000000L }, { 0, TICK_MS * 1000000L } };
+	timerfd_settime(tfd, 0, &its, NULL);
+	struct epoll_event ev = { .events = EPOLLIN };
+	ev.data.u64 = TAG(TAG_SIG, 0);
+	epoll_ctl(relay_epfd, EPOLL_CTL_ADD, sfd, &ev);
+	ev.data.u64 = TAG(TAG_TIMER, 0);
+	epoll_ctl(relay_epfd, EPOLL_CTL_ADD, tfd, &ev);
+	if (stats_fd >= 0) {
+		ev.data.u64 = TAG(TAG_STATS, 0);
+		epoll_ctl(relay_epfd, EPOLL_CTL_ADD, stats_fd, &ev);
+	}
+	for (size_t i = 0; i < r->nls; i++) {
+		ev.data.u64 = TAG(TAG_LS, i);
+		if (epoll_ctl(relay_epfd, EPOLL_CTL_ADD, r->ls[i].fd, &ev) != 0)
+			cli_fail("epoll_ctl: %s", strerror(errno));
+	}
+
+	static struct inbuf in;
+	in.size = r->max_size + 1 < 65536 ? r->max_size + 1 : 65536;
+	in.data = malloc((size_t)RELAY_BATCH * in.size);
+	if (!in.data)
+		cli_fail("out of memory");
+	r->timer_ns = (uint64_t)timer_pair_ns();
+	r->start_ns = last_data_ns = relay_now_ns();
+	{
+		char lst[256] = "";
+		size_t off = 0;
+		for (size_t i = 0; i < r->nls && off < sizeof(lst); i++) {
+			char s[80];
+			struct sockaddr_storage ss;
+			socklen_t sl = sizeof(ss);
+			getsockname(r->ls[i].fd, (struct sockaddr *)&ss, &sl);
+			off += (size_t)snprintf(lst + off, sizeof(lst) - off, "%s%s%s", i ? " " : "",
+						r->ls[i].kind == LS_DATA ? "" : r->ls[i].kind == LS_RTCP ? "rtcp=" : "control=",
+						relay_addr_str(&ss, s, sizeof(s)));
+		}
+		fprintf(stderr, "relay: %s mode on %s, %s %zu, engine %s\n", r->rtp ? "broadcast" : "replicate", lst,
+			r->rtp ? "static subscribers" : "receivers",
+			r->rtp ? (size_t)r->subs.nactive : r->conf.receivers, gc_engine_name(r->engine));
+	}
+
+	uint64_t last_status = r->start_ns, last_expire = r->start_ns;
+	int rc = 0;
+	bool stop = false;
+	struct epoll_event evs[32];
+	while (!stop) {
+		int n = epoll_wait(relay_epfd, evs, 32, -1);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			cli_fail("epoll_wait: %s", strerror(errno));
+		}
+		for (int k = 0; k < n; k++) {
+			uint64_t tag = evs[k].data.u64;
+			uint32_t kind = (uint32_t)(tag >> 32), idx = (uint32_t)tag;
+			if (kind == 0 && (idx & 0xff000000u) == TAG_STATS_CONN) {
+				stats_conn_event(r, (int)(idx & 0xffffff), evs[k].events);
+			} else if (kind == TAG_LS) {
+				if (r->ls[idx].kind == LS_CONTROL)
+					read_control(r, r->ls[idx].fd);
+				else
+					read_data(r, &in, idx);
+			} else if (kind == TAG_STATS) {
+				stats_accept(r, stats_fd);
+			} else if (kind == TAG_SIG) {
+				struct signalfd_siginfo si;
+				while (read(sfd, &si, sizeof(si)) == sizeof(si)) {
+					if (si.ssi_signo == SIGHUP && !r->rtp)
+						reload(r, &a);
+					else if (si.ssi_signo == SIGHUP)
+						fprintf(stderr, "relay: SIGHUP: broadcast mode has no config file to reload\n");
+					else if (si.ssi_signo == SIGUSR1)
+						stats_status_line(r, stderr);
+					else
+						stop = true;
+				}
+			} else if (kind == TAG_TIMER) {
+				uint64_t ticks;
+				while (read(tfd, &ticks, sizeof(ticks)) == sizeof(ticks))
+					;
+				uint64_t now = relay_now_ns();
+				if (r->status_s && now - last_status >= (uint64_t)r->status_s * 1000000000u) {
+					stats_status_line(r, stderr);
+					last_status = now;
+				}
+				if (r->rtp && now - last_expire >= 1000000000u) {
+					r->c.expired += subs_expire(&r->subs, now, (uint64_t)r->expire_s * 1000000000u);
+					last_expire = now;
+				}
+				if (r->duration_s > 0 && (double)(now - r->start_ns) / 1e9 >= r->duration_s)
+					stop = true;
+				if (r->timeout_ms && now - last_data_ns > (uint64_t)r->timeout_ms * 1000000u) {
+					fprintf(stderr, "Timeout, no data received in %u milliseconds.\n", r->timeout_ms);
+					rc = 5;
+					stop = true;
+				}
+			}
+		}
+	}
+
+	if (r->status_s)
+		stats_status_line(r, stderr);
+	if (r->json) {
+		stats_json(r, stdout, true);
+		fflush(stdout);
+	}
+	stats_close_all(r);
+	if (stats_fd >= 0) {
+		close(stats_fd);
+		unlink(r->stats_socket);
+	}
+	if (r->pidfile)
+		unlink(r->pidfile);
+	for (size_t i = 0; i < r->nls; i++) {
+		gc_release(r->ls[i].fd);
+		close(r->ls[i].fd);
+	}
+	for (size_t i = 0; i < r->nss; i++) {
+		if (!r->ss[i].raw) {
+			gc_release(r->ss[i].fd);
+			close(r->ss[i].fd);
+		}
+		free(r->ss[i].rec);
+		free(r->ss[i].who);
+	}
+	for (int f = 0; f < 2; f++) {
+		if (r->raw_fd[f] >= 0)
+			close(r->raw_fd[f]);
+		free(r->brec[f]);
+		free(r->bwho[f]);
+	}
+	rc_free(&r->conf);
+	subs_free(&r->subs);
+	free(r->gerrno);
+	free(r->rrec);
+	free(r->rwho);
+	free(r->rtcp_buf);
+	free(in.data);
+	close(sfd);
+	close(tfd);
+	close(relay_epfd);
+	return rc;
+}

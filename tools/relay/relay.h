@@ -1,0 +1,313 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tools/relay/relay.h - groupcast relay: a samplicator-compatible datagram
+ * replicator and a live-broadcast (RTP) relay built on gc_sendgroup().
+ *
+ *   config.c   samplicator syntax: receivers and config-file lines (pure parser)
+ *   fanout.c   replicate mode: sources, sampling, send sockets, one group send
+ *              per send socket and input datagram
+ *   spoof.c    -S: raw IPv4/IPv6 packets with the original source address
+ *   rtp.c      broadcast mode: RTP/RTCP parsing and per-subscriber rewriting
+ *   control.c  broadcast mode: subscriber table and the control protocol
+ *   stats.c    counters, the status line, JSON, the stats socket
+ *   main.c     options, sockets, the event loop, signals, reload, shutdown
+ *
+ * Single-threaded: every event (datagram batch, control message, signal,
+ * timer) is handled to the end before the next, so membership and
+ * configuration only ever change between two group sends.
+ * See groupcast-relay(1).
+ */
+#ifndef GROUPCAST_RELAY_H
+#define GROUPCAST_RELAY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <groupcast/group.h>
+
+#define RELAY_DEFAULT_PORT "2000"   /* samplicator's default listen and receiver port */
+#define RELAY_DEFAULT_TTL 64
+#define RELAY_MAX_RECEIVERS 65536u  /* receivers in all, after port ranges */
+#define RELAY_MAX_LINE 65536u       /* config file line length */
+#define RELAY_BATCH 64              /* datagrams per recvmmsg() */
+
+/* ---- config.c: samplicator syntax ------------------------------------- */
+
+enum { RCV_SPOOF = 1, RCV_CHECKSUM = 2 };
+enum rcv_path { PATH_GROUP, PATH_DIRECT, PATH_RAW };
+
+struct rcv_stats {
+	uint64_t packets, octets; /* datagrams handed to the kernel, their bytes */
+	uint64_t errors;          /* datagrams that failed */
+	uint64_t skipped;         /* not sent because of the sampling interval */
+	int last_errno;
+};
+
+struct receiver {
+	struct sockaddr_storage addr;
+	uint32_t freq, freqcount;  /* send 1 in freq; freqcount counts down to the next */
+	uint8_t ttl, flags;        /* RCV_* */
+	/* set by fanout.c */
+	uint8_t path;              /* enum rcv_path */
+	int sock;                  /* index into the send socket table */
+	struct rcv_stats st;
+};
+
+struct source {
+	struct sockaddr_storage addr, mask;
+	bool any;                  /* the command line's receivers: every datagram */
+	const char *file;          /* where it was read ("<command line>" for argv) */
+	unsigned line;
+	struct receiver *rcv;
+	size_t n, cap;
+	unsigned tx_delay_us;      /* -x: only the command line's source has it, as in samplicator */
+	uint64_t matched, matched_octets;
+	/* set by fanout.c */
+	struct gc_giovec *pre;     /* prebuilt recipients when plain */
+	bool plain;                /* all receivers freq 1, PATH_GROUP, one socket, no delay */
+	int plain_sock;
+};
+
+struct rc_conf {
+	struct source *src;
+	size_t n, cap;
+	size_t receivers;          /* in all sources */
+};
+
+struct rc_opts {
+	int family;                /* AF_UNSPEC, or AF_INET / AF_INET6 for -4 / -6 */
+	uint8_t flags;             /* RCV_* given to the receivers parsed now (-S, -n) */
+	bool numeric;              /* numeric addresses and ports only (no name lookups) */
+	size_t max_receivers;      /* 0: RELAY_MAX_RECEIVERS */
+};
+
+/* Receiver ADDR[/PORT[/INTERVAL][,TTL]] appended to s.  PORT may be a
+ * number, a service name, FIRST-LAST or FIRST+COUNT.  Returns 0, or -1 with a
+ * message "receiver 'ARG': what: expected ..." in err. */
+int rc_parse_receiver(struct rc_conf *c, struct source *s, const char *arg,
+		      const struct rc_opts *o, char *err, size_t errlen);
+/* One config line (without the newline): "SRC[/MASK]: receiver ...", a
+ * comment or blank.  Appends a source (file/line as given).  0 or -1. */
+int rc_parse_line(struct rc_conf *c, const char *line, size_t len, const char *file,
+		  unsigned lineno, const struct rc_opts *o, char *err, size_t errlen);
+/* A whole file's text; err gets "FILE:LINE: ...".  0 or -1 (c may then hold
+ * the lines before the bad one: free it). */
+int rc_parse_buffer(struct rc_conf *c, const char *file, const char *buf, size_t len,
+		    const struct rc_opts *o, char *err, size_t errlen);
+int rc_parse_file(struct rc_conf *c, const char *path, const struct rc_opts *o,
+		  char *err, size_t errlen);
+/* A new empty source at the end of c (NULL if out of memory). */
+struct source *rc_add_source(struct rc_conf *c, const char *file, unsigned line);
+void rc_free(struct rc_conf *c);
+/* Whether a datagram from `from` matches s (samplicator rules, see config.c). */
+bool rc_match(const struct source *s, const struct sockaddr_storage *from);
+
+/* "addr:port" or "[addr]:port" of ss into buf. */
+const char *relay_addr_str(const struct sockaddr_storage *ss, char *buf, size_t len);
+uint16_t relay_port(const struct sockaddr_storage *ss);
+socklen_t relay_addrlen(const struct sockaddr_storage *ss);
+bool relay_same_addr(const struct sockaddr_storage *a, const struct sockaddr_storage *b);
+
+/* ---- counters (stats.c) ------------------------------------------------ */
+
+struct relay_counters {
+	uint64_t in, in_octets;         /* datagrams read from the listen sockets */
+	uint64_t out, out_octets;       /* datagrams handed to the kernel */
+	uint64_t errors;                /* datagrams that failed (per recipient) */
+	uint64_t oversize;              /* dropped: larger than -u / --max-size */
+	uint64_t ingest_drops;          /* dropped by the kernel before we read them (SO_RXQ_OVFL) */
+	uint64_t unmatched;             /* replicate: no source line matched */
+	uint64_t skipped;               /* replicate: not due by the sampling interval */
+	uint64_t group_sends;           /* gc_sendgroup() calls */
+	uint64_t send_ns;               /* thread CPU time inside gc_sendgroup() and raw sends */
+	uint64_t raw_out, direct_out;   /* replicate: -S raw sends, multicast/broadcast sendto() */
+	uint64_t rtp_invalid;           /* broadcast: not RTP version 2, or too short */
+	uint64_t rtp_rejected;          /* broadcast: not from --producer */
+	uint64_t producer_changes;      /* broadcast: SSRC changes and sequence jumps */
+	uint64_t rtcp_in, rtcp_out, rtcp_invalid, rtcp_rejected, rtcp_from_subscribers;
+	uint64_t ctl_in, ctl_join, ctl_leave, ctl_keepalive, ctl_stats, ctl_unknown,
+		 ctl_bad, ctl_refused;
+	uint64_t expired;
+	uint64_t reloads, reload_failures;
+	uint64_t stats_queries, stats_refused;
+};
+
+/* ---- control.c: subscribers -------------------------------------------- */
+
+struct sub {
+	struct sockaddr_storage addr;   /* RTP destination */
+	uint16_t rtcp_port;             /* 0: no RTCP */
+	bool used, is_static, fresh;    /* fresh: seq_off set on its first packet */
+	uint32_t ssrc, ts_off;
+	uint16_t seq_base, seq_off;
+	uint8_t hdr[12];                /* the RTP header of the datagram being sent */
+	int32_t next;                   /* hash chain */
+	uint32_t active_idx;
+	uint64_t joined_ns, seen_ns;
+	uint64_t packets, payload_octets; /* RTP sent to it, for its sender reports */
+	struct rcv_stats st;
+	uint64_t rtcp_packets, rtcp_errors;
+};
+
+struct subs {
+	struct sub *slot;
+	uint32_t max, used;
+	int32_t *bucket;                /* head slot per hash bucket, -1 empty */
+	uint32_t nbucket;
+	int32_t free_head;              /* free slots chained through next */
+	uint32_t *active;               /* slot indices of subscribers */
+	uint32_t nactive;
+	bool dirty;                     /* membership changed: rebuild recipients */
+	uint64_t seed;
+};
+
+int subs_init(struct subs *t, uint32_t max);
+void subs_free(struct subs *t);
+struct sub *subs_find(struct subs *t, const struct sockaddr_storage *addr);
+/* NULL with errno ENOSPC when full. */
+struct sub *subs_add(struct subs *t, const struct sockaddr_storage *addr, uint64_t now_ns);
+void subs_remove(struct subs *t, struct sub *s);
+uint32_t subs_expire(struct subs *t, uint64_t now_ns, uint64_t ttl_ns);
+
+struct relay;
+/* One control datagram from `from`; writes a reply into reply (len 0: none). */
+size_t control_handle(struct relay *r, const char *msg, size_t len,
+		      const struct sockaddr_storage *from, char *reply, size_t cap);
+
+/* ---- rtp.c ------------------------------------------------------------- */
+
+struct producer {
+	bool have;
+	uint32_t ssrc;
+	uint16_t last_seq, g_seq_off;
+	uint32_t last_ts, g_ts_off;
+	uint64_t last_ns;
+	struct sockaddr_storage addr;
+	uint64_t packets, octets;
+};
+
+/* Fan one RTP datagram out to every subscriber. */
+void rtp_forward(struct relay *r, const uint8_t *d, size_t len,
+		 const struct sockaddr_storage *from, uint64_t now_ns);
+/* Fan one RTCP compound packet out, rewritten per subscriber. */
+void rtcp_forward(struct relay *r, const uint8_t *d, size_t len,
+		  const struct sockaddr_storage *from, uint64_t now_ns);
+
+/* ---- spoof.c ------------------------------------------------------------ */
+
+/* Send payload to dst as if from src, through raw socket fd of dst's family.
+ * Returns 0 or an errno. */
+int spoof_send(int fd, const void *payload, size_t len, const struct sockaddr_storage *src,
+	       const struct sockaddr_storage *dst, int ttl, bool checksum);
+/* A raw socket for family (IP_HDRINCL / IPPROTO_RAW), or -1 with errno. */
+int spoof_socket(int family, int sndbuf);
+
+/* ---- the relay ---------------------------------------------------------- */
+
+#define RELAY_MAX_SOCKS 1024
+
+struct sendsock {
+	int fd;
+	int family;
+	int ttl;
+	bool raw;
+	enum gc_engine engine;       /* resolved */
+	struct gc_giovec *rec;       /* recipients of the group send being built */
+	struct receiver **who;
+	size_t n, cap;
+};
+
+struct listener {
+	int fd;
+	int family;
+	int kind;                    /* LS_DATA, LS_RTCP, LS_CONTROL */
+};
+enum { LS_DATA, LS_RTCP, LS_CONTROL };
+
+struct relay {
+	/* options */
+	const char *listen_addr, *listen_port;
+	int family;                  /* -4 / -6 / AF_UNSPEC */
+	long rcvbuf, sndbuf;
+	size_t max_size;             /* -u */
+	int debug;
+	unsigned timeout_ms;         /* -t */
+	bool daemon;
+	const char *pidfile;
+	enum gc_engine engine;
+	int cpu;
+	unsigned status_s;
+	const char *stats_socket;
+	bool json;
+	double duration_s;
+	/* config files (-c), each with the options in force where it was given */
+	struct { const char *path; struct rc_opts o; } cfile[16];
+	size_t ncfile;
+	struct rc_opts argv_opts;    /* for the command line's receivers */
+	unsigned tx_delay_us;
+
+	/* broadcast mode */
+	bool rtp;
+	const char *control_port, *rtcp_port_opt;
+	uint32_t max_subs;
+	unsigned expire_s;
+	uint32_t clock_rate;
+	bool have_producer_filter;
+	struct sockaddr_storage producer_net, producer_mask;
+
+	/* state */
+	struct listener ls[8];
+	size_t nls;
+	int data_fd[2];              /* [0] IPv4, [1] IPv6 data listen socket, -1 if none */
+	int rtcp_fd[2];
+	struct sendsock ss[RELAY_MAX_SOCKS];
+	size_t nss;
+	int raw_fd[2];
+	struct rc_conf conf;
+	struct subs subs;
+	struct producer prod;
+	struct relay_counters c;
+	int *gerrno;
+	size_t gerrno_cap;
+	/* broadcast recipients, rebuilt when subs.dirty */
+	struct gc_giovec *brec[2];
+	struct sub **bwho[2];
+	size_t bn[2], bcap;
+	struct gc_giovec *rrec;      /* RTCP recipients */
+	struct sub **rwho;
+	size_t rcap;
+	uint8_t *rtcp_buf;
+	size_t rtcp_buf_cap;
+	uint64_t start_ns;
+	uint64_t timer_ns;           /* cost of one timer pair, for the record */
+};
+
+int relay_family_index(int family);
+
+/* fanout.c */
+int fanout_install(struct relay *r, struct rc_conf *conf, char *err, size_t errlen);
+void fanout_datagram(struct relay *r, const uint8_t *d, size_t len,
+		     const struct sockaddr_storage *from);
+int fanout_sendsock(struct relay *r, int family, int ttl, bool raw, char *err, size_t errlen);
+/* gc_sendgroup() on socket fd, timed into r->c.send_ns; gerrno sized by caller. */
+int relay_group_send(struct relay *r, int fd, const struct iovec *shared,
+		     const struct gc_giovec *rec, size_t n, int *gerrno);
+int *relay_gerrno(struct relay *r, size_t n);
+
+/* stats.c */
+uint64_t relay_now_ns(void);
+uint64_t relay_cpu_ns(void);
+void stats_json(struct relay *r, FILE *f, bool detail);
+void stats_status_line(struct relay *r, FILE *f);
+int stats_listen(struct relay *r, const char *path);
+void stats_accept(struct relay *r, int lfd);
+void stats_conn_event(struct relay *r, int idx, uint32_t events);
+void stats_close_all(struct relay *r);
+int stats_query(const char *path);
+
+#endif /* GROUPCAST_RELAY_H */
