@@ -1,0 +1,62 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cc.h - where congestion control and transports plug into the engine.
+ *
+ * The engine drains rings; it does not decide when a connection may send.
+ * Before taking packets from a ring it asks the connection's congestion
+ * controller for a budget; after sending it reports what went out; when the
+ * controller learns that packets arrived (DCCP acknowledgements, the next
+ * issue) it calls gc_conn_ack(), which sets kern_acked and logs user_seq for
+ * the application.  Without a controller (plain UDP) every ring may send as
+ * fast as the socket takes packets.
+ *
+ * A transport replaces the UDP sender (the same hook lets the tests record
+ * what the engine would send).
+ *
+ * Everything here runs on the engine thread.
+ */
+#ifndef GC_RING_CC_H
+#define GC_RING_CC_H
+
+#include <stdint.h>
+
+struct gc_conn; /* one ring served by an engine, and its socket */
+struct gc_sent; /* a packet taken from a ring (internal.h) */
+
+struct gc_cc_ops {
+	/* A ring was attached: make its state (NULL is a valid state). */
+	void *(*init)(void *arg, struct gc_conn *c);
+	void (*release)(void *cc);
+	/*
+	 * How many packets the connection may send now.  0: none; the engine
+	 * asks again at *wake_ns (CLOCK_MONOTONIC; leave it 0 for "when
+	 * gc_conn_kick() is called").  UINT32_MAX: no limit.
+	 */
+	uint32_t (*budget)(void *cc, uint64_t now_ns, uint64_t *wake_ns);
+	/* These packets just went out (or were refused by the network). */
+	void (*sent)(void *cc, const struct gc_sent *p, unsigned n, uint64_t now_ns);
+};
+
+struct gc_ring_engine_hooks {
+	const struct gc_cc_ops *cc;
+	void *cc_arg;
+	/*
+	 * Transport: send p[0..n) (payload at zone + p[i].off) on connection c.
+	 * Returns how many were consumed; fewer than n means "try again later"
+	 * (the engine retries on its next round).  NULL: UDP (udp.c).
+	 */
+	unsigned (*xmit)(void *arg, struct gc_conn *c, const struct gc_sent *p, unsigned n,
+			 const unsigned char *zone);
+	void *xmit_arg;
+};
+
+/* The controller learned that packet p (as passed to sent()) arrived. */
+int gc_conn_ack(struct gc_conn *c, const struct gc_sent *p);
+/* The controller's budget may have grown: ask it again on the next round. */
+void gc_conn_kick(struct gc_conn *c);
+/* The ring's identifier in its engine (as gc_ring_attach() got it). */
+uint32_t gc_conn_id(const struct gc_conn *c);
+/* The connection's socket (the engine's own descriptor). */
+int gc_conn_socket(const struct gc_conn *c);
+
+#endif

@@ -1,0 +1,109 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * srv.h - the engine's state: clients, their zones, and the connections
+ * (one per attached ring).  engine.c runs it; daemon.c serves the clients'
+ * requests.  Everything here is touched by the engine thread only.
+ */
+#ifndef GC_RING_SRV_H
+#define GC_RING_SRV_H
+
+#include <sys/types.h>
+#include "ring/internal.h"
+
+#define GC_ZONE_MAX ((uint64_t)64 << 30)
+#define GC_BATCH_MAX 1024u
+
+/* What an epoll event points at. */
+enum gc_tag_kind { TAG_STOP, TAG_LISTEN, TAG_CLIENT, TAG_NOTIFY, TAG_SOCK };
+struct gc_tag {
+	enum gc_tag_kind kind;
+};
+
+enum gc_conn_state {
+	CONN_ACTIVE,  /* polled every round */
+	CONN_PARKED,  /* kern_notify set: waits for the ring's eventfd */
+	CONN_BLOCKED, /* the socket is full: waits for EPOLLOUT */
+	CONN_CCWAIT,  /* congestion control said 0: waits for its time or a kick */
+	CONN_STOPPED  /* broke a rule: not served until detached */
+};
+
+/* A zone of one client, mapped read-only once however many rings use it. */
+struct gc_zmap {
+	struct gc_zmap *next;
+	dev_t dev;
+	ino_t ino;
+	uint64_t size;
+	const unsigned char *map;
+	unsigned refs;
+};
+
+struct gc_conn {
+	struct gc_tag notify_tag, sock_tag;
+	struct gc_kring k;
+	struct gc_srv *srv;
+	struct gc_client *cl;
+	struct gc_zmap *zone;
+	void *shm;
+	size_t shm_len;
+	uint32_t id;
+	int sock, efd;
+	enum gc_conn_state state;
+	bool sock_armed; /* the socket is in the epoll set, for EPOLLOUT */
+	struct gc_conn *prev, *next; /* the active or the congestion-wait list */
+	struct gc_conn *cl_next;     /* the client's connections */
+	struct gc_udp udp;
+	void *cc;
+	uint64_t cc_wake;
+	uint64_t idle_since;
+	/* taken, not yet sent (the socket was full) */
+	struct gc_sent *pend;
+	uint32_t pend_i, pend_n, pend_end;
+	/* freed: unhooked from everything, its memory kept until the events
+	 * already returned by epoll_wait() are handled (they may name it) */
+	bool dead;
+	struct gc_conn *dead_next;
+};
+
+struct gc_client {
+	struct gc_tag tag;
+	int fd;
+	bool local; /* the socketpair of the process that started the engine */
+	struct gc_conn *conns;
+	unsigned nrings;
+	struct gc_zmap *zones;
+	struct gc_client *next;
+};
+
+struct gc_srv {
+	struct gc_ring_engine_params p;
+	char *listen_path;
+	struct gc_ring_engine_hooks h;
+	uint64_t idle_ns;
+	int ep, stopfd, lfd;
+	bool listen_paused; /* out of descriptors: not accepting for now */
+	struct gc_tag stop_tag, listen_tag;
+	struct gc_client *clients;
+	unsigned nclients;
+	struct gc_conn active, ccwait; /* list heads */
+	struct gc_conn *graveyard;     /* freed connections, see gc_conn.dead */
+	unsigned nactive, nconns;
+	uint32_t next_id;
+	struct gc_ring_engine_stats st;
+	struct gc_sent *out; /* batch scratch */
+	volatile int stop;
+};
+
+/* engine.c */
+struct gc_client *gc_srv_client_new(struct gc_srv *s, int fd, bool local);
+void gc_srv_client_free(struct gc_srv *s, struct gc_client *cl);
+int gc_srv_conn_start(struct gc_srv *s, struct gc_conn *c);
+void gc_srv_conn_free(struct gc_srv *s, struct gc_conn *c);
+
+/* daemon.c */
+int gc_srv_request(struct gc_srv *s, struct gc_client *cl);
+int gc_srv_listen(struct gc_srv *s, const char *path);
+void gc_srv_accept(struct gc_srv *s);
+void gc_srv_listen_pause(struct gc_srv *s, bool pause);
+void gc_zmap_put(struct gc_client *cl, struct gc_zmap *z);
+
+#endif
