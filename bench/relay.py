@@ -181,7 +181,8 @@ def write_md(out, a, rows, engines, mr, am, facts, elapsed):
                  f"{m['max_rate_no_send_error']} | {m['max_rate_all_delivered']} |")
     L.append("\nThe producer steps up its rate (3 s per step, one retry of a failed step). The relay keeps up "
              "when it read every datagram within 0.25 s of the producer's end (default 4 MiB receive buffer), "
-             "with no socket drop, and needed less than 98 % of a CPU. \"One CPU's capacity\" is 1 s divided by "
+             "with no socket drop, and needed less than 98 % of a CPU (the CPU of all its threads: io_uring's "
+             "workers count too, so `uring_zc` can pass 100 % and fail this test while reading everything). \"One CPU's capacity\" is 1 s divided by "
              "the relay's measured CPU per datagram at this group size: the rate one dedicated CPU would "
              "sustain. The measured limit stays below it because CPU 0 is not dedicated: it also receives the "
              "relay's input, and this machine is shared with other jobs (a relay that is always runnable got "
@@ -204,9 +205,10 @@ def write_md(out, a, rows, engines, mr, am, facts, elapsed):
     L.append(f"| predicted with that s | | {am['predicted_in_relay']:.3f} |")
     L.append(f"\nThe relay spends f = {am['f']:.3f} of its CPU inside gc_sendgroup() with the loop engine (the paper's "
              f"Helix: 0.791), so Amdahl's law predicts almost the whole group-send speed-up. The prediction from the "
-             f"micro-benchmark's s overshoots the observed speed-up because a send inside the relay (one datagram "
-             f"every {1000 / a.rate:.0f} ms, caches cold between them) gains less from the kernel engine than "
-             f"back-to-back sends in `groupcast blast` (3 ms apart) do; with the speed-up of the sends measured "
+             f"micro-benchmark's s overshoots the observed speed-up because a group send inside the relay gains less "
+             f"from the kernel engine than the back-to-back sends of `groupcast blast` do (a datagram every "
+             f"{1000 / a.rate:.0f} ms against every 3 ms; colder caches between sends are the likely reason, not "
+             f"isolated here); with the speed-up of the sends measured "
              f"inside the relay the law predicts {am['predicted_in_relay']:.2f} against the observed "
              f"{am['observed']:.2f}. The part of the relay outside "
              f"gc_sendgroup() (receive, header rewrite, counters) costs about the same with every engine: "
