@@ -10,6 +10,7 @@
  * beyond STATS_CONNS buffers.
  */
 #include "relay.h"
+#include "../cli.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -35,20 +36,6 @@ uint64_t relay_cpu_ns(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static void jstr(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		if (*p == '"' || *p == '\\')
-			fprintf(f, "\\%c", *p);
-		else if (*p < 0x20)
-			fprintf(f, "\\u%04x", *p);
-		else
-			fputc(*p, f);
-	}
-	fputc('"', f);
 }
 
 static const char *errname(int e)
@@ -106,7 +93,7 @@ void stats_json(struct relay *r, FILE *f, bool detail)
 		fputs(",\"producer\":", f);
 		if (p->have) {
 			fputs("{\"addr\":", f);
-			jstr(f, relay_addr_str(&p->addr, a, sizeof(a)));
+			cli_json_str(f, relay_addr_str(&p->addr, a, sizeof(a)));
 			fprintf(f, ",\"ssrc\":\"0x%08x\",\"packets\":%llu,\"payload_octets\":%llu}", p->ssrc,
 				(unsigned long long)p->packets, (unsigned long long)p->octets);
 		} else {
@@ -116,7 +103,7 @@ void stats_json(struct relay *r, FILE *f, bool detail)
 		for (uint32_t k = 0; k < r->subs.nactive; k++) {
 			const struct sub *s = &r->subs.slot[r->subs.active[k]];
 			fprintf(f, "%s{\"addr\":", k ? "," : "");
-			jstr(f, relay_addr_str(&s->addr, a, sizeof(a)));
+			cli_json_str(f, relay_addr_str(&s->addr, a, sizeof(a)));
 			fprintf(f, ",\"ssrc\":\"0x%08x\",\"rtcp_port\":%u,\"static\":%s,\"packets\":%llu,"
 				   "\"octets\":%llu,\"errors\":%llu,\"last_error\":\"%s\",\"rtcp_packets\":%llu,"
 				   "\"rtcp_errors\":%llu,\"age_s\":%.1f,\"idle_s\":%.1f}",
@@ -135,14 +122,14 @@ void stats_json(struct relay *r, FILE *f, bool detail)
 		fprintf(f, "%s{\"where\":", i ? "," : "");
 		char w[300];
 		snprintf(w, sizeof(w), "%s:%u", s->file ? s->file : "?", s->line);
-		jstr(f, w);
+		cli_json_str(f, w);
 		fprintf(f, ",\"any\":%s,\"matched\":%llu,\"matched_octets\":%llu,\"receivers\":[",
 			s->any ? "true" : "false", (unsigned long long)s->matched,
 			(unsigned long long)s->matched_octets);
 		for (size_t k = 0; k < s->n; k++) {
 			const struct receiver *v = &s->rcv[k];
 			fprintf(f, "%s{\"addr\":", k ? "," : "");
-			jstr(f, relay_addr_str(&v->addr, a, sizeof(a)));
+			cli_json_str(f, relay_addr_str(&v->addr, a, sizeof(a)));
 			fprintf(f, ",\"interval\":%u,\"ttl\":%u,\"path\":\"%s\",\"packets\":%llu,\"octets\":%llu,"
 				   "\"errors\":%llu,\"skipped\":%llu,\"last_error\":\"%s\"}",
 				v->freq, v->ttl,
