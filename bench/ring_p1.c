@@ -1,0 +1,584 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ring_p1 - the measuring side of bench/ring.py (P1: Lai & Kohler, Figures
+ * 7 and 8).  Total CPU per packet of the packet ring + engine against UDP
+ * send(), one JSON line per run.  bench/ring.py builds it against
+ * libgroupcast.a and runs it in the sender namespace of a lab.
+ *
+ *   ring_p1 --dest IP --port P --rxns NS [--sizes 0,100,...] [--ks 1,2,...]
+ *           [--modes asked,always] [--reps R] [--packets N] [--conns C]
+ *           [--entries E] [--app-cpu 0] [--engine-cpu 1] [--sock PATH]
+ *           [--rxif IF] [--batch B]
+ *
+ * Methods, interleaved per payload size (udp, ring k=1, ring k=2, ...):
+ *   udp    send() on a connected UDP socket, one call per packet.
+ *   ring   claim a record, write the packet's number into its zone buffer,
+ *          and every k packets gc_ring_publish(); "asked": gc_ring_notify()
+ *          only when the engine asks (kern_notify), "always": after every
+ *          publish, as the paper's application called dccp_notify().  When
+ *          the ring is full the application sleeps in gc_ring_wait() until
+ *          half of it is free.
+ * Both cycle through the same number of page-aligned buffers (E), and both
+ * write the packet number into the first 4 bytes, so they touch the same
+ * data.  With --conns 1 the engine is a thread of this process (pinned to
+ * --engine-cpu); with --conns C > 1, C processes (pinned to --app-cpu) each
+ * send packets/C packets, through a daemon engine (pinned to --engine-cpu)
+ * for the ring, as the paper's 30 processes did.  --engine-cpu equal to
+ * --app-cpu shares one CPU between them, as the paper's kernel shared the
+ * application's.
+ *
+ * CPU: process CPU time (CLOCK_PROCESS_CPUTIME_ID / the children's own
+ * clocks, and the daemon's /proc schedstat) from the start barrier to the
+ * last packet handed to the network; "app" is the application threads, and
+ * "engine" the engine thread.  The receiver (bench/ring_sink.bpf.c, TC
+ * ingress on the receiving veth) drops the datagrams as they arrive; its
+ * small work runs on the sending CPU and is billed to whoever sent, the same
+ * for both methods.  busy_ns is the whole machine's busy time from /proc/stat.  rx is
+ * how many packets the receiving interface (--rxif) got, read from
+ * /proc/net/dev in its namespace (--rxns) with setns(); a run with
+ * rx < packets lost some.
+ */
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <groupcast/ring.h>
+
+#define MAXV 16
+
+static struct {
+	const char *dest, *rxns, *rxif, *sock;
+	int port, conns, app_cpu, engine_cpu, reps;
+	unsigned batch;
+	unsigned entries;
+	uint64_t packets;
+	size_t sizes[MAXV], nsizes;
+	unsigned ks[MAXV], nks;
+	int modes[2], nmodes; /* 0 asked, 1 always */
+} o = { .port = 9000, .conns = 1, .app_cpu = 0, .engine_cpu = 1, .reps = 5, .entries = 1024,
+	.packets = 200000 };
+
+struct res {
+	uint64_t cpu, app, engine, wall, busy, notifies, rx, sleeps, gso, syscalls, eng_notifies;
+};
+
+static void die(const char *fmt, const char *arg)
+{
+	fprintf(stderr, "ring_p1: ");
+	fprintf(stderr, fmt, arg);
+	fprintf(stderr, " (%s; %s)\n", strerror(errno), gc_errmsg());
+	exit(1);
+}
+
+static uint64_t ns(clockid_t c)
+{
+	struct timespec ts;
+
+	clock_gettime(c, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void pin(int cpu)
+{
+	cpu_set_t s;
+
+	CPU_ZERO(&s);
+	CPU_SET(cpu, &s);
+	if (sched_setaffinity(0, sizeof(s), &s) < 0)
+		die("pin to CPU %s", cpu ? "1" : "0");
+}
+
+/* Whole machine busy time (all CPUs), ns. */
+static uint64_t machine_busy(void)
+{
+	FILE *f = fopen("/proc/stat", "r");
+	unsigned long long v[10] = { 0 };
+
+	if (!f)
+		return 0;
+	if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
+		   &v[4], &v[5], &v[6], &v[7]) != 8)
+		v[0] = 0;
+	fclose(f);
+	unsigned long long busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
+	return (uint64_t)busy * (1000000000ull / (uint64_t)sysconf(_SC_CLK_TCK));
+}
+
+/* Sum of sum_exec_runtime of every thread of pid, ns. */
+static uint64_t task_cpu(pid_t pid)
+{
+	char path[64];
+	uint64_t sum = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	DIR *d = opendir(path);
+	struct dirent *e;
+	while (d && (e = readdir(d))) {
+		char p[320];
+		unsigned long long run;
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(p, sizeof(p), "/proc/%d/task/%s/schedstat", (int)pid, e->d_name);
+		FILE *f = fopen(p, "r");
+		if (f && fscanf(f, "%llu", &run) == 1)
+			sum += run;
+		if (f)
+			fclose(f);
+	}
+	if (d)
+		closedir(d);
+	return sum;
+}
+
+/* Packets the receiving interface got (/proc/net/dev of the receiver's
+ * namespace, read by a child that joins it): the sink drops them on arrival. */
+static uint64_t rx_count(void)
+{
+	int p[2];
+	uint64_t v = 0;
+
+	if (!o.rxns || !o.rxif)
+		return 0;
+	if (pipe(p) < 0)
+		die("pipe%s", "");
+	pid_t pid = fork();
+	if (pid == 0) {
+		char path[256], line[512];
+		uint64_t out = 0;
+		snprintf(path, sizeof(path), "/run/netns/%s", o.rxns);
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0 || setns(fd, CLONE_NEWNET) < 0)
+			_exit(1);
+		FILE *f = fopen("/proc/self/net/dev", "r");
+		size_t il = strlen(o.rxif);
+		while (f && fgets(line, sizeof(line), f)) {
+			char *t = line + strspn(line, " ");
+			if (!strncmp(t, o.rxif, il) && t[il] == ':') {
+				unsigned long long bytes, pkts;
+				if (sscanf(t + il + 1, "%llu %llu", &bytes, &pkts) == 2)
+					out = pkts;
+				break;
+			}
+		}
+		if (write(p[1], &out, sizeof(out)) != sizeof(out))
+			_exit(1);
+		_exit(0);
+	}
+	close(p[1]);
+	if (read(p[0], &v, sizeof(v)) != sizeof(v))
+		v = 0;
+	close(p[0]);
+	waitpid(pid, NULL, 0);
+	return v;
+}
+
+static int connected(int port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+	if (fd < 0 || inet_pton(AF_INET, o.dest, &a.sin_addr) != 1 ||
+	    connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0)
+		die("connect to %s", o.dest);
+	return fd;
+}
+
+/* ---- one sender (a process or this thread) ------------------------------ */
+
+static void udp_send(int port, size_t size, uint64_t n)
+{
+	int fd = connected(port);
+	long page = sysconf(_SC_PAGESIZE);
+	size_t step = (size + (size_t)page - 1) / (size_t)page * (size_t)page;
+	unsigned char *bufs = aligned_alloc((size_t)page, (step ? step : (size_t)page) * o.entries);
+
+	if (!bufs)
+		die("out of memory%s", "");
+	memset(bufs, 0x5a, (step ? step : (size_t)page) * o.entries);
+	for (uint64_t i = 0; i < n; i++) {
+		unsigned char *b = bufs + (i % o.entries) * step;
+		if (size >= 4)
+			memcpy(b, &i, 4);
+		while (send(fd, b, size, 0) < 0) {
+			if (errno != ENOBUFS && errno != EAGAIN && errno != EINTR)
+				die("send%s", "");
+		}
+	}
+	close(fd);
+	free(bufs);
+}
+
+struct ringctx {
+	struct gc_zone *z;
+	struct gc_ring *r;
+	uint64_t *off;
+};
+
+static void ring_setup(struct ringctx *c, struct gc_ring_engine *e, int port, size_t size)
+{
+	int fd = connected(port);
+
+	c->z = gc_zone_create(o.entries, size ? size : 1);
+	c->r = c->z ? gc_ring_create(o.entries, c->z) : NULL;
+	c->off = calloc(o.entries, sizeof(*c->off));
+	if (!c->r || !c->off)
+		die("ring%s", "");
+	for (unsigned i = 0; i < o.entries; i++) {
+		memset(gc_zone_buf(c->z, i), 0x5a, size);
+		c->off[i] = gc_zone_offset(c->z, gc_zone_buf(c->z, i));
+	}
+	if (gc_ring_attach(c->r, e, fd) < 0)
+		die("attach%s", "");
+	close(fd);
+	/* start from a parked ring, as in steady state between bursts */
+	struct gc_ring_status st;
+	for (int i = 0; i < 5000; i++) {
+		gc_ring_status(c->r, &st);
+		if (st.kern_notify)
+			break;
+		usleep(200);
+	}
+}
+
+static void ring_teardown(struct ringctx *c)
+{
+	gc_ring_free(c->r);
+	gc_zone_free(c->z);
+	free(c->off);
+}
+
+static uint64_t ring_send(struct ringctx *c, size_t size, uint64_t n, unsigned k, int always)
+{
+	struct gc_ring *r = c->r;
+	unsigned pend = 0;
+	uint64_t notifies = 0;
+
+	for (uint64_t i = 0; i < n; i++) {
+		struct gc_pkt *p;
+		while (!(p = gc_ring_get_pkt(r))) {
+			if (pend) {
+				pend = 0;
+				if (gc_ring_publish(r) || always) {
+					gc_ring_notify(r);
+					notifies++;
+				}
+			}
+			uint64_t t0 = ns(CLOCK_MONOTONIC);
+			if (gc_ring_wait(r, o.entries / 2, 10000) < 0)
+				die("wait%s", "");
+			if (ns(CLOCK_MONOTONIC) - t0 > 500000000ull) {
+				struct gc_ring_status st;
+				gc_ring_status(r, &st);
+				fprintf(stderr, "ring_p1: slow wait (%llu ms): dev %u kern %u umod %u user %u notify %u sent %llu i %llu\n", (unsigned long long)((ns(CLOCK_MONOTONIC) - t0) / 1000000),
+					st.dev_i, st.kern_i, st.umod_i, st.user_i, st.kern_notify,
+					(unsigned long long)st.sent, (unsigned long long)i);
+			}
+		}
+		unsigned pos = gc_ring_pos(r, p);
+		if (size >= 4)
+			memcpy(gc_zone_buf(c->z, pos), &i, 4);
+		p->off = c->off[pos];
+		p->len = (uint32_t)size;
+		p->user_seq = i;
+		if (++pend == k) {
+			pend = 0;
+			if (gc_ring_publish(r) || always) {
+				if (gc_ring_notify(r) < 0)
+					die("notify%s", "");
+				notifies++;
+			}
+		}
+	}
+	if (gc_ring_publish(r) || always) {
+		gc_ring_notify(r);
+		notifies++;
+	}
+	/* until the last packet is through the engine */
+	uint64_t t0 = ns(CLOCK_MONOTONIC);
+	if (gc_ring_wait(r, o.entries - 1, 10000) < 0)
+		die("drain%s", "");
+	if (ns(CLOCK_MONOTONIC) - t0 > 500000000ull)
+		fprintf(stderr, "ring_p1: slow drain\n");
+	return notifies;
+}
+
+/* ---- one run ------------------------------------------------------------ */
+
+static void run_single(const char *method, size_t size, unsigned k, int always, struct res *res)
+{
+	memset(res, 0, sizeof(*res));
+	pin(o.app_cpu);
+	if (!strcmp(method, "udp")) {
+		uint64_t c0 = ns(CLOCK_PROCESS_CPUTIME_ID), w0 = ns(CLOCK_MONOTONIC);
+		uint64_t b0 = machine_busy();
+		udp_send(o.port, size, o.packets);
+		res->cpu = ns(CLOCK_PROCESS_CPUTIME_ID) - c0;
+		res->wall = ns(CLOCK_MONOTONIC) - w0;
+		res->busy = machine_busy() - b0;
+		res->app = res->cpu;
+		return;
+	}
+	struct gc_ring_engine_params p = { .flags = GC_RING_ENGINE_PIN_CPU, .cpu = o.engine_cpu,
+					   .batch = o.batch };
+	struct gc_ring_engine *e = gc_ring_engine_start(&p);
+	struct ringctx c;
+	struct gc_ring_engine_stats s0, s1;
+	if (!e)
+		die("engine%s", "");
+	ring_setup(&c, e, o.port, size);
+	gc_ring_engine_stats(e, &s0);
+	uint64_t c0 = ns(CLOCK_PROCESS_CPUTIME_ID), a0 = ns(CLOCK_THREAD_CPUTIME_ID);
+	uint64_t w0 = ns(CLOCK_MONOTONIC), b0 = machine_busy();
+	res->notifies = ring_send(&c, size, o.packets, k, always);
+	res->cpu = ns(CLOCK_PROCESS_CPUTIME_ID) - c0;
+	res->app = ns(CLOCK_THREAD_CPUTIME_ID) - a0;
+	res->wall = ns(CLOCK_MONOTONIC) - w0;
+	res->busy = machine_busy() - b0;
+	res->engine = res->cpu - res->app;
+	gc_ring_engine_stats(e, &s1);
+	res->sleeps = s1.sleeps - s0.sleeps;
+	res->gso = s1.gso - s0.gso;
+	res->syscalls = s1.syscalls - s0.syscalls;
+	res->eng_notifies = s1.notifies - s0.notifies;
+	ring_teardown(&c);
+	gc_ring_engine_stop(e);
+}
+
+/* C processes; the ring through a daemon engine. */
+static void run_multi(const char *method, size_t size, unsigned k, int always, struct res *res)
+{
+	int ring = strcmp(method, "udp") != 0;
+	int ready[2], go[2], out[2];
+	pid_t daemon = -1, *kids = calloc((size_t)o.conns, sizeof(pid_t));
+	uint64_t per = o.packets / (uint64_t)o.conns;
+
+	memset(res, 0, sizeof(*res));
+	if (!kids || pipe(ready) < 0 || pipe(go) < 0 || pipe(out) < 0)
+		die("pipe%s", "");
+	if (ring) {
+		int dr[2];
+		if (pipe(dr) < 0)
+			die("pipe%s", "");
+		daemon = fork();
+		if (daemon == 0) {
+			prctl(PR_SET_PDEATHSIG, SIGKILL);
+			sigset_t set;
+			int sig;
+			sigemptyset(&set);
+			sigaddset(&set, SIGTERM);
+			sigprocmask(SIG_BLOCK, &set, NULL);
+			pin(o.engine_cpu);
+			struct gc_ring_engine_params p = { .flags = GC_RING_ENGINE_PIN_CPU,
+							   .cpu = o.engine_cpu, .listen = o.sock,
+							   .batch = o.batch };
+			struct gc_ring_engine *e = gc_ring_engine_start(&p);
+			if (!e)
+				die("daemon%s", "");
+			if (write(dr[1], "r", 1) != 1)
+				_exit(1);
+			sigwait(&set, &sig);
+			gc_ring_engine_stop(e);
+			_exit(0);
+		}
+		char ch;
+		close(dr[1]);
+		if (read(dr[0], &ch, 1) != 1)
+			die("daemon start%s", "");
+		close(dr[0]);
+	}
+	for (int i = 0; i < o.conns; i++) {
+		kids[i] = fork();
+		if (kids[i] != 0)
+			continue;
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		char ch = 'r';
+		struct gc_ring_engine *e = NULL;
+		struct ringctx c;
+		pin(o.app_cpu);
+		if (ring) {
+			e = gc_ring_engine_connect(o.sock);
+			if (!e)
+				die("connect %s", o.sock);
+			ring_setup(&c, e, o.port + i, size);
+		}
+		if (write(ready[1], &ch, 1) != 1 || read(go[0], &ch, 1) != 1)
+			_exit(1);
+		uint64_t c0 = ns(CLOCK_PROCESS_CPUTIME_ID), nfy = 0;
+		if (ring)
+			nfy = ring_send(&c, size, per, k, always);
+		else
+			udp_send(o.port + i, size, per);
+		uint64_t m[2] = { ns(CLOCK_PROCESS_CPUTIME_ID) - c0, nfy };
+		if (write(out[1], m, sizeof(m)) != sizeof(m))
+			_exit(1);
+		if (ring) {
+			ring_teardown(&c);
+			gc_ring_engine_stop(e);
+		}
+		_exit(0);
+	}
+	close(ready[1]);
+	close(go[0]);
+	close(out[1]);
+	for (int i = 0; i < o.conns; i++) {
+		char ch;
+		if (read(ready[0], &ch, 1) != 1)
+			die("a sender failed to start%s", "");
+	}
+	/* the daemon's counters, through a control connection of our own */
+	struct gc_ring_engine *ctl = ring ? gc_ring_engine_connect(o.sock) : NULL;
+	struct gc_ring_engine_stats s0 = { 0 }, s1 = { 0 };
+	if (ring && (!ctl || gc_ring_engine_stats(ctl, &s0) < 0))
+		die("daemon stats%s", "");
+	uint64_t d0 = ring ? task_cpu(daemon) : 0, w0 = ns(CLOCK_MONOTONIC), b0 = machine_busy();
+	for (int i = 0; i < o.conns; i++)
+		if (write(go[1], "g", 1) != 1)
+			die("go%s", "");
+	for (int i = 0; i < o.conns; i++) {
+		uint64_t m[2];
+		if (read(out[0], m, sizeof(m)) != sizeof(m))
+			die("a sender failed%s", "");
+		res->app += m[0];
+		res->notifies += m[1];
+	}
+	res->wall = ns(CLOCK_MONOTONIC) - w0;
+	res->busy = machine_busy() - b0;
+	if (ring) {
+		res->engine = task_cpu(daemon) - d0;
+		if (gc_ring_engine_stats(ctl, &s1) < 0)
+			die("daemon stats%s", "");
+		res->sleeps = s1.sleeps - s0.sleeps;
+		res->gso = s1.gso - s0.gso;
+		res->syscalls = s1.syscalls - s0.syscalls;
+		res->eng_notifies = s1.notifies - s0.notifies;
+		gc_ring_engine_stop(ctl);
+	}
+	res->cpu = res->app + res->engine;
+	for (int i = 0; i < o.conns; i++)
+		waitpid(kids[i], NULL, 0);
+	if (ring) {
+		kill(daemon, SIGTERM);
+		waitpid(daemon, NULL, 0);
+	}
+	close(ready[0]);
+	close(go[1]);
+	close(out[0]);
+	free(kids);
+}
+
+static void list(const char *s, size_t *sz, unsigned *u, size_t *n)
+{
+	char *d = strdup(s), *save, *t;
+
+	*n = 0;
+	for (t = strtok_r(d, ",", &save); t && *n < MAXV; t = strtok_r(NULL, ",", &save)) {
+		if (sz)
+			sz[*n] = strtoull(t, NULL, 0);
+		else
+			u[*n] = (unsigned)strtoul(t, NULL, 0);
+		(*n)++;
+	}
+	free(d);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{ "dest", 1, 0, 'd' },	  { "port", 1, 0, 'p' },	{ "rxns", 1, 0, 'r' },
+		{ "sizes", 1, 0, 's' },	  { "ks", 1, 0, 'k' },		{ "modes", 1, 0, 'm' },
+		{ "reps", 1, 0, 'R' },	  { "packets", 1, 0, 'n' },	{ "conns", 1, 0, 'c' },
+		{ "entries", 1, 0, 'e' }, { "app-cpu", 1, 0, 'a' },	{ "engine-cpu", 1, 0, 'g' },
+		{ "sock", 1, 0, 'S' },	  { "rxif", 1, 0, 'i' },	{ "batch", 1, 0, 'b' },
+		{ 0, 0, 0, 0 }
+	};
+	size_t nk;
+	int c;
+
+	list("0,100,500,1000,1400", o.sizes, NULL, &o.nsizes);
+	list("1,2,4,8,16,32", NULL, o.ks, &nk);
+	o.nks = (unsigned)nk;
+	o.modes[0] = 0;
+	o.modes[1] = 1;
+	o.nmodes = 2;
+	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+		switch (c) {
+		case 'd': o.dest = optarg; break;
+		case 'p': o.port = atoi(optarg); break;
+		case 'r': o.rxns = optarg; break;
+		case 's': list(optarg, o.sizes, NULL, &o.nsizes); break;
+		case 'k': list(optarg, NULL, o.ks, &nk); o.nks = (unsigned)nk; break;
+		case 'm':
+			o.nmodes = 0;
+			if (strstr(optarg, "asked"))
+				o.modes[o.nmodes++] = 0;
+			if (strstr(optarg, "always"))
+				o.modes[o.nmodes++] = 1;
+			break;
+		case 'R': o.reps = atoi(optarg); break;
+		case 'n': o.packets = strtoull(optarg, NULL, 0); break;
+		case 'c': o.conns = atoi(optarg); break;
+		case 'e': o.entries = (unsigned)strtoul(optarg, NULL, 0); break;
+		case 'a': o.app_cpu = atoi(optarg); break;
+		case 'g': o.engine_cpu = atoi(optarg); break;
+		case 'S': o.sock = optarg; break;
+		case 'i': o.rxif = optarg; break;
+		case 'b': o.batch = (unsigned)strtoul(optarg, NULL, 0); break;
+		default: return 2;
+		}
+	}
+	if (!o.dest || o.conns < 1 || o.entries < 4 || (o.conns > 1 && !o.sock)) {
+		fprintf(stderr, "ring_p1: need --dest (and --sock with --conns > 1)\n");
+		return 2;
+	}
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	for (int rep = 0; rep < o.reps; rep++) {
+		for (size_t si = 0; si < o.nsizes; si++) {
+			/* udp, then the ring with every k and mode: interleaved */
+			for (int m = -1; m < o.nmodes * (int)o.nks; m++) {
+				const char *method = m < 0 ? "udp" : "ring";
+				unsigned k = m < 0 ? 0 : o.ks[m % o.nks];
+				int always = m < 0 ? 0 : o.modes[m / (int)o.nks];
+				struct res r;
+				uint64_t rx0 = rx_count();
+				if (o.conns == 1)
+					run_single(method, o.sizes[si], k, always, &r);
+				else
+					run_multi(method, o.sizes[si], k, always, &r);
+				uint64_t sent = o.conns == 1 ? o.packets
+							     : o.packets / (uint64_t)o.conns * (uint64_t)o.conns;
+				r.rx = rx_count() - rx0;
+				printf("{\"method\": \"%s\", \"size\": %zu, \"k\": %u, \"notify\": \"%s\", "
+				       "\"conns\": %d, \"rep\": %d, \"packets\": %llu, \"cpu_ns\": %llu, "
+				       "\"app_ns\": %llu, \"engine_ns\": %llu, \"wall_ns\": %llu, "
+				       "\"busy_ns\": %llu, \"rx\": %llu, \"notifies\": %llu, "
+				       "\"engine_notifies\": %llu, \"engine_sleeps\": %llu, \"gso\": %llu, "
+				       "\"syscalls\": %llu, \"app_cpu\": %d, \"engine_cpu\": %d, "
+				       "\"batch\": %u, \"entries\": %u}\n",
+				       method, o.sizes[si], k, m < 0 ? "-" : always ? "always" : "asked",
+				       o.conns, rep, (unsigned long long)sent,
+				       (unsigned long long)r.cpu, (unsigned long long)r.app,
+				       (unsigned long long)r.engine, (unsigned long long)r.wall,
+				       (unsigned long long)r.busy, (unsigned long long)r.rx,
+				       (unsigned long long)r.notifies, (unsigned long long)r.eng_notifies,
+				       (unsigned long long)r.sleeps, (unsigned long long)r.gso,
+				       (unsigned long long)r.syscalls, o.app_cpu, o.engine_cpu,
+				       o.batch ? o.batch : 64, o.entries);
+			}
+		}
+	}
+	return 0;
+}
