@@ -8,6 +8,7 @@ pkgs=(
   liburing-dev                       # io_uring engines
   clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev   # BPF programs and skeletons
   iproute2 ethtool procps            # network labs: ip netns, veth, offloads, sysctl
+  linux-perf                         # bench/group.py F5: where a send's time goes (falls back to getrusage)
   libcap2-bin                        # capsh: tests that drop privileges
   ffmpeg                             # relay e2e test: RTP producer and decoding subscribers
 )
