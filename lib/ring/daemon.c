@@ -389,6 +389,12 @@ int gc_srv_listen(struct gc_srv *s, const char *path)
 		return gc_seterr(ENOMEM, "gc_ring_engine_start: listen: out of memory");
 	}
 	s->lfd = fd;
+	/* remember which file is ours: srv_free() removes only that one */
+	struct stat mine;
+	if (fstatat(AT_FDCWD, path, &mine, AT_SYMLINK_NOFOLLOW) == 0) {
+		s->listen_dev = mine.st_dev;
+		s->listen_ino = mine.st_ino;
+	}
 	return 0;
 }
 

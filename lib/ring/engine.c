@@ -25,6 +25,7 @@
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 #include "ring/srv.h"
@@ -283,6 +284,9 @@ void gc_srv_conn_free(struct gc_srv *s, struct gc_conn *c)
 	if (s->h.cc && s->h.cc->release)
 		s->h.cc->release(c->cc);
 	if (c->shm) {
+		/* the application learns from gc_ring_wait()/gc_ring_submit()
+		 * (EPIPE) that nobody serves the ring any more */
+		gc_kring_stop(&c->k, GC_RING_DETACHED, 0, 0);
 		gc_kring_wake(&c->k);
 		munmap(c->shm, c->shm_len);
 	}
@@ -468,7 +472,10 @@ static void srv_free(struct gc_srv *s)
 	bury(s);
 	if (s->lfd >= 0) {
 		close(s->lfd);
-		if (s->listen_path)
+		/* not if another engine's socket replaced ours at that path */
+		struct stat st;
+		if (s->listen_path && lstat(s->listen_path, &st) == 0 && st.st_ino == s->listen_ino &&
+		    st.st_dev == s->listen_dev)
 			unlink(s->listen_path);
 	}
 	if (s->stopfd >= 0)

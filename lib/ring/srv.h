@@ -77,6 +77,8 @@ struct gc_client {
 struct gc_srv {
 	struct gc_ring_engine_params p;
 	char *listen_path;
+	dev_t listen_dev; /* the socket file we bound (0/0: unknown) */
+	ino_t listen_ino;
 	struct gc_ring_engine_hooks h;
 	uint64_t idle_ns;
 	int ep, stopfd, lfd;

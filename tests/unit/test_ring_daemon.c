@@ -279,9 +279,45 @@ int main(void)
 	CHECK(gc_ring_engine_start(&p) == NULL);
 	CHECK_EQ(errno, EADDRINUSE);
 
+	/* a daemon that stops tells its clients: gc_ring_wait() fails with
+	 * EPIPE (GC_RING_DETACHED) instead of waiting for the timeout */
+	struct rx *rx = rx_open(AF_INET, 1);
+	struct gc_zone *z = gc_zone_create(1, 4096);
+	struct gc_ring *r = z ? gc_ring_create(8, z) : NULL;
+	struct gc_ring_engine *ce = gc_ring_engine_connect(path);
+	CHECK(z && r && ce);
+	int csd = udp_connected(&rx[0]);
+	CHECK_OK(gc_ring_attach(r, ce, csd));
+	close(csd); /* the engine keeps its own reference */
+	for (int i = 0; i < 3; i++)
+		CHECK(gc_ring_get_pkt(r) != NULL); /* claimed, never published */
 	kill(d, SIGTERM);
 	expect_exit0(d, "daemon");
 	CHECK(access(path, F_OK) != 0); /* removed at stop */
+	CHECK_EQ(gc_ring_wait(r, 7, 5000), -1);
+	CHECK_EQ(errno, EPIPE);
+	struct gc_ring_status rs;
+	CHECK_OK(gc_ring_status(r, &rs));
+	CHECK_EQ(rs.error, GC_RING_DETACHED);
+	gc_ring_detach(r); /* the daemon is gone: forgets the ring anyway */
+	gc_ring_free(r);
+	CHECK_OK(gc_zone_free(z));
+	CHECK_OK(gc_ring_engine_stop(ce));
+	rx_close(rx, 1);
+
+	/* an engine removes only its own socket file, not one that replaced it */
+	{
+		struct gc_ring_engine_params pa = { .listen = path };
+		struct gc_ring_engine *a = gc_ring_engine_start(&pa);
+		CHECK(a != NULL);
+		CHECK_OK(unlink(path));
+		struct gc_ring_engine *bb = gc_ring_engine_start(&pa);
+		CHECK(bb != NULL);
+		CHECK_OK(gc_ring_engine_stop(a));
+		CHECK(access(path, F_OK) == 0);
+		CHECK_OK(gc_ring_engine_stop(bb));
+		CHECK(access(path, F_OK) != 0);
+	}
 
 	/* a stale socket file (its engine died) is replaced */
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
