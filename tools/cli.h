@@ -79,6 +79,8 @@ void cli_json_str(FILE *f, const char *s);
 int cmd_sink(int argc, char **argv);
 int cmd_blast(int argc, char **argv);
 int cmd_relay(int argc, char **argv);
+int cmd_engine(int argc, char **argv);
+int cmd_ringsend(int argc, char **argv);
 
 static inline void cli_set_port(struct sockaddr_storage *ss, uint16_t port)
 {

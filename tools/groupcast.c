@@ -6,6 +6,8 @@
  *   groupcast blast    group sends with every engine, interleaved, measured
  *   groupcast engines  which engines this machine allows
  *   groupcast relay    samplicator-compatible replicator and RTP broadcast relay (relay/)
+ *   groupcast engine   the packet-ring engine as a daemon on a Unix socket (engine.c)
+ *   groupcast ring-send  send numbered datagrams through a packet ring (ringsend.c)
  *
  * This file: dispatch, shared helpers, and the `engines` subcommand.
  * See groupcast(1).
@@ -293,10 +295,12 @@ static void main_usage(FILE *f)
 	fprintf(f,
 		"Usage: groupcast COMMAND [OPTIONS]\n"
 		"Commands:\n"
-		"  sink     receive on many UDP ports; count, verify, dump\n"
-		"  blast    group sends with each engine, interleaved; measure CPU per send\n"
-		"  engines  list the send engines and which AUTO picks\n"
-		"  relay    receive datagrams and fan them out (samplicator-compatible; --rtp)\n"
+		"  sink       receive on many UDP ports; count, verify, dump\n"
+		"  blast      group sends with each engine, interleaved; measure CPU per send\n"
+		"  engines    list the send engines and which AUTO picks\n"
+		"  relay      receive datagrams and fan them out (samplicator-compatible; --rtp)\n"
+		"  engine     run the packet-ring engine as a daemon on a Unix socket\n"
+		"  ring-send  send numbered datagrams through a packet ring (daemon or thread)\n"
 		"Run 'groupcast COMMAND --help' for the options of a command.\n"
 		"Exit status: 0 done, 1 failure, 2 bad arguments.\n");
 }
@@ -312,6 +316,8 @@ int main(int argc, char **argv)
 		{ "blast", "groupcast blast", cmd_blast },
 		{ "engines", "groupcast engines", cmd_engines },
 		{ "relay", "groupcast relay", cmd_relay },
+		{ "engine", "groupcast engine", cmd_engine },
+		{ "ring-send", "groupcast ring-send", cmd_ringsend },
 	};
 	if (argc < 2) {
 		main_usage(stderr);
@@ -334,5 +340,5 @@ int main(int argc, char **argv)
 			return cmds[i].fn(argc - 1, argv + 1);
 		}
 	}
-	cli_usage_error("unknown command '%s' (expected sink, blast, engines or relay)", c);
+	cli_usage_error("unknown command '%s' (expected sink, blast, engines, relay, engine or ring-send)", c);
 }

@@ -1,0 +1,158 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * groupcast engine: run the packet-ring engine as a daemon on a Unix socket
+ * (gc_ring_engine_start() with params.listen) until SIGINT/SIGTERM.  Other
+ * processes attach rings with gc_ring_engine_connect() + gc_ring_attach(),
+ * e.g. `groupcast ring-send --connect PATH`.  Stats are one JSON line on
+ * stdout: on SIGUSR1, every --stats-interval seconds, and at exit.
+ */
+#include "cli.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <groupcast/ring.h>
+
+static void engine_usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: groupcast engine --listen PATH [options]\n"
+		"Run the packet-ring engine as a daemon that other processes attach their\n"
+		"rings to over the Unix socket PATH, until SIGINT or SIGTERM.  Prints\n"
+		"\"groupcast engine: listening on PATH\" to stderr once ready, and the engine\n"
+		"stats as one JSON line on stdout on SIGUSR1, every --stats-interval, and at exit.\n"
+		"  --listen PATH          Unix socket path to serve (required)\n"
+		"  --cpu N                pin the engine thread to CPU N\n"
+		"  --batch N              most packets taken from one ring per round (1..1024, default 64)\n"
+		"  --idle-us N            poll an empty ring this long before sleeping (default 0)\n"
+		"  --max-rings N          rings per client (default 4096)\n"
+		"  --quiet                do not log ring violations to stderr\n"
+		"  --stats-interval SEC   print the stats every SEC seconds (default 0: never)\n");
+}
+
+static int print_stats(const struct gc_ring_engine_stats *st)
+{
+	printf("{\"clients\":%llu,\"rings\":%llu,\"rounds\":%llu,\"sleeps\":%llu,"
+	       "\"notifies\":%llu,\"packets\":%llu,\"bytes\":%llu,\"syscalls\":%llu,"
+	       "\"gso\":%llu,\"violations\":%llu}\n",
+	       (unsigned long long)st->clients, (unsigned long long)st->rings,
+	       (unsigned long long)st->rounds, (unsigned long long)st->sleeps,
+	       (unsigned long long)st->notifies, (unsigned long long)st->packets,
+	       (unsigned long long)st->bytes, (unsigned long long)st->syscalls,
+	       (unsigned long long)st->gso, (unsigned long long)st->violations);
+	return fflush(stdout) == 0 ? 0 : -1;
+}
+
+int cmd_engine(int argc, char **argv)
+{
+	enum { O_LISTEN = 256, O_CPU, O_BATCH, O_IDLE, O_MAXR, O_QUIET, O_IVL };
+	static const struct option lo[] = {
+		{ "listen", required_argument, NULL, O_LISTEN },
+		{ "cpu", required_argument, NULL, O_CPU },
+		{ "batch", required_argument, NULL, O_BATCH },
+		{ "idle-us", required_argument, NULL, O_IDLE },
+		{ "max-rings", required_argument, NULL, O_MAXR },
+		{ "quiet", no_argument, NULL, O_QUIET },
+		{ "stats-interval", required_argument, NULL, O_IVL },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct gc_ring_engine_params p = { .cpu = -1 };
+	uint64_t interval = 0;
+	int ch;
+	opterr = 0;
+	while ((ch = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
+		switch (ch) {
+		case O_LISTEN: p.listen = optarg; break;
+		case O_CPU: p.cpu = cli_cpu("--cpu", optarg); break;
+		case O_BATCH: p.batch = (unsigned)cli_u64("--batch", optarg, 1, 1024); break;
+		case O_IDLE: p.idle_us = (unsigned)cli_u64("--idle-us", optarg, 0, UINT32_MAX); break;
+		case O_MAXR: p.max_rings = (unsigned)cli_u64("--max-rings", optarg, 1, UINT32_MAX); break;
+		case O_QUIET: p.quiet = 1; break;
+		case O_IVL: interval = cli_u64("--stats-interval", optarg, 0, 86400); break;
+		case 'h': engine_usage(stdout); return 0;
+		default: cli_getopt_error(ch, argv);
+		}
+	}
+	if (optind < argc)
+		cli_usage_error("unexpected argument '%s'", argv[optind]);
+	if (!p.listen || !*p.listen)
+		cli_usage_error("--listen PATH is required");
+	if (strlen(p.listen) >= sizeof(((struct sockaddr_un *)0)->sun_path))
+		cli_usage_error("--listen: path '%s' is longer than %zu bytes", p.listen,
+				sizeof(((struct sockaddr_un *)0)->sun_path) - 1);
+	if (p.cpu >= 0) {
+		cpu_set_t set;
+		if (sched_getaffinity(0, sizeof(set), &set) == 0 && !CPU_ISSET(p.cpu, &set))
+			cli_usage_error("--cpu: CPU %d is not one this process may run on", p.cpu);
+		p.flags |= GC_RING_ENGINE_PIN_CPU;
+	}
+
+	/* Blocked before the engine thread exists, so that it inherits the mask
+	 * and every signal comes to sigtimedwait() below. */
+	sigset_t sigs;
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGUSR1);
+	if (sigprocmask(SIG_BLOCK, &sigs, NULL) != 0)
+		cli_fail("sigprocmask: %s", strerror(errno));
+
+	struct gc_ring_engine *e = gc_ring_engine_start(&p);
+	if (!e) {
+		int err = errno;
+		const char *name = strerrorname_np(err);
+		cli_fail("cannot start the engine on %s: %s (%s): %s", p.listen, name ? name : "?",
+			 strerror(err), gc_errmsg());
+	}
+	cli_warn("listening on %s", p.listen);
+
+	int rc = 0;
+	uint64_t next = cli_now(CLOCK_MONOTONIC) + interval * 1000000000u;
+	for (;;) {
+		struct timespec ts = { 0 }, *tp = NULL;
+		if (interval) {
+			uint64_t now = cli_now(CLOCK_MONOTONIC);
+			uint64_t left = next > now ? next - now : 0;
+			ts.tv_sec = (time_t)(left / 1000000000u);
+			ts.tv_nsec = (long)(left % 1000000000u);
+			tp = &ts;
+		}
+		int sig = sigtimedwait(&sigs, NULL, tp);
+		if (sig < 0 && errno == EINTR)
+			continue;
+		if (sig < 0 && errno != EAGAIN)
+			cli_fail("sigtimedwait: %s", strerror(errno));
+		if (sig == SIGINT || sig == SIGTERM)
+			break;
+		if (sig < 0) /* the interval elapsed */
+			next += interval * 1000000000u;
+		struct gc_ring_engine_stats st;
+		if (gc_ring_engine_stats(e, &st) != 0) {
+			cli_warn("gc_ring_engine_stats: %s", gc_errmsg());
+			rc = CLI_EXIT_FAIL;
+		} else if (print_stats(&st) != 0) {
+			rc = CLI_EXIT_FAIL;
+		}
+	}
+
+	/* The last stats before stopping: the rings are gone afterwards. */
+	struct gc_ring_engine_stats st;
+	bool have_st = gc_ring_engine_stats(e, &st) == 0;
+	if (gc_ring_engine_stop(e) != 0) {
+		cli_warn("gc_ring_engine_stop: %s", gc_errmsg());
+		rc = CLI_EXIT_FAIL;
+	}
+	/* (the engine removed its socket file, unless another engine's replaced it) */
+	if (!have_st) {
+		cli_warn("gc_ring_engine_stats: %s", gc_errmsg());
+		return CLI_EXIT_FAIL;
+	}
+	return print_stats(&st) == 0 ? rc : CLI_EXIT_FAIL;
+}
