@@ -68,24 +68,8 @@ static void add_member_spec(struct blast *b, const char *spec)
 	if (strlen(spec) >= sizeof(buf) || !*spec)
 		cli_usage_error("--members: bad member spec '%s' (expected ADDR:PORT+K)", spec);
 	strcpy(buf, spec);
-	char *addr = buf, *rest;
-	if (buf[0] == '[') {
-		char *close = strchr(buf, ']');
-		if (!close || close[1] != ':')
-			cli_usage_error("--members: '%s': expected [IPv6]:PORT+K", spec);
-		*close = '\0';
-		addr = buf + 1;
-		rest = close + 2;
-	} else {
-		char *colon = strchr(buf, ':');
-		if (!colon)
-			cli_usage_error("--members: '%s': expected ADDR:PORT+K", spec);
-		if (strchr(colon + 1, ':'))
-			cli_usage_error("--members: '%s': write IPv6 addresses in brackets, [ADDR]:PORT+K",
-					spec);
-		*colon = '\0';
-		rest = colon + 1;
-	}
+	char *addr, *rest;
+	cli_split_addr("--members", spec, buf, "ADDR:PORT+K", &addr, &rest);
 	uint64_t k = 1;
 	char *plus = strchr(rest, '+');
 	if (plus) {

@@ -65,6 +65,12 @@ int cli_cpu(const char *opt, const char *s);
  * returns the family, or exits 2 naming opt. */
 int cli_ip(const char *opt, const char *s, uint16_t port, struct sockaddr_storage *ss);
 
+/* Split "ADDR:REST" or "[IPv6]:REST" in buf (modified in place): *addr
+ * and *rest point into buf.  form names the expected shape in errors
+ * ("ADDR:PORT"); exit 2 naming opt and s (the original text). */
+void cli_split_addr(const char *opt, const char *s, char *buf, const char *form, char **addr,
+		    char **rest);
+
 /* Pin the calling thread to cpu (no-op if cpu < 0); exit 2 naming opt. */
 void cli_pin(const char *opt, int cpu);
 /* Raise RLIMIT_NOFILE so that at least need descriptors fit. */

@@ -107,6 +107,29 @@ int cli_cpu(const char *opt, const char *s)
 	return (int)cli_u64(opt, s, 0, CPU_SETSIZE - 1);
 }
 
+void cli_split_addr(const char *opt, const char *s, char *buf, const char *form, char **addr,
+		    char **rest)
+{
+	if (buf[0] == '[') {
+		char *close = strchr(buf, ']');
+		if (!close || close[1] != ':')
+			cli_usage_error("%s: '%s': expected [IPv6]:%s", opt, s, strchr(form, ':') + 1);
+		*close = '\0';
+		*addr = buf + 1;
+		*rest = close + 2;
+		return;
+	}
+	char *colon = strchr(buf, ':');
+	if (!colon)
+		cli_usage_error("%s: '%s': expected %s", opt, s, form);
+	if (strchr(colon + 1, ':'))
+		cli_usage_error("%s: '%s': write IPv6 addresses in brackets, [ADDR]:%s", opt, s,
+				strchr(form, ':') + 1);
+	*colon = '\0';
+	*addr = buf;
+	*rest = colon + 1;
+}
+
 int cli_ip(const char *opt, const char *s, uint16_t port, struct sockaddr_storage *ss)
 {
 	struct addrinfo hints = {

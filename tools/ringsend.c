@@ -61,23 +61,8 @@ static void parse_dest(struct ringsend *rs, const char *s)
 	if (strlen(s) >= sizeof(buf))
 		cli_usage_error("--dest: '%s' is too long", s);
 	strcpy(buf, s);
-	char *addr = buf, *port;
-	if (buf[0] == '[') {
-		char *close = strchr(buf, ']');
-		if (!close || close[1] != ':')
-			cli_usage_error("--dest: '%s': expected [IPv6]:PORT", s);
-		*close = '\0';
-		addr = buf + 1;
-		port = close + 2;
-	} else {
-		char *colon = strchr(buf, ':');
-		if (!colon)
-			cli_usage_error("--dest: '%s': expected ADDR:PORT", s);
-		if (strchr(colon + 1, ':'))
-			cli_usage_error("--dest: '%s': write IPv6 addresses in brackets, [ADDR]:PORT", s);
-		*colon = '\0';
-		port = colon + 1;
-	}
+	char *addr, *port;
+	cli_split_addr("--dest", s, buf, "ADDR:PORT", &addr, &port);
 	uint16_t p = (uint16_t)cli_u64("--dest (port)", port, 1, 65535);
 	rs->fam = cli_ip("--dest", addr, p, &rs->ss);
 }
