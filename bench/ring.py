@@ -375,7 +375,11 @@ READING = """\
 - Notifying after every publish ("always", the paper's protocol) is one
   eventfd write per k packets; it costs most at k=1 and fades as k grows, the
   shape of Figure 8.  For empty datagrams that write costs more than batching
-  saves, so "always" at k=1 is slower than send() there.  When the
+  saves, so "always" at k=1 is slower than send() there.  The paper's
+  dccp_notify() was itself the system call that sent the packets, so there
+  the control transfer replaced send()'s instead of adding one; here the
+  notification wakes a separate engine, and the engine then makes its own
+  sendmmsg() call for the datagram.  When the
   application only notifies when asked, the engine, kept busy by the
   application, rarely parks the ring, kern_notify stays clear and few
   notifications happen, whatever k is.
@@ -387,10 +391,11 @@ READING = """\
   wrote across the cores, and its futex wake-ups cross CPUs.  On one CPU they
   stay in its caches; the two threads take turns a few times per ring.
 - With 30 connections every connection cycles through its own 1024 page-sized
-  buffers, 120 MB of payload for both methods: both pay for cache misses,
-  UDP about +0.4 us per packet and the engine about +0.25 us over one
-  connection, and with 31 processes on one CPU the engine finds rings empty
-  more often and parks them.  The ratio at 1400 B rises to about 0.53.
+  buffers, 120 MB of payload for both methods: both pay for cache misses
+  (compare the per-packet tables of 1 and 30 connections), and with 31 processes on one CPU the engine finds rings empty
+  more often and parks them, so the 30-connection ratios sit above the
+  one-connection ones (headline table).  The spread between reps is also
+  wider: how 31 processes share one CPU changes from run to run.
 - The receiver drops the datagrams at the receiving veth's TC ingress; its
   work runs on the sending CPU and is billed to the sender, the same per
   packet for both methods.  With the full IP/UDP receive path both totals
