@@ -136,6 +136,21 @@ int gc_ring_publish(struct gc_ring *r);
 int gc_ring_notify(struct gc_ring *r);
 /* gc_ring_publish(), then gc_ring_notify() if asked.  Returns 1 if it notified. */
 int gc_ring_submit(struct gc_ring *r);
+/*
+ * Publish, and send the published packets now from the calling thread, as
+ * the paper's dccp_notify() system call did: no hand-off to the engine
+ * thread, no wait for it to be scheduled.  This happens when the ring's
+ * engine runs in this process (gc_ring_engine_start()) and has parked the
+ * ring (kern_notify); the ring stays parked, so every flush sends in the
+ * caller.  Otherwise the engine sends them: it is polling the ring already,
+ * or it is woken as by gc_ring_submit() (a daemon's ring, an engine with a
+ * congestion controller, or a socket that is full for now).  Flushing trades
+ * the engine's batching across publishes for latency: flush every few
+ * packets, not after each one, when throughput matters.  Returns the number
+ * of datagrams sent by this call.  Errors: ENOTCONN (not attached), EPIPE
+ * (the engine stopped serving the ring).
+ */
+int gc_ring_flush(struct gc_ring *r);
 
 /*
  * Move umod_i back to position `to` (GC_RING_OLDEST: as far as the engine

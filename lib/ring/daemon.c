@@ -285,6 +285,10 @@ static int srv_attach(struct gc_srv *s, struct gc_client *cl, const struct gc_re
 	cl->conns = c;
 	cl->nrings++;
 	rep->ring_id = c->id;
+	/* the process that started the engine may send from its own threads
+	 * (gc_ring_flush()); nobody else learns where anything lives */
+	if (cl->local)
+		rep->conn = (uint64_t)(uintptr_t)c;
 	*rfd = c->efd;
 	return 0;
 fail:
@@ -338,6 +342,11 @@ int gc_srv_request(struct gc_srv *s, struct gc_client *cl)
 		srv_detach(s, cl, q.ring_id, &rep);
 	else if (q.op == GC_OP_STATS) {
 		rep.stats = s->st;
+		/* relaxed: statistics; gc_ring_flush() adds these on its threads */
+		rep.stats.packets += atomic_load_explicit(&s->fl_packets, memory_order_relaxed);
+		rep.stats.bytes += atomic_load_explicit(&s->fl_bytes, memory_order_relaxed);
+		rep.stats.syscalls += atomic_load_explicit(&s->fl_syscalls, memory_order_relaxed);
+		rep.stats.gso += atomic_load_explicit(&s->fl_gso, memory_order_relaxed);
 		rep.stats.clients = s->nclients;
 		rep.stats.rings = s->nconns;
 	} else

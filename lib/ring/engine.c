@@ -105,9 +105,8 @@ static void conn_violation(struct gc_srv *s, struct gc_conn *c)
 	gc_kring_wake(&c->k);
 }
 
-/* Send p[0..n) with the connection's transport; returns how many it took. */
-static unsigned xmit(struct gc_srv *s, struct gc_conn *c, const struct gc_sent *p, unsigned n,
-		     uint64_t now)
+unsigned gc_srv_xmit(struct gc_srv *s, struct gc_conn *c, const struct gc_sent *p, unsigned n,
+		     uint64_t now, struct gc_ring_engine_stats *st)
 {
 	unsigned done;
 
@@ -120,21 +119,27 @@ static unsigned xmit(struct gc_srv *s, struct gc_conn *c, const struct gc_sent *
 		for (unsigned i = 0; i < done; i++)
 			c->k.bytes += p[i].len;
 		c->k.sent += done;
-		s->st.packets += done;
+		st->packets += done;
 	} else {
 		struct gc_udp_out o = { 0 };
 		done = gc_udp_send(&c->udp, p, n, c->zone->map, &o);
 		c->k.sent += o.sent;
 		c->k.bytes += o.bytes;
 		gc_kring_errors(&c->k, o.errors, o.last_errno);
-		s->st.packets += o.sent;
-		s->st.bytes += o.bytes;
-		s->st.syscalls += o.syscalls;
-		s->st.gso += o.gso;
+		st->packets += o.sent;
+		st->bytes += o.bytes;
+		st->syscalls += o.syscalls;
+		st->gso += o.gso;
 	}
 	if (done && s->h.cc && s->h.cc->sent)
 		s->h.cc->sent(c->cc, p, done, now);
 	return done;
+}
+
+static unsigned xmit(struct gc_srv *s, struct gc_conn *c, const struct gc_sent *p, unsigned n,
+		     uint64_t now)
+{
+	return gc_srv_xmit(s, c, p, n, now, &s->st);
 }
 
 /* Some of the batch did not go: keep it, wait for the socket. */
@@ -220,6 +225,16 @@ static void pump(struct gc_srv *s, struct gc_conn *c, uint64_t now)
 		gc_kring_wake(&c->k);
 }
 
+/* pump() unless an application thread is flushing the ring right now (it
+ * sends; the connection stays active and is looked at next round). */
+static void pump_unless_busy(struct gc_srv *s, struct gc_conn *c, uint64_t now)
+{
+	if (pthread_mutex_trylock(&c->xlock) != 0)
+		return;
+	pump(s, c, now);
+	pthread_mutex_unlock(&c->xlock);
+}
+
 /* One pass over the active connections, each moved to the tail as it is
  * visited; bounded by the count at the start of the round. */
 static void round_robin(struct gc_srv *s, uint64_t now)
@@ -230,7 +245,7 @@ static void round_robin(struct gc_srv *s, uint64_t now)
 		struct gc_conn *c = s->active.next;
 		list_del(s, c);
 		list_add(s, &s->active, c);
-		pump(s, c, now);
+		pump_unless_busy(s, c, now);
 	}
 	s->st.rounds++;
 }
@@ -256,6 +271,7 @@ int gc_srv_conn_start(struct gc_srv *s, struct gc_conn *c)
 	struct epoll_event ev = { .events = EPOLLIN | EPOLLET, .data.ptr = &c->notify_tag };
 
 	c->srv = s;
+	pthread_mutex_init(&c->xlock, NULL);
 	c->notify_tag.kind = TAG_NOTIFY;
 	c->sock_tag.kind = TAG_SOCK;
 	/* edge-triggered: every write to the eventfd is one event; the engine
@@ -307,6 +323,8 @@ static void bury(struct gc_srv *s)
 	while (s->graveyard) {
 		struct gc_conn *c = s->graveyard;
 		s->graveyard = c->dead_next;
+		if (c->srv) /* started: the lock was initialised */
+			pthread_mutex_destroy(&c->xlock);
 		free(c->pend);
 		free(c);
 	}
@@ -406,19 +424,23 @@ static void handle(struct gc_srv *s, struct epoll_event *ev)
 		if (c->dead)
 			break;
 		s->st.notifies++;
+		pthread_mutex_lock(&c->xlock);
 		if (c->state == CONN_PARKED) {
 			gc_kring_unpark(&c->k);
 			set_state(s, c, CONN_ACTIVE);
 		}
+		pthread_mutex_unlock(&c->xlock);
 		break;
 	}
 	case TAG_SOCK: {
 		struct gc_conn *c = container_of(t, struct gc_conn, sock_tag);
 		if (c->dead)
 			break;
+		pthread_mutex_lock(&c->xlock);
 		sock_disarm(s, c);
 		if (c->state == CONN_BLOCKED)
 			set_state(s, c, CONN_ACTIVE);
+		pthread_mutex_unlock(&c->xlock);
 		break;
 	}
 	}

@@ -47,12 +47,14 @@ struct gc_ring {
 	struct gc_zone *zone;
 	/* attachment */
 	struct gc_ring_engine *eng;
+	struct gc_conn *conn; /* the engine's side, if it runs in this process */
 	uint32_t ring_id;
 	int efd;                  /* notify eventfd */
 	struct gc_ring *eng_next; /* the engine handle's list of attached rings */
 	struct gc_ring *eng_prev;
 };
 
+struct gc_conn;
 /* Forget r's attachment; the engine handle's lock is held (ring.c). */
 void gc_ring_unlink(struct gc_ring *r);
 
@@ -83,6 +85,7 @@ struct gc_req {
 struct gc_rep {
 	int32_t err; /* 0 or an errno */
 	uint32_t ring_id;
+	uint64_t conn; /* ATTACH, to the starting process only: its struct gc_conn */
 	struct gc_ring_engine_stats stats;
 	char msg[200]; /* the reason, when err != 0 */
 };
@@ -179,6 +182,13 @@ unsigned gc_udp_send(struct gc_udp *u, const struct gc_sent *p, unsigned n,
  * defaults (UDP, no congestion control).  hooks may be NULL. */
 struct gc_ring_engine *gc_ring_engine_start_hooks(const struct gc_ring_engine_params *p,
 					const struct gc_ring_engine_hooks *hooks);
+
+/* flush.c: gc_ring_flush()'s engine half, on an application thread.  Sends
+ * what c's ring has published if the engine has parked it.  Returns 0 (done,
+ * or the engine is polling the ring anyway), 1 (the engine must be woken for
+ * the rest) or -1 (the ring broke a rule; the engine was woken to stop it);
+ * *sent counts the datagrams sent here. */
+int gc_srv_flush(struct gc_conn *c, unsigned *sent);
 
 /* Helpers shared by the files of the module. */
 int gc_memfd_sealed(const char *name, size_t size, void **map); /* zone.c */

@@ -152,13 +152,19 @@ GC_EXPORT unsigned gc_ring_pos(const struct gc_ring *r, const struct gc_pkt *p)
 	return (unsigned)(p - r->pkts);
 }
 
-GC_EXPORT int gc_ring_publish(struct gc_ring *r)
+/* umod_i = user_i: what gc_ring_publish() and gc_ring_flush() share. */
+static void publish_store(struct gc_ring *r)
 {
 	r->umod = r->user;
 	r->mod_from = r->user;
 	/* release: the records and zone bytes written before are visible to
 	 * the engine's acquire load of umod_i */
 	atomic_store_explicit(&r->sh->umod_i, r->user, memory_order_release);
+}
+
+GC_EXPORT int gc_ring_publish(struct gc_ring *r)
+{
+	publish_store(r);
 	/* seq_cst fence: the notify handshake (kring.c): umod_i is stored
 	 * before kern_notify is loaded, and the engine sets kern_notify before
 	 * it loads umod_i, so one of us sees the other */
@@ -185,6 +191,32 @@ GC_EXPORT int gc_ring_submit(struct gc_ring *r)
 	if (!gc_ring_publish(r))
 		return 0;
 	return gc_ring_notify(r) < 0 ? -1 : 1;
+}
+
+GC_EXPORT int gc_ring_flush(struct gc_ring *r)
+{
+	if (!r)
+		return gc_seterr(EFAULT, "gc_ring_flush: r is NULL");
+	if (r->efd < 0)
+		return gc_seterr(ENOTCONN, "gc_ring_flush: the ring is not attached to an engine");
+	if (!r->conn) /* a daemon's ring: only the daemon can send */
+		return gc_ring_submit(r) < 0 ? -1 : 0;
+	/* No notify handshake (the fence in gc_ring_publish()): the engine
+	 * parks the ring under the connection's lock, which we take next, so
+	 * either it saw this umod_i before parking or we see it parked. */
+	publish_store(r);
+	/* acquire: the error details were stored before it */
+	uint32_t err = atomic_load_explicit(&r->sh->error, memory_order_acquire);
+	if (err)
+		return stopped(r, "gc_ring_flush", err);
+	unsigned sent = 0;
+	int w = gc_srv_flush(r->conn, &sent);
+	if (w < 0)
+		return stopped(r, "gc_ring_flush",
+			       atomic_load_explicit(&r->sh->error, memory_order_acquire));
+	if (w > 0 && gc_ring_notify(r) < 0)
+		return -1;
+	return (int)sent;
 }
 
 GC_EXPORT int gc_ring_rewind(struct gc_ring *r, unsigned to, unsigned *first)
@@ -423,6 +455,7 @@ GC_EXPORT int gc_ring_attach(struct gc_ring *r, struct gc_ring_engine *e, int sd
 		return gc_seterr(EPROTO, "gc_ring_attach: the engine sent no notify descriptor");
 	}
 	r->eng = e;
+	r->conn = e->srv ? (struct gc_conn *)(uintptr_t)rep.conn : NULL;
 	r->ring_id = rep.ring_id;
 	r->efd = efd;
 	r->eng_prev = NULL;
@@ -451,6 +484,7 @@ void gc_ring_unlink(struct gc_ring *r)
 	close(r->efd);
 	r->efd = -1;
 	r->eng = NULL;
+	r->conn = NULL;
 	/* no engine owns the ring now: it may not ask for notifications */
 	atomic_store_explicit(&r->sh->kern_notify, 0, memory_order_relaxed);
 }

@@ -7,6 +7,7 @@
 #ifndef GC_RING_SRV_H
 #define GC_RING_SRV_H
 
+#include <pthread.h>
 #include <sys/types.h>
 #include "ring/internal.h"
 
@@ -47,6 +48,11 @@ struct gc_conn {
 	size_t shm_len;
 	uint32_t id;
 	int sock, efd;
+	/* Held by whoever works on the connection: the engine thread (pump and
+	 * the events that move it out of PARKED) or an application thread in
+	 * gc_ring_flush() (flush.c).  state changes to and from PARKED only
+	 * under it. */
+	pthread_mutex_t xlock;
 	enum gc_conn_state state;
 	bool sock_armed; /* the socket is in the epoll set, for EPOLLOUT */
 	struct gc_conn *prev, *next; /* the active or the congestion-wait list */
@@ -90,7 +96,9 @@ struct gc_srv {
 	struct gc_conn *graveyard;     /* freed connections, see gc_conn.dead */
 	unsigned nactive, nconns;
 	uint32_t next_id;
-	struct gc_ring_engine_stats st;
+	struct gc_ring_engine_stats st; /* the engine thread's */
+	/* what gc_ring_flush() sent from application threads (flush.c) */
+	_Atomic uint64_t fl_packets, fl_bytes, fl_syscalls, fl_gso;
 	struct gc_sent *out; /* batch scratch */
 	volatile int stop;
 };
@@ -99,6 +107,10 @@ struct gc_srv {
 struct gc_client *gc_srv_client_new(struct gc_srv *s, int fd, bool local);
 void gc_srv_client_free(struct gc_srv *s, struct gc_client *cl);
 int gc_srv_conn_start(struct gc_srv *s, struct gc_conn *c);
+/* Send p[0..n) on c's transport, counting into st; returns how many went. */
+unsigned gc_srv_xmit(struct gc_srv *s, struct gc_conn *c, const struct gc_sent *p, unsigned n,
+		     uint64_t now, struct gc_ring_engine_stats *st);
+
 void gc_srv_conn_free(struct gc_srv *s, struct gc_conn *c);
 
 /* daemon.c */

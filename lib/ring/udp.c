@@ -10,7 +10,8 @@
  * sendmmsg and io_uring cost what send() costs per packet here; GSO costs
  * about a third).  The messages of a batch leave in one sendmmsg() call.
  * Packets GSO cannot carry (empty ones, ones larger than the path MTU allows)
- * go as single datagrams in the same call.
+ * go as single datagrams in the same call; a batch of one datagram goes with
+ * send().
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -143,7 +144,15 @@ unsigned gc_udp_send(struct gc_udp *u, const struct gc_sent *p, unsigned n,
 		unsigned m = 0, tries = 0;
 		bool regroup = false;
 		while (m < nm) {
-			int r = sendmmsg(u->fd, &mm[m], nm - m, MSG_DONTWAIT | MSG_NOSIGNAL);
+			int r;
+			if (nm - m == 1 && cnt[m] == 1) {
+				/* one datagram: send() is cheaper than a one-message
+				 * sendmmsg() (no msghdr or iovec to copy in) */
+				const struct gc_sent *q = &p[first[m]];
+				r = send(u->fd, zone + q->off, q->len, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 ? -1 : 1;
+			} else {
+				r = sendmmsg(u->fd, &mm[m], nm - m, MSG_DONTWAIT | MSG_NOSIGNAL);
+			}
 			o->syscalls++;
 			if (r > 0) {
 				for (unsigned q = m; q < m + (unsigned)r; q++) {

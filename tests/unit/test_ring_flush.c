@@ -1,0 +1,209 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * gc_ring_flush(): on a ring the in-process engine has parked, the calling
+ * thread sends what it published, in order, without waking the engine (no
+ * notification reaches it) and the ring stays parked.  Dead packets are
+ * skipped.  Flushes racing with the engine thread (submits wake it) lose and
+ * duplicate nothing.  On a daemon's ring, flush publishes and notifies.
+ */
+#include "ring_util.h"
+
+#include <pthread.h>
+
+static int parked(struct gc_ring *r, int ms)
+{
+	struct gc_ring_status st;
+
+	for (int i = 0; i < ms; i++) {
+		CHECK_OK(gc_ring_status(r, &st));
+		if (st.kern_notify)
+			return 1;
+		usleep(1000);
+	}
+	return 0;
+}
+
+/* Receive n datagrams that carry user_seq first..first+n-1 in order. */
+static void expect_seqs(const struct rx *rx, uint64_t first, uint64_t n)
+{
+	for (uint64_t i = 0; i < n; i++) {
+		uint64_t got = 0;
+		struct sockaddr_storage from;
+		ssize_t len = rx_recv(rx, &got, sizeof(got), RX_TIMEOUT_MS, &from);
+		if (len != (ssize_t)sizeof(got) || got != first + i)
+			check_fail(__FILE__, __LINE__, "datagram %llu: len %zd seq %llu, want %llu",
+				   (unsigned long long)i, len, (unsigned long long)got,
+				   (unsigned long long)(first + i));
+	}
+}
+
+struct fixture {
+	struct rx *rx;
+	struct gc_zone *z;
+	struct gc_ring *r;
+	struct gc_ring_engine *e;
+	unsigned n;
+};
+
+static void setup(struct fixture *f, unsigned entries, struct gc_ring_engine *e)
+{
+	f->rx = rx_open(AF_INET, 1);
+	f->n = entries;
+	f->z = gc_zone_create(entries, 64);
+	f->r = f->z ? gc_ring_create(entries, f->z) : NULL;
+	f->e = e;
+	CHECK(f->r && f->e);
+	int sd = udp_connected(&f->rx[0]);
+	CHECK_OK(gc_ring_attach(f->r, f->e, sd));
+	close(sd);
+}
+
+static void teardown(struct fixture *f)
+{
+	gc_ring_free(f->r);
+	CHECK_OK(gc_zone_free(f->z));
+	rx_close(f->rx, 1);
+}
+
+/* Claim one packet carrying seq (8 bytes) in the slot's own buffer. */
+static struct gc_pkt *put_seq(struct fixture *f, uint64_t seq)
+{
+	struct gc_pkt *p = gc_ring_get_pkt(f->r);
+	CHECK(p != NULL);
+	unsigned pos = gc_ring_pos(f->r, p);
+	void *b = gc_zone_buf(f->z, pos);
+	memcpy(b, &seq, sizeof(seq));
+	p->off = gc_zone_offset(f->z, b);
+	p->len = sizeof(seq);
+	p->user_seq = seq;
+	return p;
+}
+
+static void in_thread(void)
+{
+	struct fixture f;
+	struct gc_ring_engine_stats st0, st1;
+
+	setup(&f, 64, gc_ring_engine_start(NULL));
+	CHECK(parked(f.r, 2000));
+	CHECK_OK(gc_ring_engine_stats(f.e, &st0));
+
+	CHECK_EQ(gc_ring_flush(f.r), 0); /* nothing published */
+	for (uint64_t i = 0; i < 10; i++)
+		put_seq(&f, i);
+	CHECK_EQ(gc_ring_flush(f.r), 10);
+	expect_seqs(&f.rx[0], 0, 10);
+
+	/* one at a time, 1000 times (the ring wraps): each flush sends its
+	 * packet before it returns, the engine is never woken */
+	for (uint64_t i = 10; i < 1010; i++) {
+		put_seq(&f, i);
+		CHECK_EQ(gc_ring_flush(f.r), 1);
+		if (i % 10 == 9)
+			expect_seqs(&f.rx[0], i - 9, 10);
+	}
+	RX_NONE(&f.rx[0]);
+
+	/* dead packets are skipped */
+	put_seq(&f, 2000);
+	struct gc_pkt *d = put_seq(&f, 2001);
+	put_seq(&f, 2002);
+	CHECK_EQ(gc_ring_mark_dead(f.r, gc_ring_pos(f.r, d)), 1);
+	CHECK_EQ(gc_ring_flush(f.r), 2);
+	expect_seqs(&f.rx[0], 2000, 1);
+	expect_seqs(&f.rx[0], 2002, 1);
+
+	struct gc_ring_status rs;
+	CHECK_OK(gc_ring_status(f.r, &rs));
+	CHECK_EQ(rs.kern_notify, 1); /* still parked */
+	CHECK_EQ(rs.dev_i, rs.user_i); /* everything freed */
+	CHECK_EQ(rs.sent, 1012);
+	CHECK_EQ(rs.dead, 1);
+	CHECK_EQ(gc_ring_space(f.r), f.n - 1);
+	CHECK_OK(gc_ring_engine_stats(f.e, &st1));
+	CHECK_EQ(st1.notifies, st0.notifies); /* the engine thread never woke for it */
+	CHECK_EQ(st1.packets - st0.packets, 1012); /* counted in the engine's stats */
+
+	/* a submit still wakes the engine, which then polls the ring; a flush
+	 * meanwhile leaves the packets to it */
+	put_seq(&f, 3000);
+	CHECK_EQ(gc_ring_submit(f.r), 1);
+	expect_seqs(&f.rx[0], 3000, 1);
+
+	CHECK_OK(gc_ring_detach(f.r));
+	put_seq(&f, 3001);
+	CHECK_EQ(gc_ring_flush(f.r), -1);
+	CHECK_EQ(errno, ENOTCONN);
+	CHECK_OK(gc_ring_engine_stop(f.e));
+	teardown(&f);
+}
+
+/* Flushes and submits in random order against a busy engine thread:
+ * every packet arrives once, in order. */
+static void racing(void)
+{
+	struct fixture f;
+	const uint64_t total = in_ci() ? 20000 : 100000;
+	uint64_t next_rx = 0;
+	unsigned seed = 7;
+
+	setup(&f, 32, gc_ring_engine_start(NULL));
+	for (uint64_t i = 0; i < total; i++) {
+		while (gc_ring_space(f.r) == 0) {
+			CHECK(gc_ring_flush(f.r) >= 0);
+			CHECK_OK(gc_ring_wait(f.r, 1, 5000));
+		}
+		put_seq(&f, i);
+		if (rand_r(&seed) % 3 == 0)
+			CHECK(gc_ring_flush(f.r) >= 0);
+		else
+			CHECK(gc_ring_submit(f.r) >= 0);
+		/* read as we go: the receive buffer is far smaller than total */
+		if (i % 16 == 15) {
+			CHECK(gc_ring_flush(f.r) >= 0);
+			CHECK_OK(gc_ring_wait(f.r, f.n - 1, 5000));
+			expect_seqs(&f.rx[0], next_rx, i + 1 - next_rx);
+			next_rx = i + 1;
+		}
+	}
+	CHECK(gc_ring_flush(f.r) >= 0);
+	CHECK_OK(gc_ring_wait(f.r, f.n - 1, 5000));
+	expect_seqs(&f.rx[0], next_rx, total - next_rx);
+	RX_NONE(&f.rx[0]);
+	struct gc_ring_status rs;
+	CHECK_OK(gc_ring_status(f.r, &rs));
+	CHECK_EQ(rs.sent, total);
+	CHECK_EQ(rs.error, GC_RING_OK);
+	CHECK_OK(gc_ring_engine_stop(f.e));
+	teardown(&f);
+}
+
+/* A daemon's ring: the daemon sends; flush publishes and notifies. */
+static void daemon_ring(void)
+{
+	char path[108];
+	snprintf(path, sizeof(path), "/tmp/gc-flush-test-%d.sock", (int)getpid());
+	struct gc_ring_engine_params p = { .listen = path };
+	struct gc_ring_engine *d = gc_ring_engine_start(&p);
+	CHECK(d != NULL);
+	struct fixture f;
+	setup(&f, 16, gc_ring_engine_connect(path));
+	CHECK(parked(f.r, 2000));
+	for (uint64_t i = 0; i < 5; i++)
+		put_seq(&f, i);
+	CHECK_EQ(gc_ring_flush(f.r), 0); /* sent by the daemon, not here */
+	expect_seqs(&f.rx[0], 0, 5);
+	CHECK_OK(gc_ring_engine_stop(f.e));
+	CHECK_OK(gc_ring_engine_stop(d));
+	teardown(&f);
+}
+
+int main(void)
+{
+	CHECK_EQ(gc_ring_flush(NULL), -1);
+	CHECK_EQ(errno, EFAULT);
+	in_thread();
+	racing();
+	daemon_ring();
+	return check_done("ring_flush");
+}
