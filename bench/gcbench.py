@@ -19,6 +19,22 @@ from netlab import Lab  # noqa: E402
 PORT_BASE = 20000
 
 
+def portable(outdir):
+    """Rewrite the text results in outdir so that paths inside the checkout are
+    relative to its root: results name the repository's layout, never this
+    machine's."""
+    for name in sorted(os.listdir(outdir)):
+        if not name.endswith((".txt", ".md", ".json", ".jsonl", ".csv")):
+            continue
+        path = os.path.join(outdir, name)
+        with open(path) as f:
+            text = f.read()
+        new = text.replace(ROOT + "/", "").replace(ROOT, ".")
+        if new != text:
+            with open(path, "w") as f:
+                f.write(new)
+
+
 def tool(build):
     return os.path.join(build, "tools", "groupcast")
 

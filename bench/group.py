@@ -1152,6 +1152,7 @@ def main():
               + ("g2.csv, " if g2 else "") + ("f5.csv, " if f5 else "") + ", ".join(made) + ", command.txt.")
     with open(os.path.join(args.out, "results.md"), "w") as f:
         f.write("\n".join(md) + "\n")
+    gcbench.portable(args.out)
     log(f"\ndone in {elapsed:.0f} s ({', '.join(f'{k} {v:.0f} s' for k, v in timings.items())}); "
         f"{len(all_pts) - len(lost)}/{len(all_pts)} points verified" + (f"; LOST: {lost}" if lost else "")
         + f"; results in {args.out}")

@@ -250,6 +250,7 @@ def main():
             elapsed = float(m.group(1)) if m else 0
         write_md(a.out, ra, rows, engines, mr, am, raw["facts"], elapsed)
         plots(a.out, rows, engines, mr, am)
+        gcbench.portable(a.out)
         return 0
     if a.quick:
         a.sizes, a.reps, a.seconds, a.ladder = "10,1000", 1, 1.5, "300,1000"
@@ -322,6 +323,7 @@ def main():
                  f"blast: {' '.join(map(str, bl.argv))}\n")
     write_md(a.out, a, rows, engines, mr, am, facts, elapsed)
     plots(a.out, rows, engines, mr, am)
+    gcbench.portable(a.out)
     log(f"results in {a.out}")
     return 0
 
