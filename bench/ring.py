@@ -11,7 +11,10 @@ UDP send() on a connected socket, for payloads of 0, 100, 500, 1000 and 1400
 bytes, with the application publishing every k = 1, 2, 4, 8, 16, 32 packets
 and notifying the engine either only when it asks (kern_notify: "asked", the
 ring's design) or after every publish ("always": the paper's application
-called dccp_notify() every k packets).  Then again with 30 connections:
+called dccp_notify() every k packets), or flushing every k packets ("flush":
+gc_ring_flush() sends in the application's own thread, as the paper's
+dccp_notify() system call sent the packets itself; one connection only,
+since a daemon's ring is sent by the daemon).  Then again with 30 connections:
 30 sender processes, through one engine daemon for the ring.
 
 Everything runs in a lab of network namespaces (lab/netlab.py): the sender
@@ -48,7 +51,9 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "lab"))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
 from netlab import Lab  # noqa: E402
+import gcbench  # noqa: E402
 
 SIZES = [0, 100, 500, 1000, 1400]
 KS = [1, 2, 4, 8, 16, 32]
@@ -113,13 +118,14 @@ def make_lab(receiver, sink_obj, conns):
 
 
 PLACEMENTS = {"shared": (0, 0), "split": (0, 1)}
+MODES = ("always", "asked", "flush")
 
 
 def run(lab, star, r, exe, conns, placement, args, sock):
     app_cpu, engine_cpu = PLACEMENTS[placement]
     argv = [exe, "--dest", r.v4, "--port", str(PORT), "--rxns", r.ns, "--rxif", r.ifname, "--conns", str(conns),
             "--sizes", ",".join(map(str, args.sizes)), "--ks", ",".join(map(str, args.ks)),
-            "--modes", "asked,always", "--reps", str(args.reps), "--packets", str(args.packets),
+            "--modes", "asked,always,flush" if conns == 1 else "asked,always", "--reps", str(args.reps), "--packets", str(args.packets),
             "--entries", str(args.entries), "--app-cpu", str(app_cpu), "--engine-cpu", str(engine_cpu)]
     if conns > 1:
         argv += ["--sock", sock]
@@ -205,6 +211,9 @@ def plots(summary, outdir, placements, conns_list, sizes, ks):
         ring = [find(summary, pl, 1, "ring", s, 1, "always") for s in sizes]
         ax.plot(sizes, ys(ring), "s" + style, color="C0", label=f"ring + engine ({pl}): total")
         ax.plot(sizes, ys(ring, "app_ns"), "^" + style, color="C2", label=f"ring ({pl}): application only")
+        flush = [find(summary, pl, 1, "ring", s, 1, "flush") for s in sizes]
+        if any(flush):
+            ax.plot(sizes, ys(flush), "D" + style, color="C1", label=f"ring, gc_ring_flush() ({pl}): total")
     ax.set_xlabel("payload (bytes)")
     ax.set_ylabel("CPU per packet (µs)")
     ax.set_title("P1 / Figure 7: notify after every packet, 1 connection")
@@ -218,8 +227,9 @@ def plots(summary, outdir, placements, conns_list, sizes, ks):
     # Figure 8: per-packet cost against payload for every k, both notify modes
     for pl in placements:
         for conns in conns_list:
-            fig, axs = plt.subplots(1, 2, figsize=(11, 4.6), sharey=True)
-            for ax, mode in zip(axs, ["always", "asked"]):
+            modes = [m for m in MODES if any(find(summary, pl, conns, "ring", s, k, m) for s in sizes for k in ks)]
+            fig, axs = plt.subplots(1, len(modes), figsize=(5.5 * len(modes), 4.6), sharey=True)
+            for ax, mode in zip(axs, modes):
                 udp = [find(summary, pl, conns, "udp", s) for s in sizes]
                 ax.plot(sizes, ys(udp), "o-", color="k", label="UDP send()")
                 for i, k in enumerate(ks):
@@ -227,12 +237,13 @@ def plots(summary, outdir, placements, conns_list, sizes, ks):
                     ax.plot(sizes, ys(ring), ".-", color=plt.cm.viridis(i / max(1, len(ks) - 1)),
                             label=f"ring, k={k}")
                 ax.set_xlabel("payload (bytes)")
-                ax.set_title("notify after every publish (the paper's)" if mode == "always"
-                             else "notify only when the engine asks")
+                ax.set_title({"always": "notify after every publish (the paper's)",
+                              "asked": "notify only when the engine asks",
+                              "flush": "gc_ring_flush(): sent in the application's thread"}[mode])
                 ax.grid(alpha=0.3)
                 ax.set_ylim(bottom=0)
             axs[0].set_ylabel("CPU per packet (µs), application + engine")
-            axs[1].legend(fontsize=7)
+            axs[-1].legend(fontsize=7)
             fig.suptitle(f"P1 / Figure 8: publish every k packets; {conns} connection{'s' if conns > 1 else ''}, "
                          f"engine {'on the application CPU' if pl == 'shared' else 'on its own CPU'}")
             fig.tight_layout()
@@ -268,7 +279,9 @@ def report(summary, outdir, args, facts, started, elapsed):
              "rep by rep against the UDP run of the same pass, then the median (min-max in brackets).  k: the "
              "application publishes every k packets; \"always\": it notifies the engine after every publish, as "
              "the paper's application called dccp_notify() every k packets; \"asked\": only when kern_notify "
-             "asks (the ring's design).  Placement \"shared\": application and engine on CPU 0 (the paper's "
+             "asks (the ring's design); \"flush\": gc_ring_flush() every k packets, which sends in the "
+             "application's thread when the engine is in the process and has parked the ring, as the paper's "
+             "dccp_notify() sent in the system call (1 connection only).  Placement \"shared\": application and engine on CPU 0 (the paper's "
              "kernel ran on the application's CPU); \"split\": the engine on CPU 1.  UDP senders on CPU 0.\n")
     L.append("## Headline\n")
     L.append("| | placement | conns | ours: ring / UDP | target | paper |")
@@ -284,17 +297,26 @@ def report(summary, outdir, args, facts, started, elapsed):
                      f"{1 / PAPER['fig8_udp_over_ring_k16']:.2f} (\"DCCP-16 outperforms UDP by 71%\") |")
             L.append(f"| 1400 B, publish every 16 (asked) | {pl} | {conns} | "
                      f"{cell(find(summary, pl, conns, 'ring', 1400, 16, 'asked'))} | <= 0.50 | |")
+            if find(summary, pl, conns, 'ring', 1400, 16, 'flush'):
+                L.append(f"| 1400 B, flush every 16 (flush) | {pl} | {conns} | "
+                         f"{cell(find(summary, pl, conns, 'ring', 1400, 16, 'flush'))} | <= 0.50 | |")
     for pl in args.placements:
         for conns in args.conns:
             L.append(f"| 1400 B, notify every packet (always) | {pl} | {conns} | "
                      f"{cell(find(summary, pl, conns, 'ring', 1400, 1, 'always'))} | | "
                      f"{1 / PAPER['fig7_udp_over_ring_1400']:.2f} (\"UDP takes 60% more\") |")
+            if find(summary, pl, conns, 'ring', 1400, 1, 'flush'):
+                L.append(f"| 1400 B, flush every packet (flush) | {pl} | {conns} | "
+                         f"{cell(find(summary, pl, conns, 'ring', 1400, 1, 'flush'))} | | "
+                         f"{1 / PAPER['fig7_udp_over_ring_1400']:.2f} (\"UDP takes 60% more\") |")
     for s_ in (0, 100):
         for pl in args.placements:
             for conns in args.conns:
-                for mode in ("always", "asked"):
-                    L.append(f"| {s_} B, {'notify' if mode == 'always' else 'publish'} every packet ({mode}) | "
-                             f"{pl} | {conns} | {cell(find(summary, pl, conns, 'ring', s_, 1, mode))} | <= 1.00 | |")
+                for mode in MODES:
+                    x = find(summary, pl, conns, 'ring', s_, 1, mode)
+                    if x:
+                        verb = {"always": "notify", "asked": "publish", "flush": "flush"}[mode]
+                        L.append(f"| {s_} B, {verb} every packet ({mode}) | {pl} | {conns} | {cell(x)} | <= 1.00 | |")
     for pl in args.placements:
         k4 = find(summary, pl, 1, "ring", 1400, 4, "always")
         k16 = find(summary, pl, 1, "ring", 1400, 16, "always")
@@ -307,10 +329,11 @@ def report(summary, outdir, args, facts, started, elapsed):
     L.append("## Against the targets\n")
     for pl in args.placements:
         for conns in args.conns:
-            t16 = [find(summary, pl, conns, "ring", 1400, 16, m) for m in ("always", "asked")]
-            small = [(s_, m, find(summary, pl, conns, "ring", s_, 1, m)) for s_ in (0, 100) for m in ("asked", "always")]
+            ms = [m for m in MODES if find(summary, pl, conns, "ring", 1400, 16, m)]
+            t16 = [find(summary, pl, conns, "ring", 1400, 16, m) for m in ms]
+            small = [(s_, m, find(summary, pl, conns, "ring", s_, 1, m)) for s_ in (0, 100) for m in MODES]
             ok16 = all(x and x["ratio"] is not None and x["ratio"] <= 0.5 for x in t16)
-            parts = [f"k=16 at 1400 B: {' / '.join(fmt(x and x['ratio'], 2) for x in t16)} (always / asked) "
+            parts = [f"k=16 at 1400 B: {' / '.join(fmt(x and x['ratio'], 2) for x in t16)} ({' / '.join(ms)}) "
                      f"{'meets' if ok16 else 'misses'} <= 0.50"]
             for s_, m, x in small:
                 if x and x["ratio"] is not None:
@@ -322,7 +345,7 @@ def report(summary, outdir, args, facts, started, elapsed):
             L.append(f"\n## {conns} connection{'s' if conns > 1 else ''}, {pl} placement"
                      + (" (one process; the engine is a thread)" if conns == 1
                         else " (a process each; one engine daemon)") + "\n")
-            for mode in ("always", "asked"):
+            for mode in [m for m in MODES if find(summary, pl, conns, "ring", args.sizes[0], args.ks[0], m)]:
                 L.append(f"### CPU per packet (ns), {mode}\n")
                 L.append("| payload | UDP send() | " + " | ".join(f"k={k}" for k in args.ks)
                          + " | ratio k=1 | ratio k=16 |")
@@ -344,7 +367,7 @@ def report(summary, outdir, args, facts, started, elapsed):
                      "packets in GSO runs |")
             L.append("|---|---|---|---|---|---|---|---|")
             for s_ in args.sizes:
-                for k, mode in ((1, "always"), (1, "asked"), (16, "always"), (16, "asked")):
+                for k, mode in [(k, m) for k in (1, 16) for m in MODES]:
                     x = find(summary, pl, conns, "ring", s_, k, mode)
                     if x and x["cpu_ns"] is not None:
                         L.append(f"| {s_} | {k} | {mode} | {fmt(x['app_ns'])} | {fmt(x['engine_ns'])} | "
@@ -379,7 +402,12 @@ READING = """\
   dccp_notify() was itself the system call that sent the packets, so there
   the control transfer replaced send()'s instead of adding one; here the
   notification wakes a separate engine, and the engine then makes its own
-  sendmmsg() call for the datagram.  When the
+  sendmmsg() call for the datagram.  "flush" is that protocol:
+  gc_ring_flush() sends from the application's thread, one send() or
+  sendmmsg() per flush and no thread hand-off, so at k=1 it costs what
+  send() costs plus the ring's own bookkeeping (a lock, the index stores and
+  checks), and it gives up the engine's batching across publishes; from k=2
+  on, its runs are GSO messages too.  When the
   application only notifies when asked, the engine, kept busy by the
   application, rarely parks the ring, kern_notify stays clear and few
   notifications happen, whatever k is.
@@ -445,6 +473,7 @@ def main():
             w.writerows(summary)
         plots(summary, args.out, args.placements, args.conns, args.sizes, args.ks)
         report(summary, args.out, args, machine_facts(), started, elapsed)
+        gcbench.portable(args.out)
         log(f"results rebuilt in {args.out}")
         return
     if os.geteuid() != 0:
@@ -483,7 +512,7 @@ def main():
     report(summary, args.out, args, facts, started, elapsed)
     with open(os.path.join(args.out, "command.txt"), "w") as f:
         f.write("# P1 (bench/ring.py), run " + started + "\n")
-        f.write("cd " + ROOT + " && sudo python3 " + " ".join(sys.argv) + "\n\n")
+        f.write("# from the repository root:\nsudo python3 " + " ".join(sys.argv) + "\n\n")
         f.write("# the measuring runs, inside the lab's sender namespace (ring_p1 is bench/ring_p1.c,\n"
                 "# built by bench/ring.py against " + os.path.join(args.build, "libgroupcast.a") + "):\n")
         for argv in argvs:
@@ -500,6 +529,7 @@ def main():
                                                 if args.receiver == "tc" else "\n"))
         f.write(f"elapsed: {elapsed:.0f} s\n")
     shutil.rmtree(tmp, ignore_errors=True)
+    gcbench.portable(args.out)
     for pl in args.placements:
         for conns in args.conns:
             x = find(summary, pl, conns, "ring", 1400, 16, "always")

@@ -6,7 +6,7 @@
  * libgroupcast.a and runs it in the sender namespace of a lab.
  *
  *   ring_p1 --dest IP --port P --rxns NS [--sizes 0,100,...] [--ks 1,2,...]
- *           [--modes asked,always] [--reps R] [--packets N] [--conns C]
+ *           [--modes asked,always,flush] [--reps R] [--packets N] [--conns C]
  *           [--entries E] [--app-cpu 0] [--engine-cpu 1] [--sock PATH]
  *           [--rxif IF] [--batch B]
  *
@@ -15,7 +15,10 @@
  *   ring   claim a record, write the packet's number into its zone buffer,
  *          and every k packets gc_ring_publish(); "asked": gc_ring_notify()
  *          only when the engine asks (kern_notify), "always": after every
- *          publish, as the paper's application called dccp_notify().  When
+ *          publish, as the paper's application called dccp_notify(); "flush":
+ *          gc_ring_flush() instead, which sends in the application's thread
+ *          when the engine runs in this process, as dccp_notify() sent in the
+ *          system call (with a daemon it publishes and notifies).  When
  *          the ring is full the application sleeps in gc_ring_wait() until
  *          half of it is free.
  * Both cycle through the same number of page-aligned buffers (E), and both
@@ -68,7 +71,7 @@ static struct {
 	uint64_t packets;
 	size_t sizes[MAXV], nsizes;
 	unsigned ks[MAXV], nks;
-	int modes[2], nmodes; /* 0 asked, 1 always */
+	int modes[3], nmodes; /* 0 asked, 1 always, 2 flush */
 } o = { .port = 9000, .conns = 1, .app_cpu = 0, .engine_cpu = 1, .reps = 5, .entries = 1024,
 	.packets = 200000 };
 
@@ -261,7 +264,26 @@ static void ring_teardown(struct ringctx *c)
 	free(c->off);
 }
 
-static uint64_t ring_send(struct ringctx *c, size_t size, uint64_t n, unsigned k, int always)
+static const char *const mode_names[] = { "asked", "always", "flush" };
+
+/* Hand the published packets over: mode 0 notifies when asked, 1 every
+ * time, 2 flushes.  Returns 1 if the engine was notified or the ring flushed. */
+static int hand_over(struct gc_ring *r, int mode)
+{
+	if (mode == 2) {
+		if (gc_ring_flush(r) < 0)
+			die("flush%s", "");
+		return 1;
+	}
+	if (gc_ring_publish(r) || mode == 1) {
+		if (gc_ring_notify(r) < 0)
+			die("notify%s", "");
+		return 1;
+	}
+	return 0;
+}
+
+static uint64_t ring_send(struct ringctx *c, size_t size, uint64_t n, unsigned k, int mode)
 {
 	struct gc_ring *r = c->r;
 	unsigned pend = 0;
@@ -272,10 +294,7 @@ static uint64_t ring_send(struct ringctx *c, size_t size, uint64_t n, unsigned k
 		while (!(p = gc_ring_get_pkt(r))) {
 			if (pend) {
 				pend = 0;
-				if (gc_ring_publish(r) || always) {
-					gc_ring_notify(r);
-					notifies++;
-				}
+				notifies += (uint64_t)hand_over(r, mode);
 			}
 			uint64_t t0 = ns(CLOCK_MONOTONIC);
 			if (gc_ring_wait(r, o.entries / 2, 10000) < 0)
@@ -296,17 +315,10 @@ static uint64_t ring_send(struct ringctx *c, size_t size, uint64_t n, unsigned k
 		p->user_seq = i;
 		if (++pend == k) {
 			pend = 0;
-			if (gc_ring_publish(r) || always) {
-				if (gc_ring_notify(r) < 0)
-					die("notify%s", "");
-				notifies++;
-			}
+			notifies += (uint64_t)hand_over(r, mode);
 		}
 	}
-	if (gc_ring_publish(r) || always) {
-		gc_ring_notify(r);
-		notifies++;
-	}
+	notifies += (uint64_t)hand_over(r, mode);
 	/* until the last packet is through the engine */
 	uint64_t t0 = ns(CLOCK_MONOTONIC);
 	if (gc_ring_wait(r, o.entries - 1, 10000) < 0)
@@ -318,7 +330,7 @@ static uint64_t ring_send(struct ringctx *c, size_t size, uint64_t n, unsigned k
 
 /* ---- one run ------------------------------------------------------------ */
 
-static void run_single(const char *method, size_t size, unsigned k, int always, struct res *res)
+static void run_single(const char *method, size_t size, unsigned k, int mode, struct res *res)
 {
 	memset(res, 0, sizeof(*res));
 	pin(o.app_cpu);
@@ -343,12 +355,13 @@ static void run_single(const char *method, size_t size, unsigned k, int always, 
 	gc_ring_engine_stats(e, &s0);
 	uint64_t c0 = ns(CLOCK_PROCESS_CPUTIME_ID), a0 = ns(CLOCK_THREAD_CPUTIME_ID);
 	uint64_t w0 = ns(CLOCK_MONOTONIC), b0 = machine_busy();
-	res->notifies = ring_send(&c, size, o.packets, k, always);
-	res->cpu = ns(CLOCK_PROCESS_CPUTIME_ID) - c0;
+	res->notifies = ring_send(&c, size, o.packets, k, mode);
+	/* this thread first: the process clock read after it covers it */
 	res->app = ns(CLOCK_THREAD_CPUTIME_ID) - a0;
+	res->cpu = ns(CLOCK_PROCESS_CPUTIME_ID) - c0;
 	res->wall = ns(CLOCK_MONOTONIC) - w0;
 	res->busy = machine_busy() - b0;
-	res->engine = res->cpu - res->app;
+	res->engine = res->cpu > res->app ? res->cpu - res->app : 0; /* 0: the engine slept */
 	gc_ring_engine_stats(e, &s1);
 	res->sleeps = s1.sleeps - s0.sleeps;
 	res->gso = s1.gso - s0.gso;
@@ -359,7 +372,7 @@ static void run_single(const char *method, size_t size, unsigned k, int always, 
 }
 
 /* C processes; the ring through a daemon engine. */
-static void run_multi(const char *method, size_t size, unsigned k, int always, struct res *res)
+static void run_multi(const char *method, size_t size, unsigned k, int mode, struct res *res)
 {
 	int ring = strcmp(method, "udp") != 0;
 	int ready[2], go[2], out[2];
@@ -419,7 +432,7 @@ static void run_multi(const char *method, size_t size, unsigned k, int always, s
 			_exit(1);
 		uint64_t c0 = ns(CLOCK_PROCESS_CPUTIME_ID), nfy = 0;
 		if (ring)
-			nfy = ring_send(&c, size, per, k, always);
+			nfy = ring_send(&c, size, per, k, mode);
 		else
 			udp_send(o.port + i, size, per);
 		uint64_t m[2] = { ns(CLOCK_PROCESS_CPUTIME_ID) - c0, nfy };
@@ -527,6 +540,8 @@ int main(int argc, char **argv)
 				o.modes[o.nmodes++] = 0;
 			if (strstr(optarg, "always"))
 				o.modes[o.nmodes++] = 1;
+			if (strstr(optarg, "flush"))
+				o.modes[o.nmodes++] = 2;
 			break;
 		case 'R': o.reps = atoi(optarg); break;
 		case 'n': o.packets = strtoull(optarg, NULL, 0); break;
@@ -551,13 +566,13 @@ int main(int argc, char **argv)
 			for (int m = -1; m < o.nmodes * (int)o.nks; m++) {
 				const char *method = m < 0 ? "udp" : "ring";
 				unsigned k = m < 0 ? 0 : o.ks[m % o.nks];
-				int always = m < 0 ? 0 : o.modes[m / (int)o.nks];
+				int mode = m < 0 ? 0 : o.modes[m / (int)o.nks];
 				struct res r;
 				uint64_t rx0 = rx_count();
 				if (o.conns == 1)
-					run_single(method, o.sizes[si], k, always, &r);
+					run_single(method, o.sizes[si], k, mode, &r);
 				else
-					run_multi(method, o.sizes[si], k, always, &r);
+					run_multi(method, o.sizes[si], k, mode, &r);
 				uint64_t sent = o.conns == 1 ? o.packets
 							     : o.packets / (uint64_t)o.conns * (uint64_t)o.conns;
 				r.rx = rx_count() - rx0;
@@ -568,7 +583,7 @@ int main(int argc, char **argv)
 				       "\"engine_notifies\": %llu, \"engine_sleeps\": %llu, \"gso\": %llu, "
 				       "\"syscalls\": %llu, \"app_cpu\": %d, \"engine_cpu\": %d, "
 				       "\"batch\": %u, \"entries\": %u}\n",
-				       method, o.sizes[si], k, m < 0 ? "-" : always ? "always" : "asked",
+				       method, o.sizes[si], k, m < 0 ? "-" : mode_names[mode],
 				       o.conns, rep, (unsigned long long)sent,
 				       (unsigned long long)r.cpu, (unsigned long long)r.app,
 				       (unsigned long long)r.engine, (unsigned long long)r.wall,
