@@ -252,13 +252,9 @@ def plots(summary, outdir, placements, conns_list, sizes, ks):
 
 
 def machine_facts():
-    facts = {"kernel": os.uname().release, "cpus": os.cpu_count(), "python": platform.python_version()}
+    facts = gcbench.machine_facts()
+    facts["python"] = platform.python_version()
     try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    facts["cpu"] = line.split(":", 1)[1].strip()
-                    break
         with open("/proc/meminfo") as f:
             facts["mem"] = f.readline().split(":", 1)[1].strip()
     except OSError:

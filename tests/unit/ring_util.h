@@ -42,6 +42,20 @@ static inline void kring_of(struct gc_kring *k, struct gc_ring *r)
 	CHECK_OK(gc_kring_init(k, r->sh, r->map_len, r->n, r->n, r->zone->size, 65507));
 }
 
+/* Wait up to ms for the engine to park r (kern_notify); 1 if it did. */
+static inline int ring_parked(struct gc_ring *r, int ms)
+{
+	struct gc_ring_status st;
+
+	for (int i = 0; i < ms; i++) {
+		CHECK_OK(gc_ring_status(r, &st));
+		if (st.kern_notify)
+			return 1;
+		usleep(1000);
+	}
+	return 0;
+}
+
 /* Raise the descriptor limit to its hard limit; returns the new soft limit. */
 static inline rlim_t fd_limit_max(void)
 {

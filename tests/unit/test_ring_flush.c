@@ -10,19 +10,6 @@
 
 #include <pthread.h>
 
-static int parked(struct gc_ring *r, int ms)
-{
-	struct gc_ring_status st;
-
-	for (int i = 0; i < ms; i++) {
-		CHECK_OK(gc_ring_status(r, &st));
-		if (st.kern_notify)
-			return 1;
-		usleep(1000);
-	}
-	return 0;
-}
-
 /* Receive n datagrams that carry user_seq first..first+n-1 in order. */
 static void expect_seqs(const struct rx *rx, uint64_t first, uint64_t n)
 {
@@ -85,7 +72,7 @@ static void in_thread(void)
 	struct gc_ring_engine_stats st0, st1;
 
 	setup(&f, 64, gc_ring_engine_start(NULL));
-	CHECK(parked(f.r, 2000));
+	CHECK(ring_parked(f.r, 2000));
 	CHECK_OK(gc_ring_engine_stats(f.e, &st0));
 
 	CHECK_EQ(gc_ring_flush(f.r), 0); /* nothing published */
@@ -188,7 +175,7 @@ static void daemon_ring(void)
 	CHECK(d != NULL);
 	struct fixture f;
 	setup(&f, 16, gc_ring_engine_connect(path));
-	CHECK(parked(f.r, 2000));
+	CHECK(ring_parked(f.r, 2000));
 	for (uint64_t i = 0; i < 5; i++)
 		put_seq(&f, i);
 	CHECK_EQ(gc_ring_flush(f.r), 0); /* sent by the daemon, not here */

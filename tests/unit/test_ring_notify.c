@@ -9,19 +9,6 @@
 
 #include <pthread.h>
 
-static int notify_asked(struct gc_ring *r, int ms)
-{
-	struct gc_ring_status st;
-
-	for (int i = 0; i < ms; i++) {
-		CHECK_OK(gc_ring_status(r, &st));
-		if (st.kern_notify)
-			return 1;
-		usleep(1000);
-	}
-	return 0;
-}
-
 static void parked(void)
 {
 	struct rx *rx = rx_open(AF_INET, 1);
@@ -36,7 +23,7 @@ static void parked(void)
 	memcpy(gc_zone_buf(z, 0), "hello", 5);
 	CHECK_OK(gc_ring_attach(r, e, sd));
 	/* an empty ring is parked at once: the engine asks to be notified */
-	CHECK(notify_asked(r, 2000));
+	CHECK(ring_parked(r, 2000));
 	CHECK_OK(gc_ring_engine_stats(e, &st0));
 
 	/* published without a notification: it stays in the ring */
@@ -50,7 +37,7 @@ static void parked(void)
 	RX_EXPECT(&rx[0], "hello", 5);
 
 	/* submit notifies only when asked */
-	CHECK(notify_asked(r, 2000));
+	CHECK(ring_parked(r, 2000));
 	put_pkt(r, off, 5, 2);
 	CHECK_EQ(gc_ring_submit(r), 1);
 	RX_EXPECT(&rx[0], "hello", 5);
@@ -89,7 +76,7 @@ static void polling(void)
 		CHECK_EQ(gc_ring_publish(r), 0);
 		RX_EXPECT(&rx[0], "poll", 4);
 	}
-	CHECK(notify_asked(r, 5000)); /* and then it parks */
+	CHECK(ring_parked(r, 5000)); /* and then it parks */
 	gc_ring_free(r);
 	CHECK_OK(gc_ring_engine_stop(e));
 	CHECK_OK(gc_zone_free(z));
