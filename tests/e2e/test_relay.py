@@ -226,6 +226,20 @@ def test_spoof_keeps_the_original_source(net):
     assert final["raw_out"] == 24 and final["errors"] == 0
 
 
+def test_spoof_ipv6(net):
+    """-S over IPv6: the raw socket's datagrams carry the producer's address
+    and port and a valid UDP checksum (the receiving kernel drops bad ones)."""
+    rx = net.rx(net.r1, [4110], family=6)
+    proc, _ = net.relay(["-p", 2201, "-6", "-S", f"[{net.r1.v6}]/4110"])
+    net.tx(f"{net.relay_p.v6}:2201", 20, rate=1000, size=333, extra=["--src", net.p.v6, "--sport", 40002])
+    got = net.collect(rx)
+    final, _ = net.stop(proc)
+    assert {src for src, _, _ in got[4110]} == {f"{net.p.v6}:40002"}
+    assert indexes(got[4110]) == list(range(20))
+    assert all(len(h) == 2 * 333 for _, _, h in got[4110])
+    assert final["raw_out"] == 20 and final["errors"] == 0
+
+
 def test_oversize_datagrams_are_counted_and_dropped(net):
     rx = net.rx(net.r1, [4200])
     proc, _ = net.relay(["-p", 2300, "-u", 500, f"{net.r1.v4}/4200"])

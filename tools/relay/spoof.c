@@ -56,12 +56,32 @@ static uint16_t fold(uint32_t s)
 	return (uint16_t)~s;
 }
 
+/* The UDP header and payload at pkt (the header fields from the
+ * arguments, ports in network order), checksummed over the pseudo-header of
+ * the alen address bytes at addrs (source then destination: 8 for IPv4, 32
+ * for IPv6) if checksum is set, 0 otherwise. */
+static void put_udp(uint8_t *pkt, const void *addrs, size_t alen, uint16_t sport, uint16_t dport,
+		    const void *payload, size_t len, bool checksum)
+{
+	size_t ulen = sizeof(struct udphdr) + len;
+	struct udphdr uh = { .source = sport, .dest = dport, .len = htons((uint16_t)ulen) };
+
+	if (checksum) {
+		uint32_t s = sum16(addrs, alen, 0) + IPPROTO_UDP + (uint32_t)ulen;
+		s = sum16(&uh, sizeof(uh), s);
+		s = sum16(payload, len, s);
+		uint16_t c = fold(s);
+		uh.check = htons(c ? c : 0xffff);
+	}
+	memcpy(pkt, &uh, sizeof(uh));
+	memcpy(pkt + sizeof(uh), payload, len);
+}
+
 int spoof_send(int fd, const void *payload, size_t len, const struct sockaddr_storage *src,
 	       const struct sockaddr_storage *dst, int ttl, bool checksum)
 {
 	static uint8_t pkt[65535 + 40];
-	struct udphdr uh;
-	size_t ulen = sizeof(uh) + len;
+	size_t ulen = sizeof(struct udphdr) + len;
 	struct msghdr m = { 0 };
 	struct iovec iov[1];
 
@@ -77,20 +97,8 @@ int spoof_send(int fd, const void *payload, size_t len, const struct sockaddr_st
 		ih.protocol = IPPROTO_UDP;
 		ih.saddr = s4->sin_addr.s_addr;
 		ih.daddr = d4->sin_addr.s_addr;
-		uh.source = s4->sin_port;
-		uh.dest = d4->sin_port;
-		uh.len = htons((uint16_t)ulen);
-		uh.check = 0;
-		if (checksum) {
-			uint32_t s = sum16(&ih.saddr, 8, 0) + IPPROTO_UDP + (uint32_t)ulen;
-			s = sum16(&uh, sizeof(uh), s);
-			s = sum16(payload, len, s);
-			uint16_t c = fold(s);
-			uh.check = htons(c ? c : 0xffff);
-		}
 		memcpy(pkt, &ih, sizeof(ih));
-		memcpy(pkt + sizeof(ih), &uh, sizeof(uh));
-		memcpy(pkt + sizeof(ih) + sizeof(uh), payload, len);
+		put_udp(pkt + sizeof(ih), &ih.saddr, 8, s4->sin_port, d4->sin_port, payload, len, checksum);
 		iov[0] = (struct iovec){ pkt, sizeof(ih) + ulen };
 	} else {
 		const struct sockaddr_in6 *s6 = (const void *)src, *d6 = (const void *)dst;
@@ -103,18 +111,9 @@ int spoof_send(int fd, const void *payload, size_t len, const struct sockaddr_st
 		ih.ip6_hlim = (uint8_t)ttl;
 		ih.ip6_src = s6->sin6_addr;
 		ih.ip6_dst = d6->sin6_addr;
-		uh.source = s6->sin6_port;
-		uh.dest = d6->sin6_port;
-		uh.len = htons((uint16_t)ulen);
-		uh.check = 0;
-		uint32_t s = sum16(&ih.ip6_src, 32, 0) + (uint32_t)ulen + IPPROTO_UDP;
-		s = sum16(&uh, sizeof(uh), s);
-		s = sum16(payload, len, s);
-		uint16_t c = fold(s);
-		uh.check = htons(c ? c : 0xffff);
 		memcpy(pkt, &ih, sizeof(ih));
-		memcpy(pkt + sizeof(ih), &uh, sizeof(uh));
-		memcpy(pkt + sizeof(ih) + sizeof(uh), payload, len);
+		/* the UDP checksum is mandatory over IPv6 */
+		put_udp(pkt + sizeof(ih), &ih.ip6_src, 32, s6->sin6_port, d6->sin6_port, payload, len, true);
 		iov[0] = (struct iovec){ pkt, sizeof(ih) + ulen };
 	}
 	/* The destination port of a raw IPv6 socket's address must be 0 (it is
