@@ -430,6 +430,18 @@ READING = """\
 """
 
 
+def write_results(rows, args, facts, started, elapsed):
+    """summary.csv, the plots and results.md from the raw rows; returns the summary."""
+    summary = summarize(rows)
+    with open(os.path.join(args.out, "summary.csv"), "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(summary[0].keys()))
+        w.writeheader()
+        w.writerows(summary)
+    plots(summary, args.out, args.placements, args.conns, args.sizes, args.ks)
+    report(summary, args.out, args, facts, started, elapsed)
+    return summary
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default=os.path.join(ROOT, "build-ring-bench"))
@@ -462,13 +474,7 @@ def main():
             text = f.read()
         started = text.split("run ", 1)[1].split("\n", 1)[0]
         elapsed = float(text.split("elapsed: ", 1)[1].split(" ", 1)[0])
-        summary = summarize(rows)
-        with open(os.path.join(args.out, "summary.csv"), "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(summary[0].keys()))
-            w.writeheader()
-            w.writerows(summary)
-        plots(summary, args.out, args.placements, args.conns, args.sizes, args.ks)
-        report(summary, args.out, args, machine_facts(), started, elapsed)
+        write_results(rows, args, machine_facts(), started, elapsed)
         gcbench.portable(args.out)
         log(f"results rebuilt in {args.out}")
         return
@@ -486,7 +492,7 @@ def main():
         for pl in args.placements:
             for conns in args.conns:
                 log(f"P1, {pl} placement, {conns} connection(s): {len(args.sizes)} sizes x "
-                    f"(UDP + {2 * len(args.ks)} ring variants) x {args.reps} reps")
+                    f"(UDP + {(3 if conns == 1 else 2) * len(args.ks)} ring variants) x {args.reps} reps")
                 got, argv = run(lab, star, r, exe, conns, pl, args, f"/tmp/{lab.prefix}-engine.sock")
                 rows += got
                 argvs.append(argv)
@@ -499,13 +505,7 @@ def main():
     with open(os.path.join(args.out, "raw.jsonl"), "w") as f:
         for row in rows:
             f.write(json.dumps(row) + "\n")
-    summary = summarize(rows)
-    with open(os.path.join(args.out, "summary.csv"), "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(summary[0].keys()))
-        w.writeheader()
-        w.writerows(summary)
-    plots(summary, args.out, args.placements, args.conns, args.sizes, args.ks)
-    report(summary, args.out, args, facts, started, elapsed)
+    summary = write_results(rows, args, facts, started, elapsed)
     with open(os.path.join(args.out, "command.txt"), "w") as f:
         f.write("# P1 (bench/ring.py), run " + started + "\n")
         f.write("# from the repository root:\nsudo python3 " + " ".join(sys.argv) + "\n\n")

@@ -9,7 +9,6 @@ bytes.
 import errno
 import json
 import random
-import struct
 import subprocess
 import sys
 import time
@@ -18,6 +17,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+
+from sinkdump import read_dump
 
 GCSEND = Path(__file__).with_name("gcsend.py")
 ENGINES = ["loop", "mmsg", "uring", "uring_zc", "kernel"]
@@ -90,16 +91,6 @@ def require_engine(lab, build, engine):
         _unavailable[engine] = None if out["available"] else out["reason"]
     if _unavailable[engine]:
         pytest.skip(f"engine {engine} unavailable: {_unavailable[engine]}")
-
-
-def read_dump(path):
-    """Records [u16 port BE][u16 length BE][bytes] -> [(port, bytes)]."""
-    data, pos, out = path.read_bytes(), 0, []
-    while pos < len(data):
-        port, n = struct.unpack_from("!HH", data, pos)
-        out.append((port, data[pos + 4:pos + 4 + n]))
-        pos += 4 + n
-    return out
 
 
 @contextmanager

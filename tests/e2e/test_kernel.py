@@ -30,6 +30,8 @@ from pathlib import Path
 
 import pytest
 
+from sinkdump import read_dump
+
 from netlab import Lab
 
 GCSEND = Path(__file__).with_name("gcsend.py")
@@ -227,16 +229,6 @@ def assert_all_sent(out, sends):
 
 
 # ---- receivers --------------------------------------------------------------
-
-def read_dump(path):
-    """groupcast sink --dump records [u16 port BE][u16 length BE][bytes] -> [(port, bytes)]."""
-    data, pos, out = path.read_bytes(), 0, []
-    while pos < len(data):
-        port, n = struct.unpack_from("!HH", data, pos)
-        out.append((port, data[pos + 4:pos + 4 + n]))
-        pos += 4 + n
-    return out
-
 
 def wait_files(procs_files, what, timeout=10):
     deadline = time.monotonic() + timeout

@@ -12,7 +12,6 @@ import os
 import select
 import shutil
 import signal
-import struct
 import subprocess
 import tempfile
 import threading
@@ -21,6 +20,8 @@ from queue import Empty, Queue
 from collections import Counter
 
 import pytest
+
+from sinkdump import read_dump
 
 from netlab import Lab
 
@@ -107,13 +108,8 @@ class Net:
         out, err = sink.communicate(timeout=90)
         assert sink.returncode == 0, err
         got = {}
-        with open(dump, "rb") as f:
-            data = f.read()
-        i = 0
-        while i < len(data):
-            port, n = struct.unpack_from(">HH", data, i)
-            got.setdefault(port, []).append(data[i + 4:i + 4 + n])
-            i += 4 + n
+        for port, data in read_dump(dump):
+            got.setdefault(port, []).append(data)
         return got
 
 
