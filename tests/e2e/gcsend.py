@@ -68,6 +68,21 @@ class GcStats(ctypes.Structure):
 assert ctypes.sizeof(SockaddrStorage) == 128 and ctypes.sizeof(GcGiovec) == 160
 
 
+def expected(sends):
+    """What a job's sends must deliver: {(addr, port): [datagram, ...] in send
+    order}.  Pure; the tests import it to check the receivers."""
+    want = {}
+    for s in sends:
+        if s["kind"] == "send":
+            for addr, port in s["members"]:
+                want.setdefault((addr, port), []).append(bytes.fromhex(s["payload_hex"]))
+        else:
+            shared = bytes.fromhex(s["shared_hex"])
+            for addr, port, pre, app in s["recs"]:
+                want.setdefault((addr, port), []).append(bytes.fromhex(pre) + shared + bytes.fromhex(app))
+    return want
+
+
 def load(path):
     lib = ctypes.CDLL(path, use_errno=True)
     sigs = {

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from gcsend import expected
 from sinkdump import read_dump
 
 GCSEND = Path(__file__).with_name("gcsend.py")
@@ -57,16 +58,7 @@ class Plan:
 
     def expected(self, receivers):
         """{(addr, port): [datagram, ...] in send order} for members at receivers."""
-        want = defaultdict(list)
-        for s in self.sends:
-            if s["kind"] == "send":
-                for addr, port in s["members"]:
-                    want[addr, port].append(bytes.fromhex(s["payload_hex"]))
-            else:
-                shared = bytes.fromhex(s["shared_hex"])
-                for addr, port, pre, app in s["recs"]:
-                    want[addr, port].append(bytes.fromhex(pre) + shared + bytes.fromhex(app))
-        return {key: dgrams for key, dgrams in want.items() if key[0] in receivers}
+        return {key: dgrams for key, dgrams in expected(self.sends).items() if key[0] in receivers}
 
 
 def members(lab, kind):

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import pytest
 
+from gcsend import expected
 from sinkdump import read_dump
 
 from netlab import Lab
@@ -192,20 +193,6 @@ def sendgroup(recs, shared):
     """recs: [(addr, port, prepend, append)]."""
     return {"kind": "sendgroup", "shared_hex": shared.hex(),
             "recs": [[a, p, pre.hex(), app.hex()] for a, p, pre, app in recs]}
-
-
-def expected(sends):
-    """{(addr, port): [datagram, ...] in send order}."""
-    want = defaultdict(list)
-    for s in sends:
-        if s["kind"] == "send":
-            for addr, port in s["members"]:
-                want[addr, port].append(bytes.fromhex(s["payload_hex"]))
-        else:
-            shared = bytes.fromhex(s["shared_hex"])
-            for addr, port, pre, app in s["recs"]:
-                want[addr, port].append(bytes.fromhex(pre) + shared + bytes.fromhex(app))
-    return want
 
 
 def n_datagrams(sends):
