@@ -11,6 +11,9 @@ pkgs=(
   linux-perf                         # bench/group.py F5: where a send's time goes (falls back to getrusage)
   libcap2-bin                        # capsh: tests that drop privileges
   ffmpeg                             # relay e2e test: RTP producer and decoding subscribers
+  nftables                           # kernel engine e2e: AUTO must respect an OUTPUT drop rule
+  libsodium-dev                      # relay: SipHash (crypto_shorthash) keys the JOIN cookies
+  libcap-dev                         # relay and engine daemon: drop capabilities after setup
 )
 
 missing=()
@@ -25,7 +28,13 @@ if ((${#missing[@]})); then
   echo "install-deps: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # One retry: an interrupted dpkg run (seen here as unpack files vanishing
+  # from /tmp) leaves packages unconfigured; configure them and try again.
+  if ! apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null; then
+    echo "install-deps: apt-get failed; configuring what was unpacked and retrying once" >&2
+    dpkg --configure -a || true
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  fi
 fi
 
 # pytest drives the end-to-end tests; matplotlib draws the benchmark plots.
