@@ -71,6 +71,15 @@ struct gc_engine_ops {
 extern const struct gc_engine_ops gc_loop_ops, gc_mmsg_ops, gc_uring_ops, gc_uring_zc_ops,
 	gc_kernel_ops;
 
+/* uring.c's test seam: the SQ size of new rings and the submit call (so a
+ * unit test can make a ring smaller than a batch, or a submit stop short). */
+struct io_uring;
+struct gc_uring_tunables {
+	unsigned sq_entries;
+	int (*submit)(struct io_uring *ring);
+};
+extern struct gc_uring_tunables gc_uring_tunables;
+
 /* errmsg.c: record this thread's error; always returns -1. */
 int gc_seterr(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
