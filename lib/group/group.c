@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -460,13 +461,64 @@ static int check_iov(const struct iovec *v, const char *arg, size_t i)
 	return 0;
 }
 
+/* Recipient i of a gc_sendgroup(): 0, or its errno with gc_seterr(). */
+static int check_rec(const struct gc_sock *s, const struct gc_giovec *g, size_t shared_len, size_t i,
+		     int *v6only_cache)
+{
+	bool v4 = false;
+	size_t len = shared_len;
+
+	if (check_dest(s, &g->dest, "rec", i, &v4, v6only_cache) || check_iov(&g->prepend, "prepend", i) ||
+	    check_iov(&g->append, "append", i))
+		return errno;
+	if (g->prepend.iov_len > UDP6_MAX || g->append.iov_len > UDP6_MAX ||
+	    (len += g->prepend.iov_len + g->append.iov_len) > (v4 ? UDP4_MAX : UDP6_MAX))
+		return gc_seterr(EMSGSIZE, "rec[%zu]: prepend + shared + append is larger than a UDP datagram",
+				 i), EMSGSIZE;
+	return 0;
+}
+
+/*
+ * Send the recipients that passed check_rec() (gerrno[i] == 0) when some did
+ * not: the engines take a dense batch, so the good ones are packed into one,
+ * sent, and their results put back.  Only paid when a recipient is refused.
+ */
+static int run_valid(struct gc_sock *s, const struct iovec *shared, const struct gc_giovec *rec,
+		     size_t recnum, size_t nbad, int flags, int *gerrno)
+{
+	size_t n = recnum - nbad, k = 0, sent;
+	struct gc_giovec *ok = malloc(n * sizeof(*ok));
+	int *okerr = malloc(n * sizeof(*okerr));
+	struct gc_batch b;
+
+	if (!ok || !okerr) {
+		free(ok);
+		free(okerr);
+		return gc_seterr(ENOMEM, "recnum: no memory to set %zu refused recipients aside", nbad);
+	}
+	for (size_t i = 0; i < recnum; i++)
+		if (!gerrno[i])
+			ok[k++] = rec[i];
+	b = (struct gc_batch){ shared, ok, n, flags, okerr };
+	sent = run(s, &b);
+	k = 0;
+	for (size_t i = 0; i < recnum; i++)
+		if (!gerrno[i])
+			gerrno[i] = okerr[k++];
+	free(ok);
+	free(okerr);
+	return (int)sent;
+}
+
 GC_EXPORT int gc_sendgroup(int sd, const struct iovec *shared, const struct gc_giovec *rec,
 			   size_t recnum, int flags, int *gerrno)
 {
 	static const struct iovec empty;
 	struct gc_batch b;
 	struct gc_sock *s;
-	int ret = -1, v6only_cache = -1;
+	int ret = -1, v6only_cache = -1, first_err = 0;
+	size_t nbad = 0, first_bad = 0;
+	char first_msg[256];
 
 	if (check_flags(flags, "gc_sendgroup"))
 		return -1;
@@ -482,21 +534,6 @@ GC_EXPORT int gc_sendgroup(int sd, const struct iovec *shared, const struct gc_g
 		gc_seterr(E2BIG, "recnum: %zu is above the socket's limit of %zu", recnum, s->limit);
 		goto out;
 	}
-	for (size_t i = 0; i < recnum; i++) {
-		const struct gc_giovec *g = &rec[i];
-		bool v4 = false;
-		size_t len;
-
-		if (check_dest(s, &g->dest, "rec", i, &v4, &v6only_cache) || check_iov(&g->prepend, "prepend", i) ||
-		    check_iov(&g->append, "append", i))
-			goto out;
-		len = shared->iov_len;
-		if (g->prepend.iov_len > UDP6_MAX || g->append.iov_len > UDP6_MAX ||
-		    (len += g->prepend.iov_len + g->append.iov_len) > (v4 ? UDP4_MAX : UDP6_MAX)) {
-			gc_seterr(EMSGSIZE, "rec[%zu]: prepend + shared + append is larger than a UDP datagram", i);
-			goto out;
-		}
-	}
 	if (!gerrno) { /* the engines always report; s->errs stays gc_send()'s */
 		if (grow((void **)&s->rec_errs, &s->rec_errs_cap, recnum, sizeof(*s->rec_errs))) {
 			gc_seterr(ENOMEM, "recnum: no memory for %zu error slots", recnum);
@@ -504,8 +541,27 @@ GC_EXPORT int gc_sendgroup(int sd, const struct iovec *shared, const struct gc_g
 		}
 		gerrno = s->rec_errs;
 	}
+	/* A recipient the rules refuse is that recipient's failure, not the
+	 * call's: it gets its errno in gerrno[i] and the others are sent. */
+	for (size_t i = 0; i < recnum; i++) {
+		gerrno[i] = check_rec(s, &rec[i], shared->iov_len, i, &v6only_cache);
+		if (gerrno[i] && !nbad++) {
+			first_err = gerrno[i];
+			first_bad = i;
+			snprintf(first_msg, sizeof(first_msg), "%s", gc_errmsg());
+		}
+	}
 	if (recnum == 0) {
 		ret = 0;
+		goto out;
+	}
+	if (nbad) {
+		s->stats.failed += nbad;
+		s->stats.last_errno = first_err;
+		ret = nbad == recnum ? 0 : run_valid(s, shared, rec, recnum, nbad, flags, gerrno);
+		if (ret >= 0)
+			gc_seterr(first_err, "%s (rec[%zu] is the first of %zu refused recipients; the others were sent)",
+				  first_msg, first_bad, nbad);
 		goto out;
 	}
 	b = (struct gc_batch){ shared, rec, recnum, flags, gerrno };
