@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -117,71 +118,108 @@ static int resolve(enum gc_engine want, enum gc_engine *out)
 }
 
 /*
- * Find (or create) sd's state and return it locked.  Lock order: tab_lock,
- * then the socket's lock, so gc_release() cannot free a state in use.
+ * The table maps fd numbers to states.  tab_lock covers only the table and
+ * taking a reference; nobody waits for a socket's lock while holding it, so
+ * a long send on one socket (and a second thread queued behind it) never
+ * stalls calls on other sockets.  A state lives while it is referenced: by
+ * the table (one reference) and by each call inside it.  Whoever drops the
+ * last reference frees it, outside every lock.
  */
+static void sock_unref(struct gc_sock *s)
+{
+	if (atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) == 1)
+		sock_free(s);
+}
+
+/* A new state for sd, made outside tab_lock: choosing the engine may load a
+ * BPF program or read the namespace's policy. */
+static struct gc_sock *sock_new(int sd, uint64_t cookie)
+{
+	struct gc_sock *s = calloc(1, sizeof(*s));
+
+	if (!s) {
+		gc_seterr(ENOMEM, "sd: %d: no memory for its state", sd);
+		return NULL;
+	}
+	s->fd = sd;
+	s->cookie = cookie;
+	s->limit = GC_DEFAULT_LIMIT;
+	s->want = GC_ENGINE_AUTO;
+	if (identify(s) || resolve(GC_ENGINE_AUTO, &s->engine)) {
+		free(s);
+		return NULL;
+	}
+	pthread_mutex_init(&s->lock, NULL);
+	atomic_init(&s->refs, 1); /* the table's */
+	return s;
+}
+
+static int tab_reserve(int sd)
+{
+	size_t cap = tab_cap ? tab_cap : 64;
+	struct gc_sock **t;
+
+	if ((size_t)sd < tab_cap)
+		return 0;
+	while (cap <= (size_t)sd)
+		cap *= 2;
+	t = realloc(tab, cap * sizeof(*t));
+	if (!t)
+		return gc_seterr(ENOMEM, "sd: %d: no memory for the socket table", sd);
+	memset(t + tab_cap, 0, (cap - tab_cap) * sizeof(*t));
+	tab = t;
+	tab_cap = cap;
+	return 0;
+}
+
+/* Find (or create) sd's state and return it referenced and locked. */
 static int sock_get(int sd, struct gc_sock **out)
 {
-	struct gc_sock *s, *stale = NULL;
+	struct gc_sock *s, *stale = NULL, *made = NULL;
 	uint64_t cookie;
-	int err = 0;
 
 	if (get_cookie(sd, &cookie))
 		return -1;
-	pthread_mutex_lock(&tab_lock);
-	s = (size_t)sd < tab_cap ? tab[sd] : NULL;
-	if (s && s->cookie != cookie) { /* the fd was closed and reused */
-		stale = s;
-		tab[sd] = s = NULL;
-	}
-	if (!s) {
-		if ((size_t)sd >= tab_cap) {
-			size_t cap = tab_cap ? tab_cap : 64;
-			struct gc_sock **t;
-
-			while (cap <= (size_t)sd)
-				cap *= 2;
-			t = realloc(tab, cap * sizeof(*t));
-			if (!t) {
-				err = gc_seterr(ENOMEM, "sd: %d: no memory for the socket table", sd);
-				goto out;
+	for (;;) {
+		pthread_mutex_lock(&tab_lock);
+		s = (size_t)sd < tab_cap ? tab[sd] : NULL;
+		if (s && s->cookie != cookie) { /* the fd was closed and reused */
+			stale = s;
+			tab[sd] = s = NULL;
+		}
+		if (!s && made) {
+			if (tab_reserve(sd)) {
+				pthread_mutex_unlock(&tab_lock);
+				sock_unref(made);
+				made = NULL;
+				break;
 			}
-			memset(t + tab_cap, 0, (cap - tab_cap) * sizeof(*t));
-			tab = t;
-			tab_cap = cap;
+			tab[sd] = s = made;
+			made = NULL;
 		}
-		s = calloc(1, sizeof(*s));
-		if (!s) {
-			err = gc_seterr(ENOMEM, "sd: %d: no memory for its state", sd);
-			goto out;
+		if (s)
+			atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed);
+		pthread_mutex_unlock(&tab_lock);
+		if (stale) {
+			sock_unref(stale); /* the table's reference */
+			stale = NULL;
 		}
-		s->fd = sd;
-		s->cookie = cookie;
-		s->limit = GC_DEFAULT_LIMIT;
-		s->want = GC_ENGINE_AUTO;
-		if (identify(s) || resolve(GC_ENGINE_AUTO, &s->engine)) {
-			free(s);
-			err = -1;
-			goto out;
-		}
-		pthread_mutex_init(&s->lock, NULL);
-		tab[sd] = s;
+		if (s || !(made = sock_new(sd, cookie)))
+			break;
 	}
+	if (made) /* another thread put its state in first */
+		sock_unref(made);
+	if (!s)
+		return -1;
 	pthread_mutex_lock(&s->lock);
 	*out = s;
-out:
-	if (stale) { /* nobody can reach it any more; wait for a caller still inside */
-		pthread_mutex_lock(&stale->lock);
-		pthread_mutex_unlock(&stale->lock);
-		sock_free(stale);
-	}
-	pthread_mutex_unlock(&tab_lock);
-	return err;
+	return 0;
 }
 
 static void sock_put(struct gc_sock *s)
 {
 	pthread_mutex_unlock(&s->lock);
+	sock_unref(s);
 }
 
 /* ---- argument checks --------------------------------------------------- */
@@ -693,11 +731,8 @@ GC_EXPORT int gc_release(int sd)
 		s = tab[sd];
 		tab[sd] = NULL;
 	}
-	if (s) { /* wait for a caller still inside, then free */
-		pthread_mutex_lock(&s->lock);
-		pthread_mutex_unlock(&s->lock);
-		sock_free(s);
-	}
 	pthread_mutex_unlock(&tab_lock);
+	if (s) /* freed now, or by the last call still inside it */
+		sock_unref(s);
 	return 0;
 }

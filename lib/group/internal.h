@@ -11,6 +11,7 @@
 #define GC_INTERNAL_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <groupcast/group.h>
@@ -31,6 +32,7 @@ struct gc_kern;  /* kernel.c */
 /* The library's state for one socket (the "socket data structure" of the paper). */
 struct gc_sock {
 	pthread_mutex_t lock;  /* serializes calls on this socket */
+	atomic_uint refs;      /* the table's + one per call inside (group.c) */
 	int fd;
 	uint64_t cookie;       /* SO_COOKIE: tells a reused fd number from this socket */
 	int family;            /* AF_INET or AF_INET6 */
