@@ -169,9 +169,12 @@ GC_EXPORT ssize_t gc_lms_dmcast(int rawfd, const struct gc_lms_dmcast *d, const 
 		return -1;
 	if (rawfd < 0)
 		return gc_seterr(EBADF, "rawfd: %d is not a file descriptor", rawfd);
-	if (getsockopt(rawfd, IPPROTO_IP, IP_HDRINCL, &hdrincl, &hl) != 0 && errno != ENOPROTOOPT)
-		return gc_seterr(errno, "rawfd: %d: %s", rawfd,
-				 errno == ENOTSOCK ? "not a socket" : "cannot read IP_HDRINCL");
+	if (getsockopt(rawfd, IPPROTO_IP, IP_HDRINCL, &hdrincl, &hl) != 0) {
+		if (errno == EBADF || errno == ENOTSOCK)
+			return gc_seterr(errno, "rawfd: %d is not %s", rawfd,
+					 errno == EBADF ? "an open file descriptor" : "a socket");
+		hdrincl = 0; /* not an IPv4 socket at all */
+	}
 	if (!hdrincl)
 		return gc_seterr(EPROTOTYPE, "rawfd: %d is not a raw IPv4 socket with IP_HDRINCL (see gc_lms_raw_socket())",
 				 rawfd);

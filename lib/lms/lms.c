@@ -83,11 +83,8 @@ GC_EXPORT int gc_lms_opt_build(void *out, int code, const struct gc_lms_info *in
 	return GC_LMS_OPTLEN;
 }
 
-static int bad_option(const char *fmt, unsigned a, unsigned b)
-{
-	gc_lms_inc(&gc_lms_count.bad_options);
-	return gc_seterr(EBADMSG, fmt, a, b);
-}
+/* A malformed options area: counted, EBADMSG. */
+#define BAD_OPTIONS(...) (gc_lms_inc(&gc_lms_count.bad_options), gc_seterr(EBADMSG, __VA_ARGS__))
 
 GC_EXPORT int gc_lms_opt_parse(const void *opts, size_t len, struct gc_lms_info *info)
 {
@@ -110,19 +107,22 @@ GC_EXPORT int gc_lms_opt_parse(const void *opts, size_t len, struct gc_lms_info 
 			continue;
 		}
 		if (i + 1 >= len)
-			return bad_option("IP options: option %u at offset %u has no length byte", type,
-					  (unsigned)i);
+			return BAD_OPTIONS("IP options: option %u at offset %zu has no length byte",
+					   type, i);
 		unsigned olen = p[i + 1];
-		if (olen < 2 || olen > len - i)
-			return bad_option("IP options: option at offset %u has length %u, outside the options area",
-					  (unsigned)i, olen);
+		if (olen < 2)
+			return BAD_OPTIONS("IP options: option %u at offset %zu has length %u (at least 2)",
+					   type, i, olen);
+		if (olen > len - i)
+			return BAD_OPTIONS("IP options: option %u at offset %zu has length %u, outside the %zu-byte options area",
+					   type, i, olen, len);
 		if (type == GC_LMS_REQUEST || type == GC_LMS_DMCAST) {
 			if (olen != GC_LMS_OPTLEN)
-				return bad_option("IP options: LMS option %u has length %u, expected 16",
-						  type, olen);
+				return BAD_OPTIONS("IP options: LMS option %u has length %u, expected 16",
+						   type, olen);
 			if (lms)
-				return bad_option("IP options: a second LMS option (%u) at offset %u",
-						  type, (unsigned)i);
+				return BAD_OPTIONS("IP options: a second LMS option (%u) at offset %zu",
+						   type, i);
 			lms = p + i;
 		}
 		i += olen;
