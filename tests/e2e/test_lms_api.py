@@ -229,7 +229,7 @@ def test_join_then_leave(net, source):
     capture shows the sender still sending to the group on r's link."""
     join = {"any": GROUP, "sender": f"{GROUP}/{net.s_addr}",
             "other": f"{GROUP}/10.{net.lab.octet}.98.1"}[source]
-    cap = net.capture(17, 4)
+    cap = net.capture(17, 6)  # outlasts the sender (150 x 20 ms) on a busy machine
     rx = net.recv("--join", join, "--leave-after", 3, "--timeout-ms", 1500)
     tx = net.lab.popen(net.s, [sys.executable, "-c", SENDER, GROUP, PORT, 150, net.ifname])
     got = records(finish(rx))
