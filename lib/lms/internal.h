@@ -27,7 +27,7 @@ bool gc_lms_has_net_raw(void);
 /* lms.c: "a.b.c.d" of a (network order) in a thread's rotating buffers, for messages. */
 const char *gc_lms_ntoa(struct in_addr a);
 
-/* lms.c: true when a is 224.0.0.0/4. */
+/* True when a (network order) is in 224.0.0.0/4. */
 static inline bool gc_lms_is_mcast(struct in_addr a)
 {
 	return (ntohl(a.s_addr) >> 28) == 0xe;

@@ -52,6 +52,24 @@ for i in range(int(sys.argv[3])):
 """
 
 
+# A plain receiver with IP_RECVOPTS beside the library's: joins argv[1] on
+# interface argv[3], port argv[2]; prints "ready", then the hex of the
+# options area (the IP_RECVOPTS control message) of one datagram.
+RECVOPTS = r"""
+import socket, struct, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", int(sys.argv[2])))
+s.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, struct.pack(
+    "4s4si", socket.inet_aton(sys.argv[1]), bytes(4), socket.if_nametoindex(sys.argv[3])))
+s.setsockopt(socket.IPPROTO_IP, socket.IP_RECVOPTS, 1)
+s.settimeout(5)
+print("ready", flush=True)
+data, anc, flags, addr = s.recvmsg(70000, 256)
+print(" ".join(c.hex() for lvl, typ, c in anc if (lvl, typ) == (socket.IPPROTO_IP, socket.IP_RECVOPTS)))
+"""
+
+
 def csum(b):
     if len(b) % 2:
         b += b"\0"
@@ -117,6 +135,7 @@ def net(build):
 
 def test_request_arrives_with_option_intact(net):
     cap = net.capture(17, 3)
+    plain = net.start(net.r, [sys.executable, "-c", RECVOPTS, GROUP, PORT, net.ifname])
     rx = net.recv("--join", GROUP, "--count", 1, "--timeout-ms", 3000)
     nak = bytes(range(12))
     p = net.lms(net.s, "request", "--to", f"{GROUP}:{PORT}", "--src", net.source,
@@ -129,6 +148,8 @@ def test_request_arrives_with_option_intact(net):
                       "tpaddr": "0.0.0.0", "src": net.source, "group": GROUP, "data": nak.hex()}
     assert got[0]["from"].startswith(net.s_addr + ":")
     assert got[-1]["stats"]["requests_received"] == 1
+    # the kernel hands the receiver the option exactly as sent
+    assert finish(plain).split() == [lms_option(138, 0, "0.0.0.0", net.source, GROUP).hex()]
 
     pkts = [bytes.fromhex(x) for x in finish(cap).split()]
     ours = [x for x in pkts if x[16:20] == socket.inet_aton(GROUP)]
