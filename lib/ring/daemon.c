@@ -171,6 +171,16 @@ int gc_client_call(struct gc_ring_engine *e, const char *fn, struct gc_req *q, c
 	 * cannot have given up on more requests than we sent. */
 	for (unsigned skipped = 0; skipped < 1024; skipped++) {
 		ssize_t n = recv_rep(e, fn, rep, rfd, 0);
+		/* An engine that hangs up on a request it did not read (it
+		 * refused us at accept) resets the connection, and the first
+		 * read reports that before the notice queued ahead of it. */
+		if (n < 0 && errno == ECONNRESET) {
+			n = recv_rep(e, fn, rep, rfd, MSG_DONTWAIT);
+			if (n < 0 || rep->seq != 0) {
+				drop_fd(rfd);
+				return gc_seterr(ECONNRESET, "%s: the engine reset the connection", fn);
+			}
+		}
 		int r;
 		if (n < 0)
 			r = -1;
@@ -546,7 +556,8 @@ static int listen_at(struct gc_srv *s, const char *tmp, const char *path)
 		return gc_seterr(err, "gc_ring_engine_start: listen: cannot give %s group %u", path,
 				 (unsigned)s->p.listen_gid);
 	}
-	if (fchmodat(AT_FDCWD, tmp, s->p.listen_mode, 0) < 0) {
+	/* NOFOLLOW: whoever owns the directory around ours could swap names */
+	if (fchmodat(AT_FDCWD, tmp, s->p.listen_mode, AT_SYMLINK_NOFOLLOW) < 0) {
 		int err = errno;
 		close(fd);
 		return gc_seterr(err, "gc_ring_engine_start: listen: cannot set mode 0%o on %s",
