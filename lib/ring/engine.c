@@ -85,6 +85,7 @@ static void list_add_active(struct gc_srv *s, struct gc_conn *c)
 	link_add_tail(&cl->active, &c->link);
 	s->nactive++;
 	if (cl->nactive++ == 0) {
+		cl->credit = 0; /* an idle client saves nothing up, nor owes */
 		link_add_tail(&s->aclients, &cl->alink);
 		s->naclients++;
 	}
@@ -189,9 +190,10 @@ static void keep_pending(struct gc_srv *s, struct gc_conn *c, const struct gc_se
 	/* a test transport that declines stays active: retried next round */
 }
 
-/* Serve c once: send what is pending, or take and send at most max packets.
- * Returns how many packets it sent (or the transport refused). */
-static unsigned pump(struct gc_srv *s, struct gc_conn *c, uint64_t now, uint32_t max)
+/* Serve c once: send what is pending, or take and send at most a batch.
+ * Returns how many packets it consumed (sent, refused by the transport, or
+ * skipped as dead): at most the batch size. */
+static unsigned pump(struct gc_srv *s, struct gc_conn *c, uint64_t now)
 {
 	if (c->pend_n) {
 		/* taken already: the ring's turn is spent sending them */
@@ -208,7 +210,7 @@ static unsigned pump(struct gc_srv *s, struct gc_conn *c, uint64_t now, uint32_t
 		return done;
 	}
 
-	uint32_t budget = max < s->p.batch ? max : s->p.batch;
+	uint32_t budget = s->p.batch;
 	if (s->h.cc && s->h.cc->budget) {
 		uint64_t wake = 0;
 		uint32_t b = s->h.cc->budget(c->cc, now, &wake);
@@ -263,22 +265,24 @@ static unsigned pump(struct gc_srv *s, struct gc_conn *c, uint64_t now, uint32_t
 
 /* pump() unless an application thread is flushing the ring right now (it
  * sends; the connection stays active and is looked at next round). */
-static unsigned pump_unless_busy(struct gc_srv *s, struct gc_conn *c, uint64_t now, uint32_t max)
+static unsigned pump_unless_busy(struct gc_srv *s, struct gc_conn *c, uint64_t now)
 {
 	if (pthread_mutex_trylock(&c->xlock) != 0)
 		return 0;
-	unsigned n = pump(s, c, now, max);
+	unsigned n = pump(s, c, now);
 	pthread_mutex_unlock(&c->xlock);
 	return n;
 }
 
 /*
- * One round.  Fair share per client, not per ring: the clients with active
- * rings take turns, and each turn is worth `batch` packets, spread over the
- * client's active rings in turn (each visited at most once a turn; the next
- * turn starts where this one stopped).  A client with 16 busy rings gets what
- * a client with one gets.  Everything moved to a tail as it is visited; both
- * loops are bounded by the counts at their start.
+ * One round.  Fair share per client, not per ring (deficit round robin): the
+ * clients with active rings take turns, and each turn adds `batch` packets to
+ * the client's credit, spent on its active rings in turn (each visited at
+ * most once a turn; the next turn starts where this one stopped).  A ring
+ * may take a whole batch even if that overdraws the credit (sendmmsg()
+ * batches stay full); the next turn pays it back.  So a client with 16 busy
+ * rings gets what a client with one gets.  Everything is moved to a tail as
+ * it is visited; both loops are bounded by the counts at their start.
  */
 static void round_robin(struct gc_srv *s, uint64_t now)
 {
@@ -287,13 +291,16 @@ static void round_robin(struct gc_srv *s, uint64_t now)
 	while (ncl-- && s->aclients.next != &s->aclients) {
 		struct gc_client *cl = container_of(s->aclients.next, struct gc_client, alink);
 		link_to_tail(&s->aclients, &cl->alink);
-		uint32_t quota = s->p.batch;
+		/* no saving up either: a turn is worth one batch at most (a
+		 * client whose rings could not send kept its credit) */
+		cl->credit += (int32_t)s->p.batch;
+		if (cl->credit > (int32_t)s->p.batch)
+			cl->credit = (int32_t)s->p.batch;
 		unsigned visits = cl->nactive;
-		while (visits-- && quota && cl->active.next != &cl->active) {
+		while (visits-- && cl->credit > 0 && cl->active.next != &cl->active) {
 			struct gc_conn *c = container_of(cl->active.next, struct gc_conn, link);
 			link_to_tail(&cl->active, &c->link);
-			unsigned n = pump_unless_busy(s, c, now, quota);
-			quota = n < quota ? quota - n : 0;
+			cl->credit -= (int32_t)pump_unless_busy(s, c, now);
 		}
 	}
 	s->st.rounds++;

@@ -98,6 +98,7 @@ struct gc_client {
 	struct gc_link active; /* its active connections (gc_conn.link) */
 	unsigned nactive;
 	struct gc_link alink; /* on the engine's list of clients with active rings */
+	int32_t credit;       /* packets it may still take this turn (may be < 0) */
 };
 
 struct gc_srv {
