@@ -2,10 +2,12 @@
 /*
  * engine.c - the transport engine: one thread that drains many rings.
  *
- * Each attached ring is a connection.  Active connections are polled round
- * robin; each round takes at most `batch` packets from a ring (if its
- * congestion controller allows), sends them (udp.c: one sendmmsg() per ring
- * and round, GSO runs inside), and moves dev_i.  A ring found empty is parked:
+ * Each attached ring is a connection of a client (a control socket).  Active
+ * connections are polled round robin, fairly per client: each round the
+ * clients take turns worth `batch` packets, spread over their rings
+ * (round_robin()).  A visit takes at most `batch` packets from a ring (if its
+ * congestion controller allows), sends them (udp.c: one sendmmsg() per visit,
+ * GSO runs inside), and moves dev_i.  A ring found empty is parked:
  * the engine sets kern_notify and stops polling it, until the application
  * writes the ring's eventfd (gc_ring_notify()).  With every ring parked, the
  * thread blocks in epoll.  Nothing else wakes it: not a timer, not a signal.
