@@ -31,7 +31,8 @@ static void engine_usage(FILE *f)
 		"stats as one JSON line on stdout on SIGUSR1, every --stats-interval, and at exit.\n"
 		"  --listen PATH          Unix socket path to serve (required)\n"
 		"  --cpu N                pin the engine thread to CPU N\n"
-		"  --batch N              most packets taken from one ring per round (1..1024, default 64)\n"
+		"  --batch N              most packets taken from a ring at a time, and each client's\n"
+		"                         share of a round (1..1024, default 64)\n"
 		"  --idle-us N            poll an empty ring this long before sleeping (default 0)\n"
 		"  --mode OCTAL           permission bits of the socket file (default 0600)\n"
 		"  --group NAME           group of the socket file (name or number)\n"
@@ -176,6 +177,10 @@ int cmd_engine(int argc, char **argv)
 			 strerror(err), gc_errmsg());
 	}
 	cli_warn("listening on %s", p.listen);
+	/* connect() needs write permission on the socket file */
+	if ((p.n_allow_uids || p.n_allow_gids) && !((p.listen_mode ? p.listen_mode : 0600) & 0022))
+		cli_warn("--allow-uid/--allow-gid: the socket's mode 0%o lets only its owner connect; "
+			 "give --mode (and --group) too", p.listen_mode ? p.listen_mode : 0600);
 
 	int rc = 0;
 	uint64_t next = cli_now(CLOCK_MONOTONIC) + interval * 1000000000u;

@@ -239,7 +239,8 @@ struct gc_ring_engine_params {
 	unsigned flags;     /* GC_RING_ENGINE_PIN_CPU | GC_RING_ENGINE_LISTEN_GID */
 	int cpu;            /* with GC_RING_ENGINE_PIN_CPU */
 	const char *listen; /* also serve other processes on this Unix socket path */
-	unsigned batch;     /* most packets taken from one ring per round (0: 64) */
+	unsigned batch;     /* most packets taken from a ring at a time, and each
+			       client's share of a round (0: 64) */
 	unsigned idle_us;   /* keep polling an empty ring this long before setting
 			       kern_notify (0, the default: at once, as the paper) */
 	unsigned max_rings; /* rings per client (0: 64 for clients of the listening
