@@ -41,6 +41,7 @@ static void engine_usage(FILE *f)
 		"  --allow-gid GID        also serve members of this group (repeatable)\n"
 		"  --max-rings N          rings per client (default 64)\n"
 		"  --max-fds N            descriptors held per client, 2 per ring (default 128)\n"
+		"  --max-map BYTES        ring and zone bytes mapped per client (default 4 GiB)\n"
 		"  --max-clients N        clients at a time (default 256)\n"
 		"  --quiet                do not log ring violations to stderr\n"
 		"  --stats-interval SEC   print the stats every SEC seconds (default 0: never)\n");
@@ -82,7 +83,7 @@ static uint32_t id_arg(const char *opt, const char *s, bool group)
 int cmd_engine(int argc, char **argv)
 {
 	enum { O_LISTEN = 256, O_CPU, O_BATCH, O_IDLE, O_MAXR, O_QUIET, O_IVL, O_MODE, O_GROUP,
-	       O_AUID, O_AGID, O_MAXF, O_MAXC };
+	       O_AUID, O_AGID, O_MAXF, O_MAXC, O_MAXM };
 	static const struct option lo[] = {
 		{ "listen", required_argument, NULL, O_LISTEN },
 		{ "cpu", required_argument, NULL, O_CPU },
@@ -91,6 +92,7 @@ int cmd_engine(int argc, char **argv)
 		{ "max-rings", required_argument, NULL, O_MAXR },
 		{ "max-fds", required_argument, NULL, O_MAXF },
 		{ "max-clients", required_argument, NULL, O_MAXC },
+		{ "max-map", required_argument, NULL, O_MAXM },
 		{ "mode", required_argument, NULL, O_MODE },
 		{ "group", required_argument, NULL, O_GROUP },
 		{ "allow-uid", required_argument, NULL, O_AUID },
@@ -116,6 +118,7 @@ int cmd_engine(int argc, char **argv)
 		case O_MAXR: p.max_rings = (unsigned)cli_u64("--max-rings", optarg, 1, UINT32_MAX); break;
 		case O_MAXF: p.max_fds = (unsigned)cli_u64("--max-fds", optarg, 2, UINT32_MAX); break;
 		case O_MAXC: p.max_clients = (unsigned)cli_u64("--max-clients", optarg, 1, UINT32_MAX); break;
+		case O_MAXM: p.max_map_bytes = cli_u64("--max-map", optarg, 1, UINT64_MAX); break;
 		case O_MODE:
 			errno = 0;
 			p.listen_mode = (unsigned)strtoul(optarg, &end, 8);

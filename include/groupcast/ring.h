@@ -260,6 +260,11 @@ struct gc_ring_engine_params {
 				 (0: 128 for clients of the listening socket, no
 				 limit for the process that started the engine) */
 	unsigned max_clients; /* clients of the listening socket at a time (0: 256) */
+	uint64_t max_map_bytes; /* ring and zone bytes the engine maps per client
+				   (0: 4 GiB for clients of the listening socket, no
+				   limit for the process that started the engine):
+				   sparse 64 GiB zones must not exhaust the daemon's
+				   address space */
 };
 
 /*

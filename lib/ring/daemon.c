@@ -321,16 +321,25 @@ int gc_srv_decode(const void *buf, size_t n, int mflags, const int *fds, int nfd
 	}
 }
 
+/* The client's mapping of this zone, if the engine has one. */
+static struct gc_zmap *zmap_find(struct gc_client *cl, const struct stat *st, uint64_t size)
+{
+	for (struct gc_zmap *z = cl->zones; z; z = z->next)
+		if (z->dev == st->st_dev && z->ino == st->st_ino && z->size == size)
+			return z;
+	return NULL;
+}
+
 static struct gc_zmap *zmap_get(struct gc_client *cl, int fd, const struct stat *st,
 				uint64_t size, struct gc_rep *rep)
 {
-	for (struct gc_zmap *z = cl->zones; z; z = z->next) {
-		if (z->dev == st->st_dev && z->ino == st->st_ino && z->size == size) {
-			z->refs++;
-			return z;
-		}
+	struct gc_zmap *z = zmap_find(cl, st, size);
+
+	if (z) {
+		z->refs++;
+		return z;
 	}
-	struct gc_zmap *z = calloc(1, sizeof(*z));
+	z = calloc(1, sizeof(*z));
 	if (!z) {
 		rep_err(rep, ENOMEM, "out of memory");
 		return NULL;
@@ -349,6 +358,7 @@ static struct gc_zmap *zmap_get(struct gc_client *cl, int fd, const struct stat 
 	z->refs = 1;
 	z->next = cl->zones;
 	cl->zones = z;
+	cl->mapped += size;
 	return z;
 }
 
@@ -363,6 +373,7 @@ void gc_zmap_put(struct gc_client *cl, struct gc_zmap *z)
 		}
 	}
 	munmap((void *)z->map, z->size);
+	cl->mapped -= z->size;
 	free(z);
 }
 
@@ -387,6 +398,14 @@ static int srv_attach(struct gc_srv *s, struct gc_client *cl, const struct gc_re
 	uint64_t need = gc_shm_size(q->entries, q->ack_entries, (uint64_t)gc_page_size());
 	if (fstat(fds[1], &zst) < 0)
 		return rep_err(rep, errno, "fstat of the zone failed");
+	uint64_t more = need + (zmap_find(cl, &zst, q->zone_size) ? 0 : q->zone_size);
+	if (more > cl->max_map || cl->mapped > cl->max_map - more) {
+		s->st.limited++;
+		return rep_err(rep, EDQUOT, "the engine maps %llu bytes for the client; this ring needs "
+			       "%llu more and the limit per client is %llu (max_map_bytes)",
+			       (unsigned long long)cl->mapped, (unsigned long long)more,
+			       (unsigned long long)cl->max_map);
+	}
 
 	struct gc_conn *c = calloc(1, sizeof(*c));
 	if (!c)
@@ -408,6 +427,7 @@ static int srv_attach(struct gc_srv *s, struct gc_client *cl, const struct gc_re
 		goto fail;
 	}
 	c->shm_len = need;
+	cl->mapped += need;
 	gc_udp_init(&c->udp, fds[2]);
 	if (gc_kring_init(&c->k, c->shm, need, q->entries, q->ack_entries, q->zone_size,
 			  c->udp.max_len) < 0) {
@@ -444,8 +464,10 @@ static int srv_attach(struct gc_srv *s, struct gc_client *cl, const struct gc_re
 fail:
 	if (c->efd >= 0)
 		close(c->efd);
-	if (c->shm)
+	if (c->shm) {
 		munmap(c->shm, c->shm_len);
+		cl->mapped -= c->shm_len;
+	}
 	if (c->zone)
 		gc_zmap_put(cl, c->zone);
 	free(c->pend);

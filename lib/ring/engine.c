@@ -364,6 +364,7 @@ void gc_srv_conn_free(struct gc_srv *s, struct gc_conn *c)
 		gc_kring_stop(&c->k, GC_RING_DETACHED, 0, 0);
 		gc_kring_wake(&c->k);
 		munmap(c->shm, c->shm_len);
+		c->cl->mapped -= c->shm_len;
 	}
 	if (c->zone)
 		gc_zmap_put(c->cl, c->zone);
@@ -406,6 +407,7 @@ struct gc_client *gc_srv_client_new(struct gc_srv *s, int fd, bool local)
 	 * only if it asked for limits. */
 	cl->max_rings = s->p.max_rings ? s->p.max_rings : local ? UINT_MAX : GC_MAX_RINGS_DEFAULT;
 	cl->max_fds = s->p.max_fds ? s->p.max_fds : local ? UINT_MAX : GC_MAX_FDS_DEFAULT;
+	cl->max_map = s->p.max_map_bytes ? s->p.max_map_bytes : local ? UINT64_MAX : GC_MAX_MAP_DEFAULT;
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &cl->tag };
 	if (epoll_ctl(s->ep, EPOLL_CTL_ADD, fd, &ev) < 0) {
 		free(cl);

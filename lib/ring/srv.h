@@ -21,6 +21,7 @@
 /* Defaults of the limits on clients of the listening socket. */
 #define GC_MAX_RINGS_DEFAULT 64u
 #define GC_MAX_FDS_DEFAULT 128u
+#define GC_MAX_MAP_DEFAULT ((uint64_t)4 << 30)
 #define GC_MAX_CLIENTS_DEFAULT 256u
 
 /* A node of a circular doubly linked list (a head is a node of its own). */
@@ -91,6 +92,7 @@ struct gc_client {
 	struct gc_conn *conns;
 	unsigned nrings, nfds;         /* held now */
 	unsigned max_rings, max_fds;   /* its limits */
+	uint64_t mapped, max_map;      /* bytes of its rings and zones the engine maps, and the limit */
 	struct gc_zmap *zones;
 	struct gc_client *next;
 	/* Fair share: the engine serves clients round robin, then each

@@ -3,7 +3,9 @@
  * A daemon's limits per client and on clients.  A client of the listening
  * socket may hold 64 rings by default (EDQUOT beyond), and the engine holds
  * at most max_fds descriptors for it, 2 per ring (EMFILE beyond); at most
- * max_clients clients are served at a time (EUSERS for the next one).  Each
+ * max_clients clients are served at a time (EUSERS for the next one); and
+ * the engine maps at most max_map_bytes of a client's rings and zones, a
+ * shared zone counted once (EDQUOT beyond).  Each
  * refusal names the limit, is counted, and changes nothing for the other
  * clients: they keep attaching and sending.
  */
@@ -120,6 +122,47 @@ static void fd_limit(void)
 	CHECK_OK(gc_ring_engine_stop(eng));
 }
 
+static void map_limit(void)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	struct gc_ring_engine *eng = start((struct gc_ring_engine_params){ .max_map_bytes = 12 * (uint64_t)page });
+	struct gc_ring_engine *c = gc_ring_engine_connect(path);
+	struct gc_zone *big = gc_zone_create(1, 16 * (size_t)page);
+	struct gc_ring *r[16];
+	int n = 0;
+
+	CHECK(c != NULL && big != NULL);
+	/* a zone larger than the limit: refused before anything is mapped */
+	r[0] = gc_ring_create(8, big);
+	CHECK(r[0] != NULL);
+	CHECK_ERR(gc_ring_attach(r[0], c, sd), EDQUOT);
+	CHECK(strstr(gc_errmsg(), "max_map_bytes") != NULL);
+	CHECK_EQ(stats(eng).limited, 1);
+	gc_ring_free(r[0]);
+	/* rings on one small zone: the zone counts once, each ring's memory
+	 * counts, and the limit comes before 16 rings */
+	for (n = 0; n < 16; n++) {
+		r[n] = gc_ring_create(8, zone);
+		CHECK(r[n] != NULL);
+		if (gc_ring_attach(r[n], c, sd) < 0) {
+			CHECK_EQ(errno, EDQUOT);
+			CHECK(strstr(gc_errmsg(), "max_map_bytes") != NULL);
+			break;
+		}
+	}
+	CHECK(n >= 2 && n < 16);
+	CHECK_EQ(stats(eng).limited, 2);
+	others_served(__LINE__);
+	/* what a detached ring mapped is given back */
+	CHECK_OK(gc_ring_detach(r[0]));
+	CHECK_OK(gc_ring_attach(r[n], c, sd));
+	for (int i = 0; i <= n; i++)
+		gc_ring_free(r[i]);
+	CHECK_OK(gc_zone_free(big));
+	CHECK_OK(gc_ring_engine_stop(c));
+	CHECK_OK(gc_ring_engine_stop(eng));
+}
+
 static void client_limit(void)
 {
 	struct gc_ring_engine *eng = start((struct gc_ring_engine_params){ .max_clients = 2 });
@@ -166,6 +209,7 @@ int main(void)
 
 	ring_limit();
 	fd_limit();
+	map_limit();
 	client_limit();
 
 	close(sd);
