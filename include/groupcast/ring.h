@@ -45,10 +45,19 @@
 #ifndef GROUPCAST_RING_H
 #define GROUPCAST_RING_H
 
-#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+
+/* The records' flags word is atomic: _Atomic in C, std::atomic in C++ (the
+ * same size and representation with GCC and Clang; checked below). */
+#ifdef __cplusplus
+#include <atomic>
+#define GC_ATOMIC_U32 std::atomic<uint32_t>
+#else
+#include <stdatomic.h>
+#define GC_ATOMIC_U32 _Atomic uint32_t
+#endif
 
 #ifdef __cplusplus
 extern "C" {
@@ -68,9 +77,14 @@ extern "C" {
 struct gc_pkt {
 	uint64_t off;           /* payload: zone bytes [off, off + len) */
 	uint32_t len;           /* payload length; 0 sends an empty datagram */
-	_Atomic uint32_t flags; /* GC_PKT_DEAD | GC_PKT_ACKED | claim count << 16 */
+	GC_ATOMIC_U32 flags;    /* GC_PKT_DEAD | GC_PKT_ACKED | claim count << 16 */
 	uint64_t user_seq;      /* the application's number for this packet */
 };
+#ifdef __cplusplus
+static_assert(sizeof(GC_ATOMIC_U32) == 4 && alignof(GC_ATOMIC_U32) == 4, "gc_pkt.flags layout");
+#else
+_Static_assert(sizeof(GC_ATOMIC_U32) == 4 && _Alignof(GC_ATOMIC_U32) == 4, "gc_pkt.flags layout");
+#endif
 
 /* Largest ring: N records (N - 1 packets). */
 #define GC_RING_MAX_ENTRIES (1u << 20)
