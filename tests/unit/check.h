@@ -135,6 +135,9 @@ static inline int check_done(const char *name)
 				   #a, #b, a_, b_, errno, gc_errmsg());          \
 	} while (0)
 
+/* Say why (part of) a test does not run.  A test that skips as a whole then
+ * returns 77, which ctest reports as skipped (SKIP_RETURN_CODE), never as a
+ * pass; one that skips a part goes on and passes on what it did check. */
 static inline void skip(const char *why)
 {
 	printf("SKIP: %s\n", why);
