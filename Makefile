@@ -5,7 +5,7 @@ BUILD_ASAN ?= build-asan
 BUILD_TSAN ?= build-tsan
 JOBS       ?= $(shell nproc)
 
-.PHONY: all deps build build-asan test unit tsan e2e demo demo-send install clean
+.PHONY: all deps build build-asan test unit tsan e2e demo demo-send install clean abi-update
 
 all: build
 
@@ -52,6 +52,11 @@ demo: build
 # One group send to 1000 receivers per engine (the library alone).
 demo-send: build
 	python3 bench/demo.py --build $(abspath $(BUILD))
+
+# After a deliberate ABI change (include/groupcast/version.h says which are
+# allowed): rewrite abi/libgroupcast.abi, which ctest's "abi" test compares with.
+abi-update: build-asan
+	sh tests/build/abi.sh $(CURDIR) $(BUILD_ASAN)/libgroupcast.so --update
 
 install: build
 	cmake --install $(BUILD)

@@ -14,6 +14,7 @@ pkgs=(
   nftables                           # kernel engine e2e: AUTO must respect an OUTPUT drop rule
   libsodium-dev                      # relay: SipHash (crypto_shorthash) keys the JOIN cookies
   libcap-dev                         # relay and engine daemon: drop capabilities after setup
+  abigail-tools                      # ctest abi: the library's ABI against abi/libgroupcast.abi
   libclang-rt-14-dev                 # -DGC_FUZZ=ON: libFuzzer and the sanitizer runtimes for clang
 )
 

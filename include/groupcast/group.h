@@ -43,6 +43,7 @@
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/uio.h>
+#include <groupcast/version.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -171,14 +172,18 @@ int gc_set_limit(int sd, size_t limit);
 /* sd's limit, or -1 with errno. */
 ssize_t gc_get_limit(int sd);
 
-/* Per-socket counters since the socket's state was created. */
+/* Per-socket counters since the socket's state was created.  64 bytes, no
+ * holes: counters first, then last_errno, then room for counters to come
+ * (zero today), so that the struct never changes size within an ABI. */
 struct gc_stats {
 	uint64_t group_sends;   /* gc_send() and gc_sendgroup() calls that reached an engine */
 	uint64_t datagrams;     /* datagrams handed to the kernel */
 	uint64_t bytes;         /* their payload bytes */
-	uint64_t failed;        /* datagrams that failed (reported per member) */
-	int last_errno;         /* errno of the most recent failed datagram, or 0 */
+	uint64_t failed;        /* datagrams that failed or were refused (reported per member) */
 	uint64_t user_fallback; /* kernel engine: datagrams it left to a user engine */
+	int32_t last_errno;     /* errno of the most recent failed datagram, or 0 */
+	uint32_t reserved0;     /* 0 */
+	uint64_t reserved[2];   /* 0 */
 };
 int gc_stats(int sd, struct gc_stats *st);
 

@@ -44,6 +44,8 @@ static const char *const names[GC_ENGINE_COUNT] = {
 static const enum gc_engine auto_order[] = { GC_ENGINE_KERNEL, GC_ENGINE_MMSG, GC_ENGINE_URING,
 					     GC_ENGINE_LOOP };
 
+_Static_assert(sizeof(struct gc_stats) == 64, "struct gc_stats is 64 bytes, no holes (group.h)");
+
 static pthread_mutex_t tab_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct gc_sock **tab;
 static size_t tab_cap;
