@@ -441,13 +441,32 @@ class Lab:
         for r in t.routers:
             self.wait_mroute(t.ns[r], source, group)
 
-    def wait_mroute(self, ns: str, source: str, group: str, timeout: float = 10.0):
-        """Wait until ns's kernel multicast forwarding cache has (source, group)."""
+    def pimd(self, t: Tree, rp: str):
+        """PIM-SM on every router of t (pimd), with router `rp` as the static
+        rendezvous point for all groups.  pimd 2.3 has fixed paths
+        (/run/pimd.pid): each daemon gets a private /run, a tmpfs mounted in
+        the mount namespace that `ip netns exec` already gives it (mounts
+        there do not reach the host).  Routes appear in the kernel once hosts
+        have joined and the source sends: wait with wait_mroute()."""
+        binary = router_binary("pimd")
+        rp_addr = t.iface(rp, t.children(rp)[0]).v4
+        script = ('mount -t tmpfs netlab /run && printf "%s" "$1" > /run/pimd.conf && '
+                  'exec "$2" -f -N -c /run/pimd.conf -s notice')
+        for r in t.routers:
+            conf = "".join(f"phyint {t.iface(r, n).ifname} enable\n"
+                           for n in (t.parent[r], *t.children(r)))
+            conf += f"rp-address {rp_addr} 224.0.0.0/4\n"
+            self.popen(t.ns[r], ["sh", "-ec", script, "pimd", conf, binary],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def wait_mroute(self, ns: str, source: str, group: str, timeout: float = 10.0, oifs: int = 1):
+        """Wait until ns's kernel multicast forwarding cache has (source, group)
+        with at least `oifs` outgoing interfaces."""
         want = f"{_hex_be(group)} {_hex_be(source)}"
         deadline = time.monotonic() + timeout
         while True:
             p = self.run(ns, ["cat", "/proc/net/ip_mr_cache"], capture_output=True, text=True, check=False)
-            if any(line.startswith(want) for line in p.stdout.splitlines()):
+            if any(line.startswith(want) and line.count(":") >= oifs for line in p.stdout.splitlines()):
                 return
             if time.monotonic() > deadline:
                 raise LabError(f"{ns}: no multicast route ({source}, {group}): {p.stdout!r}")

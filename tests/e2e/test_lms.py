@@ -81,14 +81,25 @@ def net(build):
         t = lab.tree(TREE)
         S = t.addr("s")
         lab.smcroute(t, S, G)
-        repl = {"r1": ("r2", "h1"), "r2": ("h1", "h1"), "r3": ("h3", "h3")}
-        lmsd = {r: lab.lmsd(t.ns[r], lmsd_bin, [(S, G, t.iface(r, via).ifname, t.addr(host))])
-                for r, (via, host) in repl.items()}
-        for d in lmsd.values():
-            d.wait(lambda st: st.get("routes") and not st["routes"][0]["fallback"]
-                   and all(i["attached"] for i in st["interfaces"]))
+        lmsd = start_lmsd(lab, t, lmsd_bin)
         rx = Receivers(lab, t, ["s", *t.hosts])
         yield lab, t, lmsd, rx
+
+
+REPLIERS = {"r1": ("r2", "h1"), "r2": ("h1", "h1"), "r3": ("h3", "h3")}  # router: (replier link toward, replier)
+
+
+def start_lmsd(lab, t, lmsd_bin, timeout=10):
+    """lmsd on every router with REPLIERS; waits until each has (S,G) with its
+    replier and two downstream interfaces, and is attached everywhere."""
+    S = t.addr("s")
+    lmsd = {r: lab.lmsd(t.ns[r], lmsd_bin, [(S, G, t.iface(r, via).ifname, t.addr(host))])
+            for r, (via, host) in REPLIERS.items()}
+    for d in lmsd.values():
+        d.wait(lambda st: st.get("routes") and not st["routes"][0]["fallback"]
+               and len(st["routes"][0]["downstream"]) == 2
+               and all(i["attached"] for i in st["interfaces"]), timeout=timeout)
+    return lmsd
 
 
 def ifindex(lab, t, router, toward):
@@ -408,3 +419,42 @@ def test_loss_program_drops_the_chosen_fraction(build):
         assert got["h1"] == 0 and all_lost.counts()[1] >= 200
         seen, dropped = half.counts()
         assert 50 <= got["h2"] <= 150 and seen >= 200 and dropped >= 200 - got["h2"]
+
+
+def test_pimd_routes_lms_forwards(build):
+    """The same tree routed by pimd (PIM-SM, r1 the rendezvous point) instead
+    of static routes: once hosts have joined and S sends, lmsd picks the
+    (S,G) routes up from the kernel, and scenarios 1 and 3 hold."""
+    with Lab() as lab:
+        t = lab.tree(TREE)
+        S = t.addr("s")
+        lab.pimd(t, "r1")
+        rx = Receivers(lab, t, ["s", *t.hosts])
+        keep = threading.Event()
+
+        def source():  # PIM builds (S,G) state from data: keep some flowing
+            while not keep.wait(0.5):
+                lab.run(t.ns["s"], [sys.executable, "-c", lmspkt.SENDER, json.dumps(
+                    {"ifaddr": S, "group": G, "port": PORT, "data": [b"keepalive".hex()]})], check=False)
+        th = threading.Thread(target=source, daemon=True)
+        th.start()
+        try:
+            lmsd = start_lmsd(lab, t, build / "tools" / "lmsd", timeout=90)
+            data = tag() + b"request under pimd"
+            send_request(lab, t, "h2", data)
+            got = rx.wait(data, ["h1"])
+            want = option(REQ, S, G, ifindex(lab, t, "r2", "h2"), t.iface("r2", "h2").v4)
+            assert [(r["data"], r["opts"]) for r in got["h1"]] == [(data.hex(), want.hex())]
+            assert all(got[n] == [] for n in ("s", "h3", "h4"))
+            data = tag() + b"dmcast under pimd"
+            send_raw(lab, t, "h1", [lmspkt.dmcast(t.addr("h1"), t.iface("r1", "r3").v4,
+                                                  ifindex(lab, t, "r1", "r3"), S, G, S, PORT, data)])
+            got = rx.wait(data, ["h3", "h4"])
+            assert all(len(got[h]) == 1 and got[h][0]["src"] == S for h in ("h3", "h4"))
+            assert all(got[n] == [] for n in ("s", "h1", "h2"))
+            # pimd's register vif is a vif, not an interface LMS runs on
+            names = [i["name"] for i in lmsd["r1"].state()["interfaces"]]
+            assert "pimreg" not in names and len(names) == 3
+        finally:
+            keep.set()
+            th.join()
