@@ -416,30 +416,34 @@ class Lab:
         d.mkdir(mode=0o700, exist_ok=True)
         return d
 
-    def smcroute(self, t: Tree, source: str, group: str, members: list[str] | None = None):
+    def smcroute(self, t: Tree, source: str, group: str, members: list[str] | None = None,
+                 more: list | None = None):
         """Static (source, group) routes on every router of t with smcrouted,
         one daemon per router namespace with its own config, socket and pid
         file.  Outgoing interfaces: the child links whose subtree holds a
-        member (members None: every host).  Waits until the kernel has
-        every route."""
-        members = list(t.hosts) if members is None else members
+        member (members None: every host).  `more`: further (source, group,
+        members) routes.  Waits until the kernel has every route."""
+        routes = [(source, group, list(t.hosts) if members is None else members), *(more or [])]
         binary = router_binary("smcrouted")
         for r in t.routers:
-            oifs = [t.iface(r, c).ifname for c in t.children(r)
-                    if c in members or set(members) & set(t.below(c))]
             conf = self.workdir() / f"smcroute-{r}.conf"
             lines = [f"phyint {t.iface(r, n).ifname} enable"
                      for n in (t.parent[r], *t.children(r))]
-            if oifs:
-                lines.append(f"mroute from {t.iface(r, t.parent[r]).ifname} source {source} "
-                             f"group {group} to {' '.join(oifs)}")
+            for src, grp, mem in routes:
+                oifs = [t.iface(r, c).ifname for c in t.children(r)
+                        if c in mem or set(mem) & set(t.below(c))]
+                if oifs:
+                    lines.append(f"mroute from {t.iface(r, t.parent[r]).ifname} source {src} "
+                                 f"group {grp} to {' '.join(oifs)}")
             conf.write_text("\n".join(lines) + "\n")
             self.popen(t.ns[r], [binary, "-n", "-N", "-f", conf, "-l", "notice",
                                  "-u", self.workdir() / f"smcroute-{r}.sock",
                                  "-P", self.workdir() / f"smcroute-{r}.pid"],
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         for r in t.routers:
-            self.wait_mroute(t.ns[r], source, group)
+            for src, grp, mem in routes:
+                if any(c in mem or set(mem) & set(t.below(c)) for c in t.children(r)):
+                    self.wait_mroute(t.ns[r], src, grp)
 
     def pimd(self, t: Tree, rp: str):
         """PIM-SM on every router of t (pimd), with router `rp` as the static

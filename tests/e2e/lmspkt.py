@@ -4,7 +4,7 @@ will replace the senders): requests through IP_OPTIONS, dmcasts through a raw
 IP socket, hand-made frames through AF_PACKET, and a receiver that reports
 each datagram with its IP options (IP_RECVOPTS) as a JSON line.
 
-Each *_script is a small Python program run inside a lab namespace:
+Each of RECEIVER, SENDER, RAWIP, FRAMES is a small Python program run inside a lab namespace:
     lab.run(ns, [sys.executable, "-c", REQUEST, json.dumps(args)])
 """
 import socket
@@ -77,9 +77,10 @@ while True:
     print(json.dumps({"src": addr[0], "data": data.hex(), "opts": opts.hex()}), flush=True)
 """
 
-# A multicast UDP datagram to group:port from ifaddr, with IP options (hex) if given.
+# Multicast UDP datagrams to group:port from ifaddr, with IP options (hex) if
+# given; the list `repeat` times, `gap_us` apart.
 SENDER = r"""
-import json, socket, sys
+import json, socket, sys, time
 a = json.loads(sys.argv[1])
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 s.bind((a["ifaddr"], 0))
@@ -88,18 +89,25 @@ s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, a.get("ttl", 16))
 s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, 0)
 if a.get("opts"):
     s.setsockopt(socket.IPPROTO_IP, socket.IP_OPTIONS, bytes.fromhex(a["opts"]))
-for d in a["data"]:
-    s.sendto(bytes.fromhex(d), (a["group"], a["port"]))
+for _ in range(a.get("repeat", 1)):
+    for d in a["data"]:
+        s.sendto(bytes.fromhex(d), (a["group"], a["port"]))
+        if a.get("gap_us"):
+            time.sleep(a["gap_us"] / 1e6)
 """
 
-# Whole IPv4 packets (hex) through a raw socket (IP_HDRINCL) to their destination.
+# Whole IPv4 packets (hex) through a raw socket (IP_HDRINCL) to their destination
+# (the kernel fills in the outer checksum and total length); `repeat`, `gap_us` as above.
 RAWIP = r"""
-import json, socket, sys
+import json, socket, sys, time
 a = json.loads(sys.argv[1])
 s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
-for p in a["packets"]:
-    p = bytes.fromhex(p)
-    s.sendto(p, (socket.inet_ntoa(p[16:20]), 0))
+for _ in range(a.get("repeat", 1)):
+    for p in a["packets"]:
+        p = bytes.fromhex(p)
+        s.sendto(p, (socket.inet_ntoa(p[16:20]), 0))
+        if a.get("gap_us"):
+            time.sleep(a["gap_us"] / 1e6)
 """
 
 # Ethernet frames (hex) out of an interface, exactly as given (AF_PACKET).

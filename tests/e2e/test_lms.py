@@ -19,6 +19,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -458,3 +459,18 @@ def test_pimd_routes_lms_forwards(build):
         finally:
             keep.set()
             th.join()
+
+
+def test_l1_bench_quick(build, tmp_path):
+    """bench/lms.py --quick: every point measured, every request turned and
+    every dmcast decapsulated by LMS-FWD, none dropped.  No assertion on speed
+    (the benchmark's business, bench/results/lms/)."""
+    bench = Path(__file__).resolve().parents[2] / "bench" / "lms.py"
+    p = subprocess.run([sys.executable, str(bench), "--quick", "--build", str(build), "--out", str(tmp_path)],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    res = json.loads((tmp_path / "results.json").read_text())
+    assert all(r["lost_reps"] == 0 and r["median_ns"] > 0 for r in res["rows"]), res["rows"]
+    per = res["reps"] * res["packets"]
+    assert res["lms_counts"] == {"req_turned": 3 * per, "dmcast": 4 * per} and res["drops"] == {}
+    assert (tmp_path / "l1_cost.png").stat().st_size > 0
