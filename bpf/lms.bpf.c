@@ -7,7 +7,8 @@
  * Requests are multicast to the group G (as in the thesis: the requester
  * "multicasts a request") with option 138.  Per (S,G) from lms_routes:
  *  - from the replier link: out the parent (upstream) interface, unchanged;
- *  - from the parent: turned above already, down the replier link unchanged;
+ *  - from the parent: turned above already, down the replier link unchanged
+ *    (an unmarked one was not turned above: dropped);
  *  - from another downstream interface: this is the turning point; write
  *    tpif (ingress ifindex) and tpaddr (our address there), send it down the
  *    replier link.  With no replier below (replier == parent) it goes up
@@ -78,13 +79,12 @@ struct {
 	__type(value, __u64);
 } lms_stats SEC(".maps");
 
-static __always_inline int count(__u32 what)
+static __always_inline void count(__u32 what)
 {
 	__u64 *c = bpf_map_lookup_elem(&lms_stats, &what);
 
 	if (c)
 		*c += 1;
-	return what >= GC_LMS_DROP_BAD_LEN ? TC_ACT_SHOT : TC_ACT_OK;
 }
 
 static __always_inline int drop(__u32 why)
@@ -139,9 +139,11 @@ static __always_inline int request(struct __sk_buff *skb, struct iphdr *ip, stru
 	if (!r)
 		return drop(GC_LMS_DROP_NO_STATE);
 	if (in == r->parent) {
-		/* Turned above: down the replier link as it is. */
-		if (r->replier == r->parent)
-			return drop(GC_LMS_DROP_LOOP);
+		/* Turned above: down the replier link as it is.  An unmarked one
+		 * was not turned (a host on the upstream link: the router above
+		 * handles it), and with no replier below there is nowhere to go. */
+		if (!opt->tpaddr || r->replier == r->parent)
+			return drop(GC_LMS_DROP_UPSTREAM);
 		if (dec_ttl(skb, ETH_HLEN))
 			return drop(GC_LMS_DROP_TTL);
 		return send_mcast(skb, r->replier, opt->group, GC_LMS_REQ_DOWN);
@@ -190,7 +192,8 @@ static __always_inline int dmcast(struct __sk_buff *skb, struct iphdr *ip, __u32
 
 	if (!bpf_map_lookup_elem(&lms_local, &ip->daddr))
 		return TC_ACT_OK; /* not for us: a transit unicast, the kernel routes it */
-	if (ip->protocol != IPPROTO_IPIP_)
+	/* Option 139 is copied into every fragment: only a whole packet is a dmcast. */
+	if (ip->protocol != IPPROTO_IPIP_ || (ip->frag_off & bpf_htons(0x3fff)))
 		return drop(GC_LMS_DROP_BAD_INNER);
 	r = bpf_map_lookup_elem(&lms_routes, &sg);
 	if (!r)

@@ -62,14 +62,14 @@ enum gc_lms_stat {
 	GC_LMS_DROP_FORGED,    /* dmcast not from the named replier nor from S via the parent */
 	GC_LMS_DROP_TTL,       /* TTL would reach 0 */
 	GC_LMS_DROP_PREMARKED, /* request from below already carries turning-point fields */
-	GC_LMS_DROP_BAD_INNER, /* dmcast's inner packet is not IPv4 to G, or a request is not sent to G */
-	GC_LMS_DROP_LOOP,      /* request from the parent on a router with no replier below */
+	GC_LMS_DROP_BAD_INNER, /* dmcast not a whole IPIP packet with IPv4 to G inside, or a request not sent to G */
+	GC_LMS_DROP_UPSTREAM,  /* request from the parent that was not turned above, or no replier below */
 	GC_LMS_NSTATS
 };
 
 #define GC_LMS_STAT_NAMES                                                                  \
 	"req_turned", "req_up", "req_down", "dmcast", "drop_bad_len", "drop_truncated",      \
 	"drop_no_state", "drop_bad_if", "drop_not_downstream", "drop_forged", "drop_ttl",    \
-	"drop_premarked", "drop_bad_inner", "drop_loop"
+	"drop_premarked", "drop_bad_inner", "drop_upstream"
 
 #endif

@@ -264,8 +264,16 @@ def test_dmcast_from_source_via_parent_is_accepted(net):
 
 # ---- bad options, forgeries: dropped, counted, plain multicast undisturbed -----
 
+BAD = ["wrong option length", "truncated inside the option", "total length beyond the frame",
+       "dmcast naming an unknown interface", "dmcast naming the upstream interface",
+       "dmcast from a host that is not the replier", "dmcast spoofing the replier's address from elsewhere",
+       "dmcast with an inner packet to another group", "dmcast fragment", "request for an (S,G) with no route",
+       "request already marked from below", "request with TTL 1", "option length 20 in a 16-byte option area",
+       "unmarked request from upstream"]
+
+
 def bad_cases(lab, t):
-    """(name, sender node, how, what, counter at router, router).  how is
+    """{name: (sender node, how, what, counter at router, router)}.  how is
     'frame' (AF_PACKET, exact bytes), 'raw' (IP_HDRINCL) or 'req' (IP_OPTIONS)."""
     S, h1, h2, h3 = (t.addr(n) for n in ("s", "h1", "h2", "h3"))
     r1_v3, r1_v1 = t.iface("r1", "r3").v4, t.iface("r1", "s").v4
@@ -282,7 +290,9 @@ def bad_cases(lab, t):
     short_opt = option(REQ, S, G)[:12] + b"\x01\x01\x01\x00"  # option says 16, area holds 12 + NOPs
     short_opt = bytes([REQ, 12]) + short_opt[2:]
     truncated = lmspkt.ipv4(h2, G, 17, payload, options=option(REQ, S, G))
-    return [
+    frag = bytearray(dm(b"x" * 64))
+    frag[6:8] = (0x2000).to_bytes(2, "big")  # more fragments (the kernel refills the checksum)
+    cases = [
         ("wrong option length", "h2", "frame", eth_mc + lmspkt.ipv4(h2, G, 17, payload, options=short_opt),
          "drop_bad_len", "r2"),
         ("truncated inside the option", "h2", "frame", eth_mc + truncated[:30], "drop_truncated", "r2"),
@@ -297,6 +307,7 @@ def bad_cases(lab, t):
         ("dmcast with an inner packet to another group", "h1", "raw",
          lmspkt.ipv4(h1, r1_v3, 4, lmspkt.ipv4(S, "239.192.9.9", 17, payload),
                      options=option(DMCAST, S, G, if_r3, r1_v3)), "drop_bad_inner", "r1"),
+        ("dmcast fragment", "h1", "raw", bytes(frag), "drop_bad_inner", "r1"),
         ("request for an (S,G) with no route", "h2", "req", option(REQ, h3, G), "drop_no_state", "r2"),
         ("request already marked from below", "h2", "req",
          option(REQ, S, G, 7, t.iface("r2", "h2").v4), "drop_premarked", "r2"),
@@ -304,13 +315,16 @@ def bad_cases(lab, t):
         ("option length 20 in a 16-byte option area", "h2", "frame",
          eth_r2 + lmspkt.ipv4(h2, G, 17, payload, options=bytes([REQ, 20]) + bytes(14)),
          "drop_bad_len", "r2"),
+        ("unmarked request from upstream", "s", "req", option(REQ, S, G), "drop_upstream", "r1"),
     ]
+    assert [c[0] for c in cases] == BAD
+    return {c[0]: c[1:] for c in cases}
 
 
-@pytest.mark.parametrize("case", range(12))
-def test_bad_packets_dropped_counted_multicast_flows(net, case):
+@pytest.mark.parametrize("name", BAD)
+def test_bad_packets_dropped_counted_multicast_flows(net, name):
     lab, t, lmsd, rx = net
-    name, node, how, what, counter, router = bad_cases(lab, t)[case]
+    node, how, what, counter, router = bad_cases(lab, t)[name]
     before = stats(lmsd, router)
     heard = rx.counts()
     data = tag()
