@@ -462,6 +462,18 @@ class Lab:
             conf += f"rp-address {rp_addr} 224.0.0.0/4\n"
             self.popen(t.ns[r], ["sh", "-ec", script, "pimd", conf, binary],
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        # Ready when its vifs are in the kernel: IGMP reports sent from now on
+        # are heard (earlier ones would wait for the next query, ~30 s).
+        for r in t.routers:
+            want = 2 + len(t.children(r))  # uplink, children, pimreg
+            deadline = time.monotonic() + 10
+            while True:
+                p = self.run(t.ns[r], ["cat", "/proc/net/ip_mr_vif"], capture_output=True, text=True, check=False)
+                if len(p.stdout.splitlines()) - 1 >= want:
+                    break
+                if time.monotonic() > deadline:
+                    raise LabError(f"{t.ns[r]}: pimd did not set up its vifs: {p.stdout!r}")
+                time.sleep(0.05)
 
     def wait_mroute(self, ns: str, source: str, group: str, timeout: float = 10.0, oifs: int = 1):
         """Wait until ns's kernel multicast forwarding cache has (source, group)
