@@ -141,8 +141,11 @@ static void prune(int fd, size_t ksz, bool (*keep)(const void *key))
 			if (!keep(key))
 				memcpy(doomed[nd++], key, ksz);
 		}
+		int deleted = 0;
 		for (int i = 0; i < nd; i++)
-			bpf_map_delete_elem(fd, doomed[i]);
+			deleted += !bpf_map_delete_elem(fd, doomed[i]);
+		if (!deleted)
+			break; /* nothing could go: do not walk again */
 	} while (nd == 64);
 }
 
