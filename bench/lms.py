@@ -240,7 +240,11 @@ def report(rows, lms_counts, drops):
               "The thesis's columns map to mcast-1, mcast-2, request-2 and dmcast-2 (its router had two "
               "receivers, H1 the replier).  Its cycles are a 300 MHz Pentium II's, from ipintr to the hand-off "
               "to the interface; ours are from the TC ingress hook to the last TC egress hook, on a VM (cycles "
-              "estimated from the nominal clock: perf has no cycle counter here)."]
+              "estimated from the nominal clock: perf has no cycle counter here).  Both leave out what comes "
+              "before IP input (here: the veth receive up to the TC ingress hook), the same for every method; "
+              "so these are not comparable with whole-path figures that include it (such as a receive-and-drop "
+              "floor).  Plain multicast is measured with LMS-FWD attached, as on an LMS router: it pays "
+              "LMS-FWD's look at the IP header (the option check) too."]
     text = "\n".join(lines) + "\n"
     with open(os.path.join(args.out, "results.md"), "w") as f:
         f.write(text)
