@@ -32,6 +32,7 @@ import json
 import os
 import re
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -69,6 +70,42 @@ class Link:
 
 
 @dataclass(frozen=True)
+class Tree:
+    """A multicast tree: a source host at the root, routers inside, hosts at
+    the leaves, one veth link per edge (the parent is end a of the link).
+    Names are the caller's ("s", "r1", "h1"); namespaces are PREFIX-name."""
+    root: str
+    parent: dict        # name -> parent name (root: None)
+    ns: dict            # name -> namespace
+    uplinks: dict       # name -> Link to its parent
+    routers: tuple      # names of inner nodes
+    hosts: tuple        # names of leaves (the root, a host too, is not among them)
+
+    def children(self, name: str) -> list[str]:
+        return [c for c, p in self.parent.items() if p == name]
+
+    def addr(self, name: str) -> str:
+        """A host's IPv4 address (on its only link); a router's on its uplink."""
+        link = self.uplinks.get(name)
+        return link.b.v4 if link else self.uplinks[self.children(name)[0]].a.v4
+
+    def iface(self, router: str, toward: str) -> Node:
+        """router's end of the link to its neighbour `toward` (parent or child)."""
+        if self.parent.get(router) == toward:
+            return self.uplinks[router].b
+        if self.parent.get(toward) == router:
+            return self.uplinks[toward].a
+        raise LabError(f"{router} and {toward} are not neighbours")
+
+    def below(self, name: str) -> list[str]:
+        """Every node in the subtree under name, name excluded."""
+        out = []
+        for c in self.children(name):
+            out += [c, *self.below(c)]
+        return out
+
+
+@dataclass(frozen=True)
 class Star:
     """A sender namespace with one veth link to each receiver namespace."""
     sender: str
@@ -77,6 +114,69 @@ class Star:
     @property
     def receivers(self) -> list[Node]:
         return [link.b for link in self.links]
+
+
+def _hex_be(addr: str) -> str:
+    """An IPv4 address as /proc/net/ip_mr_cache prints it (the __be32 as a number)."""
+    return f"{int.from_bytes(ip_address(addr).packed, sys.byteorder):08X}"
+
+
+def router_binary(name: str) -> str:
+    """smcrouted / pimd: from PATH, or where scripts/install-deps.sh unpacks
+    them (/opt/groupcast/routers: the two Debian packages conflict, and
+    unpacking never starts a daemon in the root namespace)."""
+    for path in (shutil.which(name), f"/opt/groupcast/routers/usr/sbin/{name}"):
+        if path and os.access(path, os.X_OK):
+            return path
+    raise LabError(f"{name} not found (scripts/install-deps.sh unpacks it into /opt/groupcast/routers)")
+
+
+class Lmsd:
+    """A running lmsd (Lab.lmsd): its process and its JSON state file."""
+
+    def __init__(self, proc, state_path):
+        self.proc, self.state_path = proc, Path(state_path)
+
+    def state(self) -> dict:
+        try:
+            return json.loads(self.state_path.read_text())
+        except (FileNotFoundError, ValueError):
+            return {}
+
+    def wait(self, pred, timeout: float = 10.0) -> dict:
+        """Poll the state until pred(state) is true; return that state."""
+        deadline = time.monotonic() + timeout
+        while True:
+            st = self.state()
+            if st and pred(st):
+                return st
+            if self.proc.poll() is not None:
+                raise LabError(f"lmsd exited {self.proc.returncode}: {self.proc.stderr.read()}")
+            if time.monotonic() > deadline:
+                raise LabError(f"lmsd state never matched: {st}")
+            time.sleep(0.05)
+
+    def stop(self, timeout: float = 5.0) -> int:
+        """SIGTERM, wait; returns the exit status."""
+        self.proc.terminate()
+        return self.proc.wait(timeout=timeout)
+
+
+class Loss:
+    """Counters of a loss filter (Lab.add_loss)."""
+
+    def __init__(self, stats_map_id):
+        self.map_id = stats_map_id
+
+    def counts(self) -> tuple[int, int]:
+        """(packets seen, packets dropped), summed over CPUs."""
+        out = []
+        for k in ("0", "1"):
+            v = json.loads(_sh(["bpftool", "-j", "map", "lookup", "id", str(self.map_id),
+                                "key", k, "0", "0", "0"]))
+            out.append(sum(int.from_bytes(bytes(int(b, 16) for b in c["value"]), "little")
+                           for c in v["values"]))
+        return tuple(out)
 
 
 def _sh(argv):
@@ -144,6 +244,7 @@ def down(prefix, sysctls=None):
         except OSError as e:
             errors.append(f"restore {key}={value}: {e}")
     _state_path(prefix).unlink(missing_ok=True)
+    shutil.rmtree(STATE_DIR / prefix, ignore_errors=True)  # Lab.workdir()
     if errors:
         raise LabError("; ".join(errors))
 
@@ -271,6 +372,153 @@ class Lab:
         self.topology = Star(s, links)
         return self.topology
 
+    def tree(self, children: dict, root: str = "s") -> Tree:
+        """Build a tree from {parent: [children]} (root = the source host):
+        nodes with children are routers (IPv4 forwarding on), leaves are
+        hosts.  Every node gets a route to every link of the tree (no
+        default route), rp_filter is off, neighbours are resolved.  The
+        multicast routes are the caller's: smcroute() or pimd() below.
+
+            lab.tree({"s": ["r1"], "r1": ["r2", "r3"], "r2": ["h1", "h2"], "r3": ["h3", "h4"]})
+        """
+        parent = {root: None}
+        order = [root]
+        for name in order:  # breadth first: parents before children
+            for c in children.get(name, []):
+                if c in parent:
+                    raise LabError(f"tree: {c} appears twice")
+                parent[c] = name
+                order.append(c)
+        ns = {name: self.add_ns(name) for name in order}
+        uplinks = {c: self.add_link(ns[parent[c]], ns[c], v6=False) for c in order[1:]}
+        routers = tuple(n for n in order[1:] if children.get(n))
+        hosts = tuple(n for n in order[1:] if not children.get(n))
+        t = Tree(root, parent, ns, uplinks, routers, hosts)
+        for name in order:
+            for key in ("net.ipv4.conf.all.rp_filter", "net.ipv4.conf.default.rp_filter"):
+                self.set_sysctl(key, 0, ns=ns[name])
+            if name in routers:
+                self.set_sysctl("net.ipv4.ip_forward", 1, ns=ns[name])
+            for c, link in uplinks.items():  # a route to each link not attached here
+                if name in (c, parent[c]):
+                    continue
+                # down through the child whose subtree holds the link, else up
+                via = next((k for k in t.children(name) if c in t.below(k)), parent[name])
+                self.ip(ns[name], "route", "add", link.v4_net, "via", t.iface(via, name).v4)
+        for name in order:
+            nb = [t.iface(n, name).v4 for n in (parent[name], *t.children(name)) if n]
+            self.resolve(ns[name], nb)
+        return t
+
+    def workdir(self) -> Path:
+        """A directory of this lab's files (configs, sockets, pid files), removed on close."""
+        d = STATE_DIR / self.prefix
+        d.mkdir(mode=0o700, exist_ok=True)
+        return d
+
+    def smcroute(self, t: Tree, source: str, group: str, members: list[str] | None = None,
+                 more: list | None = None):
+        """Static (source, group) routes on every router of t with smcrouted,
+        one daemon per router namespace with its own config, socket and pid
+        file.  Outgoing interfaces: the child links whose subtree holds a
+        member (members None: every host).  `more`: further (source, group,
+        members) routes.  Waits until the kernel has every route."""
+        routes = [(source, group, list(t.hosts) if members is None else members), *(more or [])]
+        binary = router_binary("smcrouted")
+        for r in t.routers:
+            conf = self.workdir() / f"smcroute-{r}.conf"
+            lines = [f"phyint {t.iface(r, n).ifname} enable"
+                     for n in (t.parent[r], *t.children(r))]
+            for src, grp, mem in routes:
+                oifs = [t.iface(r, c).ifname for c in t.children(r)
+                        if c in mem or set(mem) & set(t.below(c))]
+                if oifs:
+                    lines.append(f"mroute from {t.iface(r, t.parent[r]).ifname} source {src} "
+                                 f"group {grp} to {' '.join(oifs)}")
+            conf.write_text("\n".join(lines) + "\n")
+            self.popen(t.ns[r], [binary, "-n", "-N", "-f", conf, "-l", "notice",
+                                 "-u", self.workdir() / f"smcroute-{r}.sock",
+                                 "-P", self.workdir() / f"smcroute-{r}.pid"],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for r in t.routers:
+            for src, grp, mem in routes:
+                if any(c in mem or set(mem) & set(t.below(c)) for c in t.children(r)):
+                    self.wait_mroute(t.ns[r], src, grp)
+
+    def pimd(self, t: Tree, rp: str):
+        """PIM-SM on every router of t (pimd), with router `rp` as the static
+        rendezvous point for all groups.  pimd 2.3 has fixed paths
+        (/run/pimd.pid): each daemon gets a private /run, a tmpfs mounted in
+        the mount namespace that `ip netns exec` already gives it (mounts
+        there do not reach the host).  Routes appear in the kernel once hosts
+        have joined and the source sends: wait with wait_mroute()."""
+        binary = router_binary("pimd")
+        rp_addr = t.iface(rp, t.children(rp)[0]).v4
+        script = ('mount -t tmpfs netlab /run && printf "%s" "$1" > /run/pimd.conf && '
+                  'exec "$2" -f -N -c /run/pimd.conf -s notice')
+        for r in t.routers:
+            conf = "".join(f"phyint {t.iface(r, n).ifname} enable\n"
+                           for n in (t.parent[r], *t.children(r)))
+            conf += f"rp-address {rp_addr} 224.0.0.0/4\n"
+            self.popen(t.ns[r], ["sh", "-ec", script, "pimd", conf, binary],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        # Ready when its vifs are in the kernel: IGMP reports sent from now on
+        # are heard (earlier ones would wait for the next query, ~30 s).
+        for r in t.routers:
+            want = 2 + len(t.children(r))  # uplink, children, pimreg
+            deadline = time.monotonic() + 10
+            while True:
+                p = self.run(t.ns[r], ["cat", "/proc/net/ip_mr_vif"], capture_output=True, text=True, check=False)
+                if len(p.stdout.splitlines()) - 1 >= want:
+                    break
+                if time.monotonic() > deadline:
+                    raise LabError(f"{t.ns[r]}: pimd did not set up its vifs: {p.stdout!r}")
+                time.sleep(0.05)
+
+    def wait_mroute(self, ns: str, source: str, group: str, timeout: float = 10.0, oifs: int = 1):
+        """Wait until ns's kernel multicast forwarding cache has (source, group)
+        with at least `oifs` outgoing interfaces."""
+        want = f"{_hex_be(group)} {_hex_be(source)}"
+        deadline = time.monotonic() + timeout
+        while True:
+            p = self.run(ns, ["cat", "/proc/net/ip_mr_cache"], capture_output=True, text=True, check=False)
+            if any(line.startswith(want) and line.count(":") >= oifs for line in p.stdout.splitlines()):
+                return
+            if time.monotonic() > deadline:
+                raise LabError(f"{ns}: no multicast route ({source}, {group}): {p.stdout!r}")
+            time.sleep(0.05)
+
+    def lmsd(self, ns: str, binary, repliers=(), interval_ms: int = 100, name: str | None = None):
+        """Start lmsd in router namespace ns with static repliers
+        [(source, group, ifname, address)], state in the lab's workdir."""
+        name = name or ns.split("-", 1)[1]
+        conf = self.workdir() / f"lmsd-{name}.conf"
+        conf.write_text("".join(f"replier {s} {g} {i} {a}\n" for s, g, i, a in repliers))
+        state = self.workdir() / f"lmsd-{name}.json"
+        proc = self.popen(ns, [binary, "-c", conf, "-s", state, "-t", interval_ms],
+                          stderr=subprocess.PIPE, text=True)
+        return Lmsd(proc, state)
+
+    def add_loss(self, ns: str, ifname: str, fraction: float, obj, direction: str = "ingress"):
+        """Drop `fraction` (0..1) of the IP packets crossing ifname in ns
+        (bpf/loss.bpf.c, compiled to obj), at tc priority 1 so that other
+        filters (LMS-FWD) see only what survives.  Returns a Loss."""
+        if not 0 <= fraction <= 1:
+            raise LabError(f"add_loss: fraction {fraction} not in 0..1")
+        self.run(ns, ["tc", "qdisc", "replace", "dev", ifname, "clsact"], capture_output=True)
+        self.run(ns, ["tc", "filter", "replace", "dev", ifname, direction, "prio", "1", "handle", "1",
+                      "bpf", "da", "obj", obj, "sec", "tc"], capture_output=True)
+        shown = json.loads(self.run(ns, ["tc", "-j", "filter", "show", "dev", ifname, direction, "prio", "1"],
+                                    capture_output=True, text=True).stdout)
+        prog = next(f["options"]["prog"]["id"] for f in shown if "options" in f)
+        maps = {}
+        for mid in json.loads(_sh(["bpftool", "-j", "prog", "show", "id", str(prog)]))["map_ids"]:
+            maps[json.loads(_sh(["bpftool", "-j", "map", "show", "id", str(mid)]))["name"]] = mid
+        threshold = min(int(fraction * 2**32), 2**32 - 1)
+        _sh(["bpftool", "map", "update", "id", str(maps["loss_cfg"]), "key", *"0 0 0 0".split(),
+             "value", *[str(b) for b in threshold.to_bytes(4, "little")]])
+        return Loss(maps["loss_stats"])
+
     def unrouted_v4(self, host: int = 1) -> str:
         """An address no route in the lab covers (sending to it: ENETUNREACH)."""
         return f"10.{self.octet}.{UNROUTED}.{host}"
@@ -290,7 +538,9 @@ class Lab:
         deadline = time.monotonic() + timeout
         while True:
             neigh = json.loads(self.ip(ns, "-j", "neigh", "show") or "[]")
-            resolved = {"REACHABLE", "STALE", "PERMANENT"}
+            # DELAY and PROBE have a link-layer address too (a STALE entry
+            # that was just used): the packet goes out at once.
+            resolved = {"REACHABLE", "STALE", "DELAY", "PROBE", "PERMANENT"}
             done = {ip_address(n["dst"]) for n in neigh if resolved & set(n.get("state", []))}
             missing = [a for a in addrs if ip_address(a) not in done]
             if not missing:

@@ -16,6 +16,7 @@ pkgs=(
   libcap-dev                         # relay and engine daemon: drop capabilities after setup
   abigail-tools                      # ctest abi: the library's ABI against abi/libgroupcast.abi
   libclang-rt-14-dev                 # -DGC_FUZZ=ON: libFuzzer and the sanitizer runtimes for clang
+  libcap2 libsystemd0                # what the unpacked smcrouted needs at run time (see below)
 )
 
 missing=()
@@ -38,6 +39,33 @@ if ((${#missing[@]})); then
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   fi
 fi
+
+# Multicast routing daemons for the LMS labs: smcroute (static routes) and
+# pimd (PIM-SM).  They run only inside lab namespaces, each with its own
+# config, socket and pid paths (lab/netlab.py).  The two Debian packages
+# conflict with each other, and installing either would start its daemon in
+# the root namespace (postinst: deb-systemd-invoke / invoke-rc.d).  So both
+# are unpacked, not installed: dpkg-deb -x runs no maintainer script, starts
+# nothing, registers nothing; lab/netlab.py looks in /opt/groupcast/routers
+# after PATH.
+routers=/opt/groupcast/routers
+for p in smcroute:smcrouted pimd:pimd; do
+  pkg=${p%%:*} bin=${p##*:}
+  [ -x "$routers/usr/sbin/$bin" ] && continue
+  if [ "$(id -u)" != 0 ]; then
+    echo "install-deps: $pkg missing; run as root" >&2
+    exit 1
+  fi
+  echo "install-deps: unpacking $pkg into $routers"
+  tmp=$(mktemp -d)
+  if ! (cd "$tmp" && apt-get download -qq -o APT::Sandbox::User=root "$pkg" 2>/dev/null); then
+    apt-get update -qq
+    (cd "$tmp" && apt-get download -qq -o APT::Sandbox::User=root "$pkg")
+  fi
+  mkdir -p "$routers"
+  dpkg-deb -x "$tmp"/"$pkg"_*.deb "$routers"
+  rm -rf "$tmp"
+done
 
 # pytest drives the end-to-end tests; matplotlib draws the benchmark plots.
 py_missing=()

@@ -1,0 +1,259 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * lms.bpf.c - LMS-FWD: the router half of Light-weight Multicast Services
+ * (Papadopoulos' thesis, ch. 6.4) as a TC ingress program on each interface
+ * of a multicast router, beside the kernel's own multicast forwarding.
+ *
+ * Requests are multicast to the group G (as in the thesis: the requester
+ * "multicasts a request") with option 138.  Per (S,G) from lms_routes:
+ *  - from the replier link: out the parent (upstream) interface, unchanged;
+ *  - from the parent: turned above already, down the replier link unchanged
+ *    (an unmarked one was not turned above: dropped);
+ *  - from another downstream interface: this is the turning point; write
+ *    tpif (ingress ifindex) and tpaddr (our address there), send it down the
+ *    replier link.  With no replier below (replier == parent) it goes up
+ *    unmarked, and a router above turns it.
+ * One copy out one interface: a request is never handed to the kernel's
+ * multicast forwarding, so it cannot become a flood.
+ *
+ * dmcasts are unicast IPv4, protocol 4 (IPIP), option 139, addressed to the
+ * turning point.  Accepted only when the sender is the replier the map names
+ * (address and arrival interface) or S through the parent, and the named
+ * interface is downstream for (S,G); then the outer header is stripped and
+ * the inner packet (to G) is multicast out that interface only.
+ *
+ * The LMS option is recognised as the first IPv4 option, where IP_OPTIONS
+ * and IP_RETOPTS put it.  A packet with the option elsewhere is not LMS: the
+ * kernel forwards it as the plain multicast it is (nothing its sender could
+ * not send anyway), and the turning-point fields mean nothing to routers.
+ *
+ * Anything else passes untouched (TC_ACT_OK).  Malformed LMS packets are
+ * dropped and counted by reason (lms_stats).  TTLs are decremented as
+ * forwarding does (the inner one for a dmcast); TTL <= 1 is dropped.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+#include "lms.h"
+#include "lmsfwd.h"
+
+#define TC_ACT_OK 0
+#define TC_ACT_SHOT 2
+#define ETH_HLEN 14
+#define ETH_P_IP 0x0800
+#define IPPROTO_IPIP_ 4
+#define LMS_OPTOFF 20 /* the option's place: first, where IP_OPTIONS puts it */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, GC_LMS_MAX_ROUTES);
+	__type(key, struct gc_lms_sg);
+	__type(value, struct gc_lms_route);
+} lms_routes SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, GC_LMS_MAX_DOWN);
+	__type(key, struct gc_lms_down);
+	__type(value, __u8);
+} lms_down SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, GC_LMS_MAX_IFS);
+	__type(key, __u32); /* ifindex */
+	__type(value, struct gc_lms_if);
+} lms_ifs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, GC_LMS_MAX_IFS);
+	__type(key, __u32); /* one of this router's addresses (network order) */
+	__type(value, __u32); /* its ifindex */
+} lms_local SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, GC_LMS_NSTATS);
+	__type(key, __u32);
+	__type(value, __u64);
+} lms_stats SEC(".maps");
+
+static __always_inline void count(__u32 what)
+{
+	__u64 *c = bpf_map_lookup_elem(&lms_stats, &what);
+
+	if (c)
+		*c += 1;
+}
+
+static __always_inline int drop(__u32 why)
+{
+	count(why);
+	return TC_ACT_SHOT;
+}
+
+/* Decrement the TTL of the IPv4 header at `nh`, fixing its checksum.
+ * Returns -1 when the packet must not be forwarded (TTL <= 1). */
+static __always_inline int dec_ttl(struct __sk_buff *skb, __u32 nh)
+{
+	__u8 tp[2]; /* ttl, protocol: one 16-bit word of the checksum */
+	__u16 old, new;
+
+	if (bpf_skb_load_bytes(skb, nh + 8, tp, 2) || tp[0] <= 1)
+		return -1;
+	__builtin_memcpy(&old, tp, 2);
+	tp[0]--;
+	__builtin_memcpy(&new, tp, 2);
+	if (bpf_l3_csum_replace(skb, nh + 10, old, new, 2))
+		return -1;
+	return bpf_skb_store_bytes(skb, nh + 8, tp, 1, 0) ? -1 : 0;
+}
+
+/* Ethernet header for a multicast to `group` leaving `out`, and the redirect. */
+static __always_inline int send_mcast(struct __sk_buff *skb, __u32 out, __u32 group, __u32 stat)
+{
+	struct gc_lms_if *oif = bpf_map_lookup_elem(&lms_ifs, &out);
+	__u32 g = bpf_ntohl(group);
+	__u8 eth[12] = { 0x01, 0x00, 0x5e, (g >> 16) & 0x7f, (g >> 8) & 0xff, g & 0xff };
+
+	if (!oif)
+		return drop(GC_LMS_DROP_BAD_IF);
+	__builtin_memcpy(eth + 6, oif->mac, 6);
+	if (bpf_skb_store_bytes(skb, 0, eth, sizeof(eth), 0))
+		return drop(GC_LMS_DROP_TRUNCATED);
+	count(stat);
+	return bpf_redirect(out, 0);
+}
+
+static __always_inline int request(struct __sk_buff *skb, struct iphdr *ip, struct gc_lms_opt *opt)
+{
+	struct gc_lms_sg sg = { opt->src, opt->group };
+	__u32 in = skb->ifindex, out;
+	struct gc_lms_route *r;
+	struct gc_lms_if *inif;
+
+	if (ip->daddr != opt->group)
+		return drop(GC_LMS_DROP_BAD_INNER);
+	r = bpf_map_lookup_elem(&lms_routes, &sg);
+	if (!r)
+		return drop(GC_LMS_DROP_NO_STATE);
+	if (in == r->parent) {
+		/* Turned above: down the replier link as it is.  An unmarked one
+		 * was not turned (a host on the upstream link: the router above
+		 * handles it), and with no replier below there is nowhere to go. */
+		if (!opt->tpaddr || r->replier == r->parent)
+			return drop(GC_LMS_DROP_UPSTREAM);
+		if (dec_ttl(skb, ETH_HLEN))
+			return drop(GC_LMS_DROP_TTL);
+		return send_mcast(skb, r->replier, opt->group, GC_LMS_REQ_DOWN);
+	}
+	/* From below.  Only a turning point marks a request, and turning points
+	 * are above us: a marked request from below is forged. */
+	if (opt->tpaddr != 0)
+		return drop(GC_LMS_DROP_PREMARKED);
+	if (in != r->replier) {
+		struct gc_lms_down d = { opt->src, opt->group, in };
+
+		if (!bpf_map_lookup_elem(&lms_down, &d))
+			return drop(GC_LMS_DROP_BAD_IF);
+	}
+	if (dec_ttl(skb, ETH_HLEN))
+		return drop(GC_LMS_DROP_TTL);
+	if (in == r->replier || r->replier == r->parent)
+		return send_mcast(skb, r->parent, opt->group, GC_LMS_REQ_UP);
+
+	/* The turning point: tpif = where it came in, tpaddr = our address there. */
+	inif = bpf_map_lookup_elem(&lms_ifs, &in);
+	if (!inif || !inif->addr)
+		return drop(GC_LMS_DROP_BAD_IF);
+	out = r->replier;
+	__u16 tpif = bpf_htons((__u16)in);
+	__u32 tpaddr = inif->addr;
+	__u32 csum = ETH_HLEN + offsetof(struct iphdr, check);
+	__u32 at = ETH_HLEN + LMS_OPTOFF + offsetof(struct gc_lms_opt, tpif);
+
+	if (bpf_l3_csum_replace(skb, csum, opt->tpif, tpif, 2) ||
+	    bpf_l3_csum_replace(skb, csum, opt->tpaddr, tpaddr, 4) ||
+	    bpf_skb_store_bytes(skb, at, &tpif, 2, 0) ||
+	    bpf_skb_store_bytes(skb, at + 2, &tpaddr, 4, 0))
+		return drop(GC_LMS_DROP_TRUNCATED);
+	return send_mcast(skb, out, opt->group, GC_LMS_REQ_TURNED);
+}
+
+static __always_inline int dmcast(struct __sk_buff *skb, struct iphdr *ip, __u32 hlen,
+				  struct gc_lms_opt *opt)
+{
+	struct gc_lms_sg sg = { opt->src, opt->group };
+	__u32 in = skb->ifindex, tpif = bpf_ntohs(opt->tpif);
+	struct gc_lms_route *r;
+	struct gc_lms_if *tif;
+	struct iphdr inner;
+
+	if (!bpf_map_lookup_elem(&lms_local, &ip->daddr))
+		return TC_ACT_OK; /* not for us: a transit unicast, the kernel routes it */
+	/* Option 139 is copied into every fragment: only a whole packet is a dmcast. */
+	if (ip->protocol != IPPROTO_IPIP_ || (ip->frag_off & bpf_htons(0x3fff)))
+		return drop(GC_LMS_DROP_BAD_INNER);
+	r = bpf_map_lookup_elem(&lms_routes, &sg);
+	if (!r)
+		return drop(GC_LMS_DROP_NO_STATE);
+	/* Only the named replier, or S itself from upstream, may direct a multicast. */
+	if (!((ip->saddr == r->replier_addr && in == r->replier) ||
+	      (ip->saddr == opt->src && in == r->parent)))
+		return drop(GC_LMS_DROP_FORGED);
+	tif = bpf_map_lookup_elem(&lms_ifs, &tpif);
+	if (!tif || tif->addr != ip->daddr || opt->tpaddr != ip->daddr)
+		return drop(GC_LMS_DROP_BAD_IF);
+	struct gc_lms_down d = { opt->src, opt->group, tpif };
+	if (!bpf_map_lookup_elem(&lms_down, &d))
+		return drop(GC_LMS_DROP_NOT_DOWNSTREAM);
+
+	if (bpf_skb_load_bytes(skb, ETH_HLEN + hlen, &inner, sizeof(inner)))
+		return drop(GC_LMS_DROP_TRUNCATED);
+	if (inner.version != 4 || inner.ihl < 5 || inner.daddr != opt->group ||
+	    bpf_ntohs(inner.tot_len) != bpf_ntohs(ip->tot_len) - hlen)
+		return drop(GC_LMS_DROP_BAD_INNER);
+	if (dec_ttl(skb, ETH_HLEN + hlen))
+		return drop(GC_LMS_DROP_TTL);
+	/* Strip the outer header; ROOM_MAC because the outer header has options. */
+	if (bpf_skb_adjust_room(skb, -(__s32)hlen, BPF_ADJ_ROOM_MAC, 0))
+		return drop(GC_LMS_DROP_TRUNCATED);
+	return send_mcast(skb, tpif, opt->group, GC_LMS_DMCAST);
+}
+
+SEC("tc")
+int gc_lms_fwd(struct __sk_buff *skb)
+{
+	void *data = (void *)(long)skb->data, *end = (void *)(long)skb->data_end;
+	struct ethhdr *eth = data;
+	struct iphdr ip;
+	struct gc_lms_opt opt;
+	__u32 hlen, len = skb->len;
+
+	/* The common case leaves after a look at two fields of the headers. */
+	if ((void *)(eth + 1) > end || eth->h_proto != bpf_htons(ETH_P_IP))
+		return TC_ACT_OK;
+	if (bpf_skb_load_bytes(skb, ETH_HLEN, &ip, sizeof(ip)) || ip.ihl <= 5)
+		return TC_ACT_OK;
+	hlen = ip.ihl * 4;
+	if (bpf_skb_load_bytes(skb, ETH_HLEN + LMS_OPTOFF, &opt, 2))
+		return TC_ACT_OK;
+	if (opt.code != GC_LMS_OPT_REQ && opt.code != GC_LMS_OPT_DMCAST)
+		return TC_ACT_OK;
+	if (len < ETH_HLEN + hlen || bpf_ntohs(ip.tot_len) > len - ETH_HLEN ||
+	    bpf_ntohs(ip.tot_len) < hlen)
+		return drop(GC_LMS_DROP_TRUNCATED);
+	if (opt.len != GC_LMS_OPT_LEN || LMS_OPTOFF + GC_LMS_OPT_LEN > hlen ||
+	    bpf_skb_load_bytes(skb, ETH_HLEN + LMS_OPTOFF, &opt, sizeof(opt)))
+		return drop(GC_LMS_DROP_BAD_LEN);
+
+	if (opt.code == GC_LMS_OPT_DMCAST)
+		return dmcast(skb, &ip, hlen, &opt);
+	/* A request is a multicast; an option 138 on a unicast is not ours to steer. */
+	if ((bpf_ntohl(ip.daddr) >> 28) != 0xe)
+		return TC_ACT_OK;
+	return request(skb, &ip, &opt);
+}
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -1,0 +1,442 @@
+// SPDX-License-Identifier: MIT
+/*
+ * lmsd - the LMS router daemon (see lmsd(8)).
+ *
+ * Runs beside a real multicast routing daemon (smcroute, pimd) in the
+ * router's network namespace.  Every refresh it reads the kernel's
+ * multicast forwarding state (mfc.c), attaches LMS-FWD (bpf/lms.bpf.c) to
+ * the ingress of every multicast interface (vif), and rewrites the
+ * program's maps: per interface its address and MAC, per (S,G) the parent,
+ * the replier link (from the configuration, config.c) and the downstream
+ * interfaces.  It writes its state and the drop counters as JSON.  SIGTERM
+ * or SIGINT: detach the filters (only ours: other filters and the clsact
+ * qdisc stay) and exit 0.  SIGHUP: re-read the configuration.
+ */
+#include "lmsd.h"
+
+#include <arpa/inet.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <errno.h>
+#include <getopt.h>
+#include <ifaddrs.h>
+#include <linux/if_packet.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lms.h"
+#include "lmsfwd.h"
+#include "lms.skel.h"
+
+static volatile sig_atomic_t stop, reload;
+static bool verbose;
+
+static struct {
+	struct lms *skel;
+	const char *config_path, *state_path;
+	struct lmsd_config cfg;
+	struct lmsd_vif vifs[LMSD_MAX_VIFS];
+	int nvifs;
+	struct lmsd_sg sg[LMSD_MAX_SG];
+	struct gc_lms_route route[LMSD_MAX_SG];
+	const char *route_note[LMSD_MAX_SG]; /* why a configured replier is not used */
+	int nsg;
+	struct gc_lms_if ifs[LMSD_MAX_VIFS];
+	uint32_t attached[LMSD_MAX_VIFS];
+	int nattached;
+} D;
+
+static void on_signal(int sig)
+{
+	if (sig == SIGHUP)
+		reload = 1;
+	else
+		stop = 1;
+}
+
+static int libbpf_log(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	if (level == LIBBPF_DEBUG && !verbose)
+		return 0;
+	return vfprintf(stderr, fmt, ap);
+}
+
+/* ---- attaching ----------------------------------------------------------- */
+
+static int attach(uint32_t ifindex)
+{
+	LIBBPF_OPTS(bpf_tc_hook, h, .ifindex = (int)ifindex, .attach_point = BPF_TC_INGRESS);
+	LIBBPF_OPTS(bpf_tc_opts, o, .handle = GC_LMS_TC_HANDLE, .priority = GC_LMS_TC_PRIO,
+		    .prog_fd = bpf_program__fd(D.skel->progs.gc_lms_fwd), .flags = BPF_TC_F_REPLACE);
+	int r = bpf_tc_hook_create(&h);
+
+	if (r && r != -EEXIST)
+		return r;
+	return bpf_tc_attach(&h, &o);
+}
+
+static void detach(uint32_t ifindex)
+{
+	LIBBPF_OPTS(bpf_tc_hook, h, .ifindex = (int)ifindex, .attach_point = BPF_TC_INGRESS);
+	LIBBPF_OPTS(bpf_tc_opts, o, .handle = GC_LMS_TC_HANDLE, .priority = GC_LMS_TC_PRIO);
+
+	bpf_tc_detach(&h, &o); /* the interface may be gone: nothing to do then */
+}
+
+static bool in_list(const uint32_t *v, int n, uint32_t x)
+{
+	for (int i = 0; i < n; i++)
+		if (v[i] == x)
+			return true;
+	return false;
+}
+
+/* Attach to every vif interface, detach from those no longer vifs. */
+static void sync_attach(void)
+{
+	uint32_t want[LMSD_MAX_VIFS];
+	int nw = 0;
+
+	for (int i = 0; i < D.nvifs; i++)
+		if (D.vifs[i].ifindex)
+			want[nw++] = D.vifs[i].ifindex;
+	for (int i = 0; i < D.nattached;) {
+		if (in_list(want, nw, D.attached[i])) {
+			i++;
+			continue;
+		}
+		detach(D.attached[i]);
+		D.attached[i] = D.attached[--D.nattached];
+	}
+	for (int i = 0; i < nw; i++) {
+		if (in_list(D.attached, D.nattached, want[i]))
+			continue;
+		int r = attach(want[i]);
+		if (r)
+			fprintf(stderr, "lmsd: attach to ifindex %u: %s\n", want[i], strerror(-r));
+		else
+			D.attached[D.nattached++] = want[i];
+	}
+}
+
+/* ---- maps ---------------------------------------------------------------- */
+
+/* Delete every key of map fd for which keep(key) is false. */
+static void prune(int fd, size_t ksz, bool (*keep)(const void *key))
+{
+	char key[32], next[32], doomed[64][32];
+	int nd;
+
+	do { /* in rounds: deleting while walking a hash map restarts the walk */
+		nd = 0;
+		void *prev = NULL;
+		while (nd < 64 && !bpf_map_get_next_key(fd, prev, next)) {
+			memcpy(key, next, ksz);
+			prev = key;
+			if (!keep(key))
+				memcpy(doomed[nd++], key, ksz);
+		}
+		int deleted = 0;
+		for (int i = 0; i < nd; i++)
+			deleted += !bpf_map_delete_elem(fd, doomed[i]);
+		if (!deleted)
+			break; /* nothing could go: do not walk again */
+	} while (nd == 64);
+}
+
+static bool keep_if(const void *k)
+{
+	uint32_t ifindex;
+
+	memcpy(&ifindex, k, 4);
+	for (int i = 0; i < D.nvifs; i++)
+		if (D.vifs[i].ifindex == ifindex && D.ifs[i].addr)
+			return true;
+	return false;
+}
+
+static bool keep_local(const void *k)
+{
+	uint32_t a;
+
+	memcpy(&a, k, 4);
+	for (int i = 0; i < D.nvifs; i++)
+		if (D.vifs[i].ifindex && D.ifs[i].addr == a)
+			return true;
+	return false;
+}
+
+static bool keep_route(const void *k)
+{
+	struct gc_lms_sg sg;
+
+	memcpy(&sg, k, sizeof(sg));
+	for (int i = 0; i < D.nsg; i++)
+		if (D.sg[i].src == sg.src && D.sg[i].group == sg.group)
+			return true;
+	return false;
+}
+
+static bool keep_down(const void *k)
+{
+	struct gc_lms_down d;
+
+	memcpy(&d, k, sizeof(d));
+	for (int i = 0; i < D.nsg; i++)
+		if (D.sg[i].src == d.src && D.sg[i].group == d.group &&
+		    in_list(D.sg[i].oifs, D.sg[i].noifs, d.ifindex))
+			return true;
+	return false;
+}
+
+/* Address and MAC of each vif interface, from getifaddrs(). */
+static void read_ifs(void)
+{
+	struct ifaddrs *all, *a;
+
+	memset(D.ifs, 0, sizeof(D.ifs));
+	if (getifaddrs(&all)) {
+		fprintf(stderr, "lmsd: getifaddrs: %s\n", strerror(errno));
+		return;
+	}
+	for (int i = 0; i < D.nvifs; i++) {
+		for (a = all; a && D.vifs[i].ifindex; a = a->ifa_next) {
+			if (!a->ifa_addr || strcmp(a->ifa_name, D.vifs[i].name))
+				continue;
+			if (a->ifa_addr->sa_family == AF_INET && !D.ifs[i].addr)
+				D.ifs[i].addr = ((struct sockaddr_in *)a->ifa_addr)->sin_addr.s_addr;
+			else if (a->ifa_addr->sa_family == AF_PACKET)
+				memcpy(D.ifs[i].mac, ((struct sockaddr_ll *)a->ifa_addr)->sll_addr, 6);
+		}
+	}
+	freeifaddrs(all);
+}
+
+static void refresh(void)
+{
+	int fifs = bpf_map__fd(D.skel->maps.lms_ifs), flocal = bpf_map__fd(D.skel->maps.lms_local);
+	int froutes = bpf_map__fd(D.skel->maps.lms_routes), fdown = bpf_map__fd(D.skel->maps.lms_down);
+	int n = lmsd_vifs_read(D.vifs, LMSD_MAX_VIFS);
+
+	if (n < 0) {
+		/* No multicast routing in this namespace (yet): nothing to do. */
+		D.nvifs = D.nsg = 0;
+	} else {
+		D.nvifs = n;
+	}
+	read_ifs();
+	for (int i = 0; i < D.nvifs; i++) {
+		if (!D.vifs[i].ifindex || !D.ifs[i].addr)
+			continue;
+		bpf_map_update_elem(fifs, &D.vifs[i].ifindex, &D.ifs[i], BPF_ANY);
+		bpf_map_update_elem(flocal, &D.ifs[i].addr, &D.vifs[i].ifindex, BPF_ANY);
+	}
+	sync_attach();
+
+	n = D.nvifs ? lmsd_mfc_read(D.vifs, D.nvifs, D.sg, LMSD_MAX_SG) : 0;
+	D.nsg = n < 0 ? 0 : n;
+	for (int i = 0; i < D.nsg; i++) {
+		struct lmsd_sg *e = &D.sg[i];
+		const struct lmsd_replier *c = lmsd_config_find(&D.cfg, e->src, e->group);
+		struct gc_lms_route *r = &D.route[i];
+		struct gc_lms_sg key = { e->src, e->group };
+		uint32_t ifi = c ? if_nametoindex(c->ifname) : 0;
+
+		/* The source is the fallback replier (a request goes up unmarked). */
+		*r = (struct gc_lms_route){ e->parent, e->parent, e->src, 0 };
+		D.route_note[i] = c ? NULL : "no replier configured";
+		if (c && !ifi)
+			D.route_note[i] = "replier interface does not exist";
+		else if (c && !in_list(e->oifs, e->noifs, ifi))
+			D.route_note[i] = "replier interface is not downstream";
+		else if (c)
+			*r = (struct gc_lms_route){ e->parent, ifi, c->addr, c->cost };
+		bpf_map_update_elem(froutes, &key, r, BPF_ANY);
+		for (int j = 0; j < e->noifs; j++) {
+			struct gc_lms_down d = { e->src, e->group, e->oifs[j] };
+			__u8 one = 1;
+			bpf_map_update_elem(fdown, &d, &one, BPF_ANY);
+		}
+	}
+	prune(froutes, sizeof(struct gc_lms_sg), keep_route);
+	prune(fdown, sizeof(struct gc_lms_down), keep_down);
+	prune(fifs, 4, keep_if);
+	prune(flocal, 4, keep_local);
+}
+
+/* ---- state as JSON --------------------------------------------------------- */
+
+static const char *ifname(uint32_t ifindex, char *buf)
+{
+	if (!if_indextoname(ifindex, buf))
+		snprintf(buf, IF_NAMESIZE, "%u", ifindex);
+	return buf;
+}
+
+static const char *ip4(uint32_t a, char *buf)
+{
+	return inet_ntop(AF_INET, &a, buf, INET_ADDRSTRLEN);
+}
+
+static void write_state(FILE *f)
+{
+	static const char *names[GC_LMS_NSTATS] = { GC_LMS_STAT_NAMES };
+	int ncpu = libbpf_num_possible_cpus(), fd = bpf_map__fd(D.skel->maps.lms_stats);
+	char a[INET_ADDRSTRLEN], b[INET_ADDRSTRLEN], c[INET_ADDRSTRLEN], n1[IF_NAMESIZE], n2[IF_NAMESIZE];
+	__u64 v[ncpu > 0 ? ncpu : 1];
+
+	fprintf(f, "{\"interfaces\": [");
+	for (int i = 0, first = 1; i < D.nvifs; i++) {
+		if (!D.vifs[i].ifindex)
+			continue;
+		const __u8 *m = D.ifs[i].mac;
+		fprintf(f, "%s\n  {\"vif\": %d, \"ifindex\": %u, \"name\": \"%s\", \"addr\": \"%s\", "
+			"\"mac\": \"%02x:%02x:%02x:%02x:%02x:%02x\", \"attached\": %s}",
+			first ? "" : ",", D.vifs[i].vif, D.vifs[i].ifindex, D.vifs[i].name,
+			ip4(D.ifs[i].addr, a), m[0], m[1], m[2], m[3], m[4], m[5],
+			in_list(D.attached, D.nattached, D.vifs[i].ifindex) ? "true" : "false");
+		first = 0;
+	}
+	fprintf(f, "],\n \"routes\": [");
+	for (int i = 0; i < D.nsg; i++) {
+		const struct gc_lms_route *r = &D.route[i];
+		fprintf(f, "%s\n  {\"source\": \"%s\", \"group\": \"%s\", \"parent\": \"%s\", \"replier\": \"%s\", "
+			"\"replier_addr\": \"%s\", \"cost\": %u, \"fallback\": %s, \"note\": \"%s\", \"downstream\": [",
+			i ? "," : "", ip4(D.sg[i].src, a), ip4(D.sg[i].group, b), ifname(r->parent, n1),
+			ifname(r->replier, n2), ip4(r->replier_addr, c), r->cost,
+			r->replier == r->parent ? "true" : "false", D.route_note[i] ? D.route_note[i] : "");
+		for (int j = 0; j < D.sg[i].noifs; j++)
+			fprintf(f, "%s\"%s\"", j ? ", " : "", ifname(D.sg[i].oifs[j], n1));
+		fprintf(f, "]}");
+	}
+	fprintf(f, "],\n \"stats\": {");
+	for (__u32 k = 0; k < GC_LMS_NSTATS; k++) {
+		__u64 sum = 0;
+		if (ncpu > 0 && !bpf_map_lookup_elem(fd, &k, v))
+			for (int i = 0; i < ncpu; i++)
+				sum += v[i];
+		fprintf(f, "%s\"%s\": %llu", k ? ", " : "", names[k], (unsigned long long)sum);
+	}
+	fprintf(f, "}}\n");
+}
+
+/* Replace the state file atomically, so a reader never sees half of it. */
+static void save_state(void)
+{
+	char tmp[4096];
+	FILE *f;
+
+	if (!D.state_path)
+		return;
+	snprintf(tmp, sizeof(tmp), "%s.tmp", D.state_path);
+	f = fopen(tmp, "w");
+	if (!f) {
+		fprintf(stderr, "lmsd: state file %s: %s\n", tmp, strerror(errno));
+		return;
+	}
+	write_state(f);
+	if (fclose(f) || rename(tmp, D.state_path))
+		fprintf(stderr, "lmsd: state file %s: %s\n", D.state_path, strerror(errno));
+}
+
+/* ---- main ------------------------------------------------------------------ */
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: lmsd [-c CONFIG] [-s STATEFILE] [-t MS] [-v] [--once] [--check]\n"
+		   "  -c, --config FILE   static repliers: replier SOURCE GROUP IFNAME ADDRESS [COST]\n"
+		   "  -s, --state FILE    write interfaces, routes and counters as JSON every refresh\n"
+		   "  -t, --interval MS   re-read the multicast forwarding state every MS ms (default 1000)\n"
+		   "      --once          one refresh, print the state to stdout, detach, exit\n"
+		   "      --check         only check the configuration file\n"
+		   "  -v, --verbose       libbpf debug messages\n");
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "config", required_argument, 0, 'c' }, { "state", required_argument, 0, 's' },
+		{ "interval", required_argument, 0, 't' }, { "once", no_argument, 0, 'o' },
+		{ "check", no_argument, 0, 'k' }, { "verbose", no_argument, 0, 'v' },
+		{ "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 }
+	};
+	long interval = 1000;
+	bool once = false, check = false;
+	int ch;
+
+	while ((ch = getopt_long(argc, argv, "c:s:t:vh", opts, NULL)) != -1) {
+		char *end;
+		switch (ch) {
+		case 'c': D.config_path = optarg; break;
+		case 's': D.state_path = optarg; break;
+		case 't':
+			errno = 0;
+			interval = strtol(optarg, &end, 10);
+			if (errno || *end || interval < 10 || interval > 3600000) {
+				fprintf(stderr, "lmsd: --interval %s: not a number of ms in 10..3600000\n", optarg);
+				return 2;
+			}
+			break;
+		case 'o': once = true; break;
+		case 'k': check = true; break;
+		case 'v': verbose = true; break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "lmsd: unexpected argument %s\n", argv[optind]);
+		return 2;
+	}
+	if (D.config_path && lmsd_config_read(D.config_path, &D.cfg, stderr))
+		return 2;
+	if (check) {
+		if (!D.config_path) {
+			fprintf(stderr, "lmsd: --check needs --config FILE\n");
+			return 2;
+		}
+		printf("lmsd: %s: %zu replier(s)\n", D.config_path, D.cfg.n);
+		return 0;
+	}
+
+	libbpf_set_print(libbpf_log);
+	D.skel = lms__open_and_load();
+	if (!D.skel) {
+		fprintf(stderr, "lmsd: cannot load the LMS program: %s (needs CAP_BPF and CAP_NET_ADMIN)\n",
+			strerror(errno));
+		return 1;
+	}
+	struct sigaction sa = { .sa_handler = on_signal }; /* no SA_RESTART: wake the sleep */
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	while (!stop) {
+		if (reload) {
+			reload = 0;
+			struct lmsd_config *c = malloc(sizeof(*c));
+			if (c && D.config_path && !lmsd_config_read(D.config_path, c, stderr))
+				D.cfg = *c; /* a bad file keeps the running configuration */
+			free(c);
+		}
+		refresh();
+		save_state();
+		if (once) {
+			write_state(stdout);
+			break;
+		}
+		struct timespec ts = { interval / 1000, (interval % 1000) * 1000000L };
+		nanosleep(&ts, NULL);
+	}
+	save_state(); /* the final counters */
+	for (int i = 0; i < D.nattached; i++)
+		detach(D.attached[i]);
+	lms__destroy(D.skel);
+	return 0;
+}
