@@ -14,6 +14,7 @@ pkgs=(
   nftables                           # kernel engine e2e: AUTO must respect an OUTPUT drop rule
   libsodium-dev                      # relay: SipHash (crypto_shorthash) keys the JOIN cookies
   libcap-dev                         # relay and engine daemon: drop capabilities after setup
+  tshark                             # DCCP wire check (tests/e2e/test_dccp_wire.py)
 )
 
 missing=()
@@ -27,6 +28,8 @@ if ((${#missing[@]})); then
   fi
   echo "install-deps: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
+  # tshark's wireshark-common asks whether non-root users may capture; no
+  echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
   apt-get update -qq
   # One retry: an interrupted dpkg run (seen here as unpack files vanishing
   # from /tmp) leaves packages unconfigured; configure them and try again.

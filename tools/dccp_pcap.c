@@ -75,8 +75,9 @@ static void seed(const uint8_t *p, size_t len, uint8_t flags)
 		die(path);
 }
 
-/* The manifest entry for one frame: type, numbers, and every option type
- * (and feature number) in the order the bytes hold them. */
+/* The manifest entry for one frame: type, numbers, every option type in the
+ * order the bytes hold them, and each Change/Confirm as [option type,
+ * feature number, [value bytes]]. */
 static void describe(const struct flow *fl, const struct dccp_hdr *h, const uint8_t *o, size_t n)
 {
 	fprintf(manifest, "%s{\"frame\": %u, \"family\": %d, \"udp\": %s, \"type\": %u, \"x\": %d, "
@@ -94,7 +95,10 @@ static void describe(const struct flow *fl, const struct dccp_hdr *h, const uint
 	bool first = true;
 	for (size_t i = 0; i < n; i += o[i] < 32 ? 1 : o[i + 1])
 		if (o[i] >= DCCP_OPT_CHANGE_L && o[i] <= DCCP_OPT_CONFIRM_R) {
-			fprintf(manifest, "%s[%u, %u]", first ? "" : ", ", o[i], o[i + 2]);
+			fprintf(manifest, "%s[%u, %u, [", first ? "" : ", ", o[i], o[i + 2]);
+			for (size_t k = 3; k < o[i + 1]; k++) /* the value bytes */
+				fprintf(manifest, "%s%u", k > 3 ? ", " : "", o[i + k]);
+			fprintf(manifest, "]]");
 			first = false;
 		}
 	fprintf(manifest, "]}");
