@@ -117,7 +117,9 @@ static void check_seq(const struct dccp_hdr *h)
 	int64_t d = dccp_seq_delta(ext, h->ack);
 	REQUIRE(d >= -(1 << 23) && d <= (1 << 23));
 
-	struct dccp_seqstate s = { .isr = h->ack ^ 0x5a5a, .iss = h->seq ^ 0xa5a5, .gsr = h->ack,
+	/* a consistent state: ISR <= GSR and ISS <= GSS */
+	struct dccp_seqstate s = { .isr = dccp_seq_sub(h->ack, h->reset_data[0]),
+				   .iss = dccp_seq_sub(h->seq, h->reset_data[1]), .gsr = h->ack,
 				   .gss = h->seq, .gar = dccp_seq_sub(h->seq, 7),
 				   .w_rx = 32 + (h->service & 0xffff), .w_tx = 32 + (h->service >> 16),
 				   .initial = h->ccval & 1 };

@@ -163,7 +163,8 @@ ssize_t dccp_build(uint8_t *buf, size_t cap, const struct dccp_hdr *h, const uin
  * 0 if CsCov is invalid for it. */
 size_t dccp_csum_cov(uint8_t cscov, size_t hdr_len, size_t pkt_len);
 
-/* The checksum field's value for p[0..len) (checksum field taken as 0). */
+/* The checksum field's value for p[0..len) (checksum field taken as 0), over
+ * the first cov bytes: cov must come from dccp_csum_cov() and be non-zero. */
 uint16_t dccp_csum(const uint8_t *p, size_t len, size_t cov, const struct dccp_pseudo *ph);
 
 /* RFC 1071 one's complement sum of p[0..len), added to sum (not folded). */
@@ -171,14 +172,25 @@ uint32_t dccp_csum_add(uint32_t sum, const void *p, size_t len);
 uint16_t dccp_csum_fold(uint32_t sum);
 
 /*
- * DCCP-UDP (RFC 6773 §3.3).  The UDP checksum, computed as for any UDP
- * datagram (pseudo-header with protocol 17 and the UDP Length), does the
- * DCCP checksum's job; the DCCP Checksum field is sent as zero and ignored
- * on receipt.  dccp_udp_wrap() writes the 8-byte UDP header in front of a
- * DCCP packet already at udp + 8 (dlen bytes) with that checksum (never 0);
- * dccp_udp_check() applies the receive rules: UDP Length >= 20 and <= len,
- * checksum non-zero and correct.  It returns the DCCP packet's length
- * (UDP Length - 8), or -1 after counting DCCP_E_UDP.
+ * DCCP-UDP (RFC 6773 §3.3, read in the RFC's text): "For DCCP-UDP, the
+ * function of the DCCP Checksum field is performed by the UDP Checksum
+ * field.  On transmission, the DCCP Checksum field SHOULD be set to zero.
+ * On receipt, the DCCP Checksum field MUST be ignored."  So the only
+ * checksum is UDP's own (RFC 768, RFC 2460 §8.1): its pseudo-header is the
+ * IPv4 source and destination, a zero byte, protocol 17 and the 16-bit UDP
+ * Length (IPv6: source, destination, the UDP Length as 32 bits, three zero
+ * bytes, Next Header 17), and it covers the UDP header and the whole DCCP
+ * packet; CsCov is carried but gives no partial coverage (§3.3.1).  Neither
+ * the DCCP protocol number 33 nor the DCCP length enters any checksum.
+ * (tshark's DCCP dissector, handed a DCCP-UDP payload, checks it as native
+ * DCCP instead: see tests/e2e/test_dccp_wire.py.)
+ *
+ * dccp_udp_wrap() writes the 8-byte UDP header in front of a DCCP packet
+ * already at udp + 8 (dlen bytes) with that checksum (a computed 0 is sent
+ * as 0xffff); dccp_udp_check() applies the receive rules: UDP Length >= 20
+ * and <= len, checksum non-zero and correct.  It returns the DCCP packet's
+ * length (UDP Length - 8), or -1 after counting DCCP_E_UDP.  Then parse the
+ * DCCP packet with dccp_parse(..., ph = NULL, ...).
  */
 void dccp_udp_wrap(uint8_t *udp, uint16_t sport, uint16_t dport, size_t dlen,
 		   const struct dccp_pseudo *ph);

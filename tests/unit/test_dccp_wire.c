@@ -189,6 +189,13 @@ static void test_malformed(void)
 	CHECK_EQ(dccp_build(pkt, 15, &b, NULL, 0, NULL, 0, NULL), -EMSGSIZE);
 	b.type = 11;
 	CHECK_EQ(dccp_build(pkt, sizeof(pkt), &b, NULL, 0, NULL, 0, NULL), -EINVAL);
+	/* the header (Data Offset: 8 bits of words) ends at 1020 bytes */
+	static uint8_t big[2048], zero[1008];
+	b.type = DCCP_DATA;
+	CHECK_EQ(dccp_build(big, sizeof(big), &b, zero, 1004, NULL, 0, NULL), 1020);
+	CHECK_EQ(dccp_parse(big, 1020, NULL, &g, NULL), DCCP_OK);
+	EXPECT(g.doff == 255 && g.opt_len == 1004 && g.data_len == 0);
+	CHECK_EQ(dccp_build(big, sizeof(big), &b, zero, 1008, NULL, 0, NULL), -EMSGSIZE);
 }
 
 static void test_udp(void)
