@@ -194,8 +194,10 @@ static void conversation(const struct flow *fl)
 	dccp_feat_put_sp(&b, DCCP_OPT_CHANGE_L, DCCP_F_SHORT_SEQNOS, (const uint8_t[]){ 1 }, 1);
 	dccp_feat_put_sp(&b, DCCP_OPT_CHANGE_R, DCCP_F_SEND_ACK_VECTOR, (const uint8_t[]){ 1 }, 1);
 	dccp_feat_put_nn(&b, DCCP_OPT_CHANGE_L, DCCP_F_SEQ_WINDOW, 500);
+	/* CCID-specific feature 192 lives at the HC-Receiver (RFC 4340 §10.3): the
+	 * client, for the server's CCID 3 half, so a Change L */
 	dccp_opt_put(&b, DCCP_OPT_MANDATORY, NULL, 0);
-	dccp_feat_put_sp(&b, DCCP_OPT_CHANGE_R, DCCP_F_SEND_LOSS_EVENT_RATE, (const uint8_t[]){ 1 }, 1);
+	dccp_feat_put_sp(&b, DCCP_OPT_CHANGE_L, DCCP_F_SEND_LOSS_EVENT_RATE, (const uint8_t[]){ 1 }, 1);
 	dccp_opt_put_timestamp(&b, 1000);
 	emit(fl, true, &h, &b, NULL, false);
 
@@ -205,7 +207,7 @@ static void conversation(const struct flow *fl)
 	dccp_feat_put_sp(&b, DCCP_OPT_CONFIRM_R, DCCP_F_SHORT_SEQNOS, (const uint8_t[]){ 1, 1 }, 2);
 	dccp_feat_put_sp(&b, DCCP_OPT_CONFIRM_L, DCCP_F_SEND_ACK_VECTOR, (const uint8_t[]){ 1, 1 }, 2);
 	dccp_feat_put_nn(&b, DCCP_OPT_CONFIRM_R, DCCP_F_SEQ_WINDOW, 500);
-	dccp_feat_put_sp(&b, DCCP_OPT_CONFIRM_L, DCCP_F_SEND_LOSS_EVENT_RATE,
+	dccp_feat_put_sp(&b, DCCP_OPT_CONFIRM_R, DCCP_F_SEND_LOSS_EVENT_RATE,
 			 (const uint8_t[]){ 1, 1 }, 2);
 	dccp_feat_put_nn(&b, DCCP_OPT_CHANGE_L, DCCP_F_SEQ_WINDOW, 1000);
 	dccp_opt_put(&b, DCCP_OPT_INIT_COOKIE, cookie, sizeof(cookie));

@@ -223,10 +223,14 @@ enum dccp_err dccp_opts_parse(const struct dccp_hdr *h, const uint8_t *pkt, unsi
 		if (t == DCCP_OPT_LOSS_INTERVALS)
 			nli++;
 		decode(o, &op);
-		if (o->n < DCCP_OPTS_MAX)
+		if (o->n < DCCP_OPTS_MAX) {
 			o->opt[o->n++] = op;
-		else
+		} else {
 			dccp_count(c, DCCP_E_OPT_TOO_MANY);
+			if (op.mandatory) /* the caller never sees it, so cannot process it */
+				return want_reset(o, c, DCCP_E_OPT_MANDATORY,
+						  DCCP_RESET_MANDATORY_ERROR, t, op.data, op.len);
+		}
 	}
 	if (mandatory) /* Mandatory was the last byte of the option list */
 		return want_reset(o, c, DCCP_E_OPT_MANDATORY, DCCP_RESET_OPTION_ERROR,

@@ -298,6 +298,12 @@ static void test_rejections(void)
 	}
 	EXPECT_EQ(parse_with(DCCP_ACK, many, sizeof(many), 0, &o, &c), DCCP_OK);
 	EXPECT(o.n == DCCP_OPTS_MAX && o.ts == 69 && c.n[DCCP_E_OPT_TOO_MANY] == 70 - DCCP_OPTS_MAX);
+	/* a Mandatory option past the ones kept cannot be processed: Mandatory Error */
+	const uint8_t tail[] = { 1, 41, 6, 0, 0, 0, 1 };
+	memcpy(many + 6 * DCCP_OPTS_MAX, tail, sizeof(tail));
+	EXPECT_EQ(parse_with(DCCP_ACK, many, 6 * DCCP_OPTS_MAX + sizeof(tail), 0, &o, &c),
+		  DCCP_E_OPT_MANDATORY);
+	EXPECT(o.reset_code == DCCP_RESET_MANDATORY_ERROR && o.reset_data[0] == 41);
 	/* DCCP-Listen: options ignored altogether (RFC 5596) */
 	const uint8_t lst[] = { 1, 100, 2 };
 	EXPECT_EQ(parse_with(DCCP_LISTEN, lst, sizeof(lst), 0, &o, &c), DCCP_OK);
