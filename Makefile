@@ -34,8 +34,9 @@ unit: build-asan
 # per-connection lock).  Not the others: a ring's shared indexes are mapped
 # twice (the application's and the engine's mapping of the memfd), and
 # ThreadSanitizer cannot see an acquire at one address pair with a release at
-# the other.
-TSAN_TESTS = ring_flush ring_notify ring_engine
+# the other.  And threads: the socket table's references (group.c) against
+# concurrent calls, releases and sends on other sockets.
+TSAN_TESTS = ring_flush ring_notify ring_engine threads
 tsan: deps
 	cmake -S . -B $(BUILD_TSAN) -DCMAKE_BUILD_TYPE=Debug -DGC_TSAN=ON >/dev/null
 	cmake --build $(BUILD_TSAN) -j$(JOBS) --target $(addprefix test_,$(TSAN_TESTS))

@@ -15,6 +15,7 @@ pkgs=(
   libsodium-dev                      # relay: SipHash (crypto_shorthash) keys the JOIN cookies
   libcap-dev                         # relay and engine daemon: drop capabilities after setup
   tshark                             # DCCP wire check (tests/e2e/test_dccp_wire.py)
+  libclang-rt-14-dev                 # -DGC_FUZZ=ON: libFuzzer and the sanitizer runtimes for clang
 )
 
 missing=()

@@ -10,6 +10,8 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <grp.h>
+#include <pwd.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -29,9 +31,18 @@ static void engine_usage(FILE *f)
 		"stats as one JSON line on stdout on SIGUSR1, every --stats-interval, and at exit.\n"
 		"  --listen PATH          Unix socket path to serve (required)\n"
 		"  --cpu N                pin the engine thread to CPU N\n"
-		"  --batch N              most packets taken from one ring per round (1..1024, default 64)\n"
+		"  --batch N              most packets taken from a ring at a time, and each client's\n"
+		"                         share of a round (1..1024, default 64)\n"
 		"  --idle-us N            poll an empty ring this long before sleeping (default 0)\n"
-		"  --max-rings N          rings per client (default 4096)\n"
+		"  --mode OCTAL           permission bits of the socket file (default 0600)\n"
+		"  --group NAME           group of the socket file (name or number)\n"
+		"  --allow-uid UID        also serve this user (name or number; repeatable);\n"
+		"                         root and the engine's own uid are always served\n"
+		"  --allow-gid GID        also serve members of this group (repeatable)\n"
+		"  --max-rings N          rings per client (default 64)\n"
+		"  --max-fds N            descriptors held per client, 2 per ring (default 128)\n"
+		"  --max-map BYTES        ring and zone bytes mapped per client (default 4 GiB)\n"
+		"  --max-clients N        clients at a time (default 256)\n"
 		"  --quiet                do not log ring violations to stderr\n"
 		"  --stats-interval SEC   print the stats every SEC seconds (default 0: never)\n");
 }
@@ -40,24 +51,52 @@ static int print_stats(const struct gc_ring_engine_stats *st)
 {
 	printf("{\"clients\":%llu,\"rings\":%llu,\"rounds\":%llu,\"sleeps\":%llu,"
 	       "\"notifies\":%llu,\"packets\":%llu,\"bytes\":%llu,\"syscalls\":%llu,"
-	       "\"gso\":%llu,\"violations\":%llu}\n",
+	       "\"gso\":%llu,\"violations\":%llu,\"refused\":%llu,\"limited\":%llu}\n",
 	       (unsigned long long)st->clients, (unsigned long long)st->rings,
 	       (unsigned long long)st->rounds, (unsigned long long)st->sleeps,
 	       (unsigned long long)st->notifies, (unsigned long long)st->packets,
 	       (unsigned long long)st->bytes, (unsigned long long)st->syscalls,
-	       (unsigned long long)st->gso, (unsigned long long)st->violations);
+	       (unsigned long long)st->gso, (unsigned long long)st->violations,
+	       (unsigned long long)st->refused, (unsigned long long)st->limited);
 	return fflush(stdout) == 0 ? 0 : -1;
 }
 
+/* A user or group: a name, or a number below 2^32 - 1. */
+static uint32_t id_arg(const char *opt, const char *s, bool group)
+{
+	if (*s >= '0' && *s <= '9')
+		return (uint32_t)cli_u64(opt, s, 0, UINT32_MAX - 1);
+	if (group) {
+		struct group *g = getgrnam(s);
+		if (g)
+			return g->gr_gid;
+	} else {
+		struct passwd *pw = getpwnam(s);
+		if (pw)
+			return pw->pw_uid;
+	}
+	cli_usage_error("%s: no %s named '%s'", opt, group ? "group" : "user", s);
+}
+
+#define MAX_ALLOW 64
+
 int cmd_engine(int argc, char **argv)
 {
-	enum { O_LISTEN = 256, O_CPU, O_BATCH, O_IDLE, O_MAXR, O_QUIET, O_IVL };
+	enum { O_LISTEN = 256, O_CPU, O_BATCH, O_IDLE, O_MAXR, O_QUIET, O_IVL, O_MODE, O_GROUP,
+	       O_AUID, O_AGID, O_MAXF, O_MAXC, O_MAXM };
 	static const struct option lo[] = {
 		{ "listen", required_argument, NULL, O_LISTEN },
 		{ "cpu", required_argument, NULL, O_CPU },
 		{ "batch", required_argument, NULL, O_BATCH },
 		{ "idle-us", required_argument, NULL, O_IDLE },
 		{ "max-rings", required_argument, NULL, O_MAXR },
+		{ "max-fds", required_argument, NULL, O_MAXF },
+		{ "max-clients", required_argument, NULL, O_MAXC },
+		{ "max-map", required_argument, NULL, O_MAXM },
+		{ "mode", required_argument, NULL, O_MODE },
+		{ "group", required_argument, NULL, O_GROUP },
+		{ "allow-uid", required_argument, NULL, O_AUID },
+		{ "allow-gid", required_argument, NULL, O_AGID },
 		{ "quiet", no_argument, NULL, O_QUIET },
 		{ "stats-interval", required_argument, NULL, O_IVL },
 		{ "help", no_argument, NULL, 'h' },
@@ -65,6 +104,9 @@ int cmd_engine(int argc, char **argv)
 	};
 	struct gc_ring_engine_params p = { .cpu = -1 };
 	uint64_t interval = 0;
+	uid_t uids[MAX_ALLOW];
+	gid_t gids[MAX_ALLOW];
+	char *end;
 	int ch;
 	opterr = 0;
 	while ((ch = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
@@ -74,6 +116,30 @@ int cmd_engine(int argc, char **argv)
 		case O_BATCH: p.batch = (unsigned)cli_u64("--batch", optarg, 1, 1024); break;
 		case O_IDLE: p.idle_us = (unsigned)cli_u64("--idle-us", optarg, 0, UINT32_MAX); break;
 		case O_MAXR: p.max_rings = (unsigned)cli_u64("--max-rings", optarg, 1, UINT32_MAX); break;
+		case O_MAXF: p.max_fds = (unsigned)cli_u64("--max-fds", optarg, 2, UINT32_MAX); break;
+		case O_MAXC: p.max_clients = (unsigned)cli_u64("--max-clients", optarg, 1, UINT32_MAX); break;
+		case O_MAXM: p.max_map_bytes = cli_u64("--max-map", optarg, 1, UINT64_MAX); break;
+		case O_MODE:
+			errno = 0;
+			p.listen_mode = (unsigned)strtoul(optarg, &end, 8);
+			if (errno || end == optarg || *end || *optarg == '-' || p.listen_mode == 0 ||
+			    p.listen_mode > 0777)
+				cli_usage_error("--mode: '%s' is not an octal mode in 1..0777", optarg);
+			break;
+		case O_GROUP:
+			p.listen_gid = id_arg("--group", optarg, true);
+			p.flags |= GC_RING_ENGINE_LISTEN_GID;
+			break;
+		case O_AUID:
+		case O_AGID:
+			if ((ch == O_AUID ? p.n_allow_uids : p.n_allow_gids) == MAX_ALLOW)
+				cli_usage_error("%s: at most %d", ch == O_AUID ? "--allow-uid" : "--allow-gid",
+						MAX_ALLOW);
+			if (ch == O_AUID)
+				uids[p.n_allow_uids++] = id_arg("--allow-uid", optarg, false);
+			else
+				gids[p.n_allow_gids++] = id_arg("--allow-gid", optarg, true);
+			break;
 		case O_QUIET: p.quiet = 1; break;
 		case O_IVL: interval = cli_u64("--stats-interval", optarg, 0, 86400); break;
 		case 'h': engine_usage(stdout); return 0;
@@ -82,6 +148,8 @@ int cmd_engine(int argc, char **argv)
 	}
 	if (optind < argc)
 		cli_usage_error("unexpected argument '%s'", argv[optind]);
+	p.allow_uids = uids;
+	p.allow_gids = gids;
 	if (!p.listen || !*p.listen)
 		cli_usage_error("--listen PATH is required");
 	if (strlen(p.listen) >= sizeof(((struct sockaddr_un *)0)->sun_path))
@@ -112,6 +180,10 @@ int cmd_engine(int argc, char **argv)
 			 strerror(err), gc_errmsg());
 	}
 	cli_warn("listening on %s", p.listen);
+	/* connect() needs write permission on the socket file */
+	if ((p.n_allow_uids || p.n_allow_gids) && !((p.listen_mode ? p.listen_mode : 0600) & 0022))
+		cli_warn("--allow-uid/--allow-gid: the socket's mode 0%o lets only its owner connect; "
+			 "give --mode (and --group) too", p.listen_mode ? p.listen_mode : 0600);
 
 	int rc = 0;
 	uint64_t next = cli_now(CLOCK_MONOTONIC) + interval * 1000000000u;

@@ -8,6 +8,7 @@
  *   groupcast relay    samplicator-compatible replicator and RTP broadcast relay (relay/)
  *   groupcast engine   the packet-ring engine as a daemon on a Unix socket (engine.c)
  *   groupcast ring-send  send numbered datagrams through a packet ring (ringsend.c)
+ *   groupcast lms      LMS requests, receive with turning point, dmcasts (lms.c)
  *
  * This file: dispatch, shared helpers, and the `engines` subcommand.
  * See groupcast(1).
@@ -324,6 +325,7 @@ static void main_usage(FILE *f)
 		"  relay      receive datagrams and fan them out (samplicator-compatible; --rtp)\n"
 		"  engine     run the packet-ring engine as a daemon on a Unix socket\n"
 		"  ring-send  send numbered datagrams through a packet ring (daemon or thread)\n"
+		"  lms        LMS endpoint: send requests, receive them, send dmcasts\n"
 		"Run 'groupcast COMMAND --help' for the options of a command.\n"
 		"Exit status: 0 done, 1 failure, 2 bad arguments.\n");
 }
@@ -341,6 +343,7 @@ int main(int argc, char **argv)
 		{ "relay", "groupcast relay", cmd_relay },
 		{ "engine", "groupcast engine", cmd_engine },
 		{ "ring-send", "groupcast ring-send", cmd_ringsend },
+		{ "lms", "groupcast lms", cmd_lms },
 	};
 	if (argc < 2) {
 		main_usage(stderr);
@@ -363,5 +366,5 @@ int main(int argc, char **argv)
 			return cmds[i].fn(argc - 1, argv + 1);
 		}
 	}
-	cli_usage_error("unknown command '%s' (expected sink, blast, engines, relay, engine or ring-send)", c);
+	cli_usage_error("unknown command '%s' (expected sink, blast, engines, relay, engine, ring-send or lms)", c);
 }

@@ -20,6 +20,12 @@
  *    datagram was handed to the kernel, or its errno.  The return value is the
  *    number of recipients sent to; it is less than recnum exactly when some
  *    recipient failed (gerrno may be NULL if the caller only needs the count).
+ *    A recipient that breaks the rules (a bad destination, a NULL buffer, a
+ *    datagram too big) is that recipient's failure, not the call's: it gets
+ *    its errno in gerrno[i], is skipped, and the others are sent.  Only the
+ *    call's own arguments (sd, flags, rec, shared, recnum) fail it with -1.
+ *  - gc_setgroup() replaces the group whole or not at all: one bad member
+ *    fails the call and the previous group stays in place.
  *  - gc_send() tries every member.  It returns len when every member was sent
  *    to.  If any member failed it returns -1 with errno set to the first failed
  *    member's error; the members that did not fail were still sent to, and

@@ -232,29 +232,63 @@ int gc_ring_status(const struct gc_ring *r, struct gc_ring_status *st);
 
 struct gc_ring_engine;
 
-#define GC_RING_ENGINE_PIN_CPU 0x1u /* pin the engine thread to params.cpu */
+#define GC_RING_ENGINE_PIN_CPU 0x1u    /* pin the engine thread to params.cpu */
+#define GC_RING_ENGINE_LISTEN_GID 0x2u /* give the socket file the group listen_gid */
 
 struct gc_ring_engine_params {
-	unsigned flags;     /* GC_RING_ENGINE_PIN_CPU */
+	unsigned flags;     /* GC_RING_ENGINE_PIN_CPU | GC_RING_ENGINE_LISTEN_GID */
 	int cpu;            /* with GC_RING_ENGINE_PIN_CPU */
 	const char *listen; /* also serve other processes on this Unix socket path */
-	unsigned batch;     /* most packets taken from one ring per round (0: 64) */
+	unsigned batch;     /* most packets taken from a ring at a time, and each
+			       client's share of a round (0: 64) */
 	unsigned idle_us;   /* keep polling an empty ring this long before setting
 			       kern_notify (0, the default: at once, as the paper) */
-	unsigned max_rings; /* rings per client (0: 4096) */
+	unsigned max_rings; /* rings per client (0: 64 for clients of the listening
+			       socket, no limit for the process that started the engine) */
 	int quiet;          /* do not log ring violations to stderr */
+	/* Daemon mode (listen): who may attach, and how much each client may
+	 * hold.  Zero values are the safe defaults. */
+	unsigned listen_mode;    /* permission bits of the socket file (0: 0600) */
+	gid_t listen_gid;        /* with GC_RING_ENGINE_LISTEN_GID */
+	const uid_t *allow_uids; /* also serve these uids (root and the engine's own
+				    uid are always served) */
+	size_t n_allow_uids;
+	const gid_t *allow_gids; /* and these groups (the client's primary or
+				    supplementary groups) */
+	size_t n_allow_gids;
+	unsigned max_fds;     /* descriptors the engine holds per client, 2 per ring
+				 (0: 128 for clients of the listening socket, no
+				 limit for the process that started the engine) */
+	unsigned max_clients; /* clients of the listening socket at a time (0: 256) */
+	uint64_t max_map_bytes; /* ring and zone bytes the engine maps per client
+				   (0: 4 GiB for clients of the listening socket, no
+				   limit for the process that started the engine):
+				   sparse 64 GiB zones must not exhaust the daemon's
+				   address space */
 };
 
 /*
  * Start an engine thread in this process.  p may be NULL (defaults).  With
  * p->listen set, the engine also serves processes that gc_ring_engine_connect()
- * to that path (the daemon mode); a stale socket file there is replaced.
- * Errors: EINVAL (params), EADDRINUSE (an engine already listens there), and
- * errors of socket(), bind(), pthread_create().
+ * to that path (the daemon mode); a stale socket file there is replaced.  The
+ * socket file gets mode listen_mode (0600) and, if asked, group listen_gid
+ * before it appears at that path.  A client is served only if its uid is
+ * root, the engine's own, or allowed (allow_uids, allow_gids); others are told
+ * EACCES and disconnected.  Errors: EINVAL (params), EADDRINUSE (an engine
+ * already listens there), EPERM (listen_gid is not one of ours), and errors
+ * of socket(), bind(), pthread_create().
  */
 struct gc_ring_engine *gc_ring_engine_start(const struct gc_ring_engine_params *p);
-/* Attach to an engine serving path.  Errors: those of connect() */
+/*
+ * Attach to an engine serving path.  The engine must run as root or as this
+ * process's effective uid (EPERM otherwise: anyone could listen at a path).
+ * Errors: those of connect(), EPERM, EACCES (the engine does not serve this
+ * uid), EUSERS (the engine serves as many clients as it may),
+ * EPROTONOSUPPORT (it speaks another version of the protocol).
+ */
 struct gc_ring_engine *gc_ring_engine_connect(const char *path);
+/* gc_ring_engine_connect(), trusting only an engine that runs as engine_uid. */
+struct gc_ring_engine *gc_ring_engine_connect_uid(const char *path, uid_t engine_uid);
 /*
  * Stop a started engine (its thread and every ring it serves) or disconnect
  * from a daemon.  Rings still attached through this handle are detached.
@@ -266,7 +300,9 @@ int gc_ring_engine_stop(struct gc_ring_engine *e);
  * (AF_INET or AF_INET6).  The engine keeps its own reference to the socket
  * and maps the ring and its zone itself.  Errors: EBADF, ENOTSOCK, EINVAL (sd
  * is not a UDP socket), ENOTCONN (not connected), EISCONN (r is attached
- * already), E2BIG (too many rings), and whatever the engine refused, named by
+ * already), EDQUOT (the client has as many rings as the engine allows one
+ * client: max_rings), EMFILE (the engine holds as many descriptors for the
+ * client as it may: max_fds), and whatever the engine refused, named by
  * gc_errmsg().
  */
 int gc_ring_attach(struct gc_ring *r, struct gc_ring_engine *e, int sd);
@@ -284,6 +320,8 @@ struct gc_ring_engine_stats {
 	uint64_t syscalls;   /* sendmmsg() calls */
 	uint64_t gso;        /* of the datagrams, sent in UDP GSO batches */
 	uint64_t violations; /* rings stopped for breaking the rules */
+	uint64_t refused;    /* clients disconnected at accept: not allowed, or too many */
+	uint64_t limited;    /* attach requests refused by a per-client limit */
 };
 int gc_ring_engine_stats(struct gc_ring_engine *e, struct gc_ring_engine_stats *st);
 

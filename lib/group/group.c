@@ -11,7 +11,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <stdatomic.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -116,71 +118,108 @@ static int resolve(enum gc_engine want, enum gc_engine *out)
 }
 
 /*
- * Find (or create) sd's state and return it locked.  Lock order: tab_lock,
- * then the socket's lock, so gc_release() cannot free a state in use.
+ * The table maps fd numbers to states.  tab_lock covers only the table and
+ * taking a reference; nobody waits for a socket's lock while holding it, so
+ * a long send on one socket (and a second thread queued behind it) never
+ * stalls calls on other sockets.  A state lives while it is referenced: by
+ * the table (one reference) and by each call inside it.  Whoever drops the
+ * last reference frees it, outside every lock.
  */
+static void sock_unref(struct gc_sock *s)
+{
+	if (atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) == 1)
+		sock_free(s);
+}
+
+/* A new state for sd, made outside tab_lock: choosing the engine may load a
+ * BPF program or read the namespace's policy. */
+static struct gc_sock *sock_new(int sd, uint64_t cookie)
+{
+	struct gc_sock *s = calloc(1, sizeof(*s));
+
+	if (!s) {
+		gc_seterr(ENOMEM, "sd: %d: no memory for its state", sd);
+		return NULL;
+	}
+	s->fd = sd;
+	s->cookie = cookie;
+	s->limit = GC_DEFAULT_LIMIT;
+	s->want = GC_ENGINE_AUTO;
+	if (identify(s) || resolve(GC_ENGINE_AUTO, &s->engine)) {
+		free(s);
+		return NULL;
+	}
+	pthread_mutex_init(&s->lock, NULL);
+	atomic_init(&s->refs, 1); /* the table's */
+	return s;
+}
+
+static int tab_reserve(int sd)
+{
+	size_t cap = tab_cap ? tab_cap : 64;
+	struct gc_sock **t;
+
+	if ((size_t)sd < tab_cap)
+		return 0;
+	while (cap <= (size_t)sd)
+		cap *= 2;
+	t = realloc(tab, cap * sizeof(*t));
+	if (!t)
+		return gc_seterr(ENOMEM, "sd: %d: no memory for the socket table", sd);
+	memset(t + tab_cap, 0, (cap - tab_cap) * sizeof(*t));
+	tab = t;
+	tab_cap = cap;
+	return 0;
+}
+
+/* Find (or create) sd's state and return it referenced and locked. */
 static int sock_get(int sd, struct gc_sock **out)
 {
-	struct gc_sock *s, *stale = NULL;
+	struct gc_sock *s, *stale = NULL, *made = NULL;
 	uint64_t cookie;
-	int err = 0;
 
 	if (get_cookie(sd, &cookie))
 		return -1;
-	pthread_mutex_lock(&tab_lock);
-	s = (size_t)sd < tab_cap ? tab[sd] : NULL;
-	if (s && s->cookie != cookie) { /* the fd was closed and reused */
-		stale = s;
-		tab[sd] = s = NULL;
-	}
-	if (!s) {
-		if ((size_t)sd >= tab_cap) {
-			size_t cap = tab_cap ? tab_cap : 64;
-			struct gc_sock **t;
-
-			while (cap <= (size_t)sd)
-				cap *= 2;
-			t = realloc(tab, cap * sizeof(*t));
-			if (!t) {
-				err = gc_seterr(ENOMEM, "sd: %d: no memory for the socket table", sd);
-				goto out;
+	for (;;) {
+		pthread_mutex_lock(&tab_lock);
+		s = (size_t)sd < tab_cap ? tab[sd] : NULL;
+		if (s && s->cookie != cookie) { /* the fd was closed and reused */
+			stale = s;
+			tab[sd] = s = NULL;
+		}
+		if (!s && made) {
+			if (tab_reserve(sd)) {
+				pthread_mutex_unlock(&tab_lock);
+				sock_unref(made);
+				made = NULL;
+				break;
 			}
-			memset(t + tab_cap, 0, (cap - tab_cap) * sizeof(*t));
-			tab = t;
-			tab_cap = cap;
+			tab[sd] = s = made;
+			made = NULL;
 		}
-		s = calloc(1, sizeof(*s));
-		if (!s) {
-			err = gc_seterr(ENOMEM, "sd: %d: no memory for its state", sd);
-			goto out;
+		if (s)
+			atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed);
+		pthread_mutex_unlock(&tab_lock);
+		if (stale) {
+			sock_unref(stale); /* the table's reference */
+			stale = NULL;
 		}
-		s->fd = sd;
-		s->cookie = cookie;
-		s->limit = GC_DEFAULT_LIMIT;
-		s->want = GC_ENGINE_AUTO;
-		if (identify(s) || resolve(GC_ENGINE_AUTO, &s->engine)) {
-			free(s);
-			err = -1;
-			goto out;
-		}
-		pthread_mutex_init(&s->lock, NULL);
-		tab[sd] = s;
+		if (s || !(made = sock_new(sd, cookie)))
+			break;
 	}
+	if (made) /* another thread put its state in first */
+		sock_unref(made);
+	if (!s)
+		return -1;
 	pthread_mutex_lock(&s->lock);
 	*out = s;
-out:
-	if (stale) { /* nobody can reach it any more; wait for a caller still inside */
-		pthread_mutex_lock(&stale->lock);
-		pthread_mutex_unlock(&stale->lock);
-		sock_free(stale);
-	}
-	pthread_mutex_unlock(&tab_lock);
-	return err;
+	return 0;
 }
 
 static void sock_put(struct gc_sock *s)
 {
 	pthread_mutex_unlock(&s->lock);
+	sock_unref(s);
 }
 
 /* ---- argument checks --------------------------------------------------- */
@@ -460,13 +499,64 @@ static int check_iov(const struct iovec *v, const char *arg, size_t i)
 	return 0;
 }
 
+/* Recipient i of a gc_sendgroup(): 0, or its errno with gc_seterr(). */
+static int check_rec(const struct gc_sock *s, const struct gc_giovec *g, size_t shared_len, size_t i,
+		     int *v6only_cache)
+{
+	bool v4 = false;
+	size_t len = shared_len;
+
+	if (check_dest(s, &g->dest, "rec", i, &v4, v6only_cache) || check_iov(&g->prepend, "prepend", i) ||
+	    check_iov(&g->append, "append", i))
+		return errno;
+	if (g->prepend.iov_len > UDP6_MAX || g->append.iov_len > UDP6_MAX ||
+	    (len += g->prepend.iov_len + g->append.iov_len) > (v4 ? UDP4_MAX : UDP6_MAX))
+		return gc_seterr(EMSGSIZE, "rec[%zu]: prepend + shared + append is larger than a UDP datagram",
+				 i), EMSGSIZE;
+	return 0;
+}
+
+/*
+ * Send the recipients that passed check_rec() (gerrno[i] == 0) when some did
+ * not: the engines take a dense batch, so the good ones are packed into one,
+ * sent, and their results put back.  Only paid when a recipient is refused.
+ */
+static int run_valid(struct gc_sock *s, const struct iovec *shared, const struct gc_giovec *rec,
+		     size_t recnum, size_t nbad, int flags, int *gerrno)
+{
+	size_t n = recnum - nbad, k = 0, sent;
+	struct gc_giovec *ok = malloc(n * sizeof(*ok));
+	int *okerr = malloc(n * sizeof(*okerr));
+	struct gc_batch b;
+
+	if (!ok || !okerr) {
+		free(ok);
+		free(okerr);
+		return gc_seterr(ENOMEM, "recnum: no memory to set %zu refused recipients aside", nbad);
+	}
+	for (size_t i = 0; i < recnum; i++)
+		if (!gerrno[i])
+			ok[k++] = rec[i];
+	b = (struct gc_batch){ shared, ok, n, flags, okerr };
+	sent = run(s, &b);
+	k = 0;
+	for (size_t i = 0; i < recnum; i++)
+		if (!gerrno[i])
+			gerrno[i] = okerr[k++];
+	free(ok);
+	free(okerr);
+	return (int)sent;
+}
+
 GC_EXPORT int gc_sendgroup(int sd, const struct iovec *shared, const struct gc_giovec *rec,
 			   size_t recnum, int flags, int *gerrno)
 {
 	static const struct iovec empty;
 	struct gc_batch b;
 	struct gc_sock *s;
-	int ret = -1, v6only_cache = -1;
+	int ret = -1, v6only_cache = -1, first_err = 0;
+	size_t nbad = 0, first_bad = 0;
+	char first_msg[256];
 
 	if (check_flags(flags, "gc_sendgroup"))
 		return -1;
@@ -482,21 +572,6 @@ GC_EXPORT int gc_sendgroup(int sd, const struct iovec *shared, const struct gc_g
 		gc_seterr(E2BIG, "recnum: %zu is above the socket's limit of %zu", recnum, s->limit);
 		goto out;
 	}
-	for (size_t i = 0; i < recnum; i++) {
-		const struct gc_giovec *g = &rec[i];
-		bool v4 = false;
-		size_t len;
-
-		if (check_dest(s, &g->dest, "rec", i, &v4, &v6only_cache) || check_iov(&g->prepend, "prepend", i) ||
-		    check_iov(&g->append, "append", i))
-			goto out;
-		len = shared->iov_len;
-		if (g->prepend.iov_len > UDP6_MAX || g->append.iov_len > UDP6_MAX ||
-		    (len += g->prepend.iov_len + g->append.iov_len) > (v4 ? UDP4_MAX : UDP6_MAX)) {
-			gc_seterr(EMSGSIZE, "rec[%zu]: prepend + shared + append is larger than a UDP datagram", i);
-			goto out;
-		}
-	}
 	if (!gerrno) { /* the engines always report; s->errs stays gc_send()'s */
 		if (grow((void **)&s->rec_errs, &s->rec_errs_cap, recnum, sizeof(*s->rec_errs))) {
 			gc_seterr(ENOMEM, "recnum: no memory for %zu error slots", recnum);
@@ -504,8 +579,27 @@ GC_EXPORT int gc_sendgroup(int sd, const struct iovec *shared, const struct gc_g
 		}
 		gerrno = s->rec_errs;
 	}
+	/* A recipient the rules refuse is that recipient's failure, not the
+	 * call's: it gets its errno in gerrno[i] and the others are sent. */
+	for (size_t i = 0; i < recnum; i++) {
+		gerrno[i] = check_rec(s, &rec[i], shared->iov_len, i, &v6only_cache);
+		if (gerrno[i] && !nbad++) {
+			first_err = gerrno[i];
+			first_bad = i;
+			snprintf(first_msg, sizeof(first_msg), "%s", gc_errmsg());
+		}
+	}
 	if (recnum == 0) {
 		ret = 0;
+		goto out;
+	}
+	if (nbad) {
+		s->stats.failed += nbad;
+		s->stats.last_errno = first_err;
+		ret = nbad == recnum ? 0 : run_valid(s, shared, rec, recnum, nbad, flags, gerrno);
+		if (ret >= 0)
+			gc_seterr(first_err, "%s (rec[%zu] is the first of %zu refused recipients; the others were sent)",
+				  first_msg, first_bad, nbad);
 		goto out;
 	}
 	b = (struct gc_batch){ shared, rec, recnum, flags, gerrno };
@@ -637,11 +731,8 @@ GC_EXPORT int gc_release(int sd)
 		s = tab[sd];
 		tab[sd] = NULL;
 	}
-	if (s) { /* wait for a caller still inside, then free */
-		pthread_mutex_lock(&s->lock);
-		pthread_mutex_unlock(&s->lock);
-		sock_free(s);
-	}
 	pthread_mutex_unlock(&tab_lock);
+	if (s) /* freed now, or by the last call still inside it */
+		sock_unref(s);
 	return 0;
 }

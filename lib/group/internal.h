@@ -11,6 +11,7 @@
 #define GC_INTERNAL_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <groupcast/group.h>
@@ -31,6 +32,7 @@ struct gc_kern;  /* kernel.c */
 /* The library's state for one socket (the "socket data structure" of the paper). */
 struct gc_sock {
 	pthread_mutex_t lock;  /* serializes calls on this socket */
+	atomic_uint refs;      /* the table's + one per call inside (group.c) */
 	int fd;
 	uint64_t cookie;       /* SO_COOKIE: tells a reused fd number from this socket */
 	int family;            /* AF_INET or AF_INET6 */
@@ -70,6 +72,15 @@ struct gc_engine_ops {
 
 extern const struct gc_engine_ops gc_loop_ops, gc_mmsg_ops, gc_uring_ops, gc_uring_zc_ops,
 	gc_kernel_ops;
+
+/* uring.c's test seam: the SQ size of new rings and the submit call (so a
+ * unit test can make a ring smaller than a batch, or a submit stop short). */
+struct io_uring;
+struct gc_uring_tunables {
+	unsigned sq_entries;
+	int (*submit)(struct io_uring *ring);
+};
+extern struct gc_uring_tunables gc_uring_tunables;
 
 /* errmsg.c: record this thread's error; always returns -1. */
 int gc_seterr(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

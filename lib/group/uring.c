@@ -11,6 +11,8 @@
  * longer references the caller's pages, a notification (IORING_CQE_F_NOTIF).
  */
 #include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +23,8 @@
 
 struct gc_uring {
 	struct io_uring ring;
+	unsigned entries; /* SQ size: the most members in flight at once */
+	uint32_t gen;     /* bumped per chunk, high half of every SQE's user_data */
 };
 
 /* Whether the kernel has io_uring with the opcode (probed once). */
@@ -70,25 +74,37 @@ static int uring_zc_available(void)
 	return available(1);
 }
 
+/* Test seam (internal.h): the SQ size and the submit call, so a unit test can
+ * make a ring smaller than a batch and a submit that stops short. */
+struct gc_uring_tunables gc_uring_tunables = { URING_BATCH, io_uring_submit };
+
 static struct gc_uring *ring_of(struct gc_sock *s)
 {
-	struct io_uring_params p = { .flags = IORING_SETUP_CQSIZE, .cq_entries = 2 * URING_BATCH };
+	unsigned entries = gc_uring_tunables.sq_entries;
+	struct io_uring_params p = { .flags = IORING_SETUP_CQSIZE | IORING_SETUP_SUBMIT_ALL,
+				     .cq_entries = 2 * entries };
 	struct gc_uring *u;
+	int r;
 
 	if (s->uring)
 		return s->uring;
 	u = calloc(1, sizeof(*u));
 	if (!u)
 		return NULL;
-	/* SINGLE_ISSUER / DEFER_TASKRUN would help, but liburing 2.3 headers
-	 * predate some of them and they are not needed for correctness. */
-	int r = io_uring_queue_init_params(URING_BATCH, &u->ring, &p);
-
+	/* SUBMIT_ALL (5.18): an SQE that fails early does not stop the kernel
+	 * from consuming the ones behind it.  SINGLE_ISSUER / DEFER_TASKRUN
+	 * would help too, but liburing 2.3 predates some of them. */
+	r = io_uring_queue_init_params(entries, &u->ring, &p);
+	if (r == -EINVAL) {
+		p = (struct io_uring_params){ .flags = IORING_SETUP_CQSIZE, .cq_entries = 2 * entries };
+		r = io_uring_queue_init_params(entries, &u->ring, &p);
+	}
 	if (r < 0) {
 		free(u);
 		errno = -r;
 		return NULL;
 	}
+	u->entries = entries;
 	s->uring = u;
 	return u;
 }
@@ -110,10 +126,58 @@ static void uring_release(struct gc_sock *s)
 	s->uring = NULL;
 }
 
+/*
+ * Hand the kernel the cnt SQEs just queued; returns how many it took.  It may
+ * take fewer (no memory for requests: EAGAIN; a signal).  Retried while it
+ * makes progress; after a few fruitless tries the caller gives the rest to
+ * sendmsg() and throws the ring away, because SQEs the kernel has not
+ * consumed stay in the SQ, pointing at this call's msghdrs, and a later
+ * submit must never send them.
+ */
+static size_t submit_all(struct gc_uring *u, size_t cnt, int *err)
+{
+	size_t in = 0;
+	int idle = 0;
+
+	while (in < cnt && idle < 3) {
+		int r = gc_uring_tunables.submit(&u->ring);
+
+		if (r > 0) {
+			in += (size_t)r;
+			idle = 0;
+		} else if (r == 0 || r == -EINTR || r == -EAGAIN || r == -EBUSY) {
+			*err = r == 0 ? EAGAIN : -r;
+			idle++;
+		} else {
+			*err = -r;
+			break;
+		}
+	}
+	return in < cnt ? in : cnt;
+}
+
+/* Members [from, to) of the chunk the ring did not take: send them the plain
+ * way, so that a sick ring costs speed, never delivery. */
+static size_t send_plain(struct gc_sock *s, const struct gc_batch *b, struct mmsghdr *m,
+			 size_t base, size_t from, size_t to)
+{
+	size_t sent = 0;
+
+	for (size_t k = from; k < to; k++) {
+		if (sendmsg(s->fd, &m[k].msg_hdr, b->flags) >= 0) {
+			b->gerrno[base + k] = 0;
+			sent++;
+		} else {
+			b->gerrno[base + k] = errno;
+		}
+	}
+	return sent;
+}
+
 static size_t uring_send_common(struct gc_sock *s, const struct gc_batch *b, int zc)
 {
-	size_t chunk = b->n < URING_BATCH ? b->n : URING_BATCH, sent = 0;
 	struct gc_uring *u = ring_of(s);
+	size_t chunk = u && b->n > u->entries ? u->entries : b->n, sent = 0;
 	struct mmsghdr *m;
 
 	if (!u || gc_scratch_reserve(s, chunk, sizeof(struct mmsghdr))) {
@@ -123,22 +187,31 @@ static size_t uring_send_common(struct gc_sock *s, const struct gc_batch *b, int
 	}
 	m = s->mmsg;
 	for (size_t i = 0; i < b->n; i += chunk) {
-		size_t cnt = b->n - i < chunk ? b->n - i : chunk, results = 0;
+		size_t cnt = b->n - i < chunk ? b->n - i : chunk, in, results = 0;
 		long notifs = 0; /* signed: robust to any order of result and notification */
+		int err = 0;
+		bool sick = false;
 
+		/* user_data carries this call's generation: a completion left by
+		 * an earlier call can never be taken for one of ours */
+		u->gen++;
 		for (size_t k = 0; k < cnt; k++) {
-			struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
+			struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring); /* cnt <= SQ size: never NULL */
 
 			gc_fill_msg(&m[k].msg_hdr, &s->iov[3 * k], b, i + k);
 			if (zc)
 				io_uring_prep_sendmsg_zc(sqe, s->fd, &m[k].msg_hdr, (unsigned)b->flags);
 			else
 				io_uring_prep_sendmsg(sqe, s->fd, &m[k].msg_hdr, (unsigned)b->flags);
-			io_uring_sqe_set_data64(sqe, i + k);
+			io_uring_sqe_set_data64(sqe, (uint64_t)u->gen << 32 | k);
+			b->gerrno[i + k] = EIO; /* until its completion says otherwise */
 		}
-		io_uring_submit(&u->ring);
-		/* Reap until every result and every promised notification is in. */
-		while (results < cnt || notifs > 0) {
+		in = submit_all(u, cnt, &err);
+		sick = in < cnt;
+		/* Reap until every submitted result and every promised
+		 * notification is in: the caller may reuse its buffers as soon
+		 * as we return. */
+		while (results < in || notifs > 0) {
 			struct io_uring_cqe *cqe;
 			unsigned head, seen = 0;
 			int r = io_uring_wait_cqe(&u->ring, &cqe);
@@ -146,12 +219,15 @@ static size_t uring_send_common(struct gc_sock *s, const struct gc_batch *b, int
 			if (r == -EINTR)
 				continue;
 			if (r < 0) { /* cannot happen with a healthy ring; never report success */
-				for (size_t k = i; k < i + cnt; k++)
-					b->gerrno[k] = -r;
-				return sent;
+				sick = true;
+				break;
 			}
 			io_uring_for_each_cqe(&u->ring, head, cqe) {
+				uint64_t k = cqe->user_data & 0xffffffffu;
+
 				seen++;
+				if (cqe->user_data >> 32 != u->gen || k >= cnt)
+					continue;
 				if (cqe->flags & IORING_CQE_F_NOTIF) {
 					notifs--;
 					continue;
@@ -159,7 +235,7 @@ static size_t uring_send_common(struct gc_sock *s, const struct gc_batch *b, int
 				results++;
 				if (cqe->flags & IORING_CQE_F_MORE)
 					notifs++;
-				b->gerrno[cqe->user_data] = cqe->res < 0 ? -cqe->res : 0;
+				b->gerrno[i + k] = cqe->res < 0 ? -cqe->res : 0;
 				sent += cqe->res >= 0;
 			}
 			io_uring_cq_advance(&u->ring, seen);
@@ -170,6 +246,19 @@ static size_t uring_send_common(struct gc_sock *s, const struct gc_batch *b, int
 					b->gerrno[i + k] = 0;
 					sent++;
 				}
+		if (sick) {
+			/* Members the ring never took go the plain way; those it
+			 * took but never reported keep EIO (they may or may not have
+			 * gone out).  The ring is dropped; the next send makes a
+			 * new one. */
+			sent += send_plain(s, b, m, i, in, cnt);
+			uring_release(s);
+			if (!(u = ring_of(s)) || u->entries < chunk) {
+				for (size_t k = i + cnt; k < b->n; k++)
+					b->gerrno[k] = ENOMEM;
+				return sent;
+			}
+		}
 	}
 	return sent;
 }

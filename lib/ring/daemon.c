@@ -21,6 +21,7 @@
  * a reply is dropped.  The engine never blocks on a client.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -31,6 +32,9 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <linux/magic.h>
+#include <stddef.h>
 #include <sys/un.h>
 #include <unistd.h>
 #include "ring/srv.h"
@@ -96,41 +100,113 @@ static ssize_t recv_fds(int sock, void *buf, size_t len, int *fds, int *nfds, in
 
 /* ---- client side -------------------------------------------------------- */
 
-int gc_client_call(struct gc_ring_engine *e, const char *fn, const struct gc_req *q, const int *fds,
-		   int nfds, struct gc_rep *rep, int *rfd)
+/* Read one reply of any kind: -1 with gc_seterr(), else its length. */
+static ssize_t recv_rep(struct gc_ring_engine *e, const char *fn, struct gc_rep *rep, int *rfd,
+			int flags)
 {
 	int got[MAX_FDS], ngot = 0, mflags = 0;
 
 	*rfd = -1;
-	if (send_fds(e->fd, q, sizeof(*q), fds, nfds, 0) != (ssize_t)sizeof(*q))
-		return gc_seterr(errno ? errno : EPROTO, "%s: sending the request to the engine failed",
-				 fn);
 	memset(rep, 0, sizeof(*rep));
-	ssize_t n = recv_fds(e->fd, rep, sizeof(*rep), got, &ngot, 0, &mflags);
+	ssize_t n = recv_fds(e->fd, rep, sizeof(*rep), got, &ngot, flags, &mflags);
 	if (n < 0)
-		return gc_seterr(errno == EAGAIN ? ETIMEDOUT : errno,
-				 "%s: no reply from the engine", fn);
+		return gc_seterr(errno == EAGAIN ? ETIMEDOUT : errno, "%s: no reply from the engine",
+				 fn);
 	for (int i = ngot > 1 ? 1 : ngot; i < ngot; i++)
 		close(got[i]);
-	if (n == 0) {
-		if (ngot)
-			close(got[0]);
-		return gc_seterr(ECONNRESET, "%s: the engine closed the connection", fn);
-	}
-	if (n != (ssize_t)sizeof(*rep) || (mflags & (MSG_TRUNC | MSG_CTRUNC))) {
-		if (ngot)
-			close(got[0]);
-		return gc_seterr(EPROTO, "%s: malformed reply from the engine", fn);
-	}
-	if (rep->err) {
-		if (ngot)
-			close(got[0]);
-		rep->msg[sizeof(rep->msg) - 1] = '\0';
-		return gc_seterr(rep->err, "%s: %s", fn, rep->msg);
-	}
 	if (ngot)
 		*rfd = got[0];
-	return 0;
+	if (n == 0)
+		return gc_seterr(ECONNRESET, "%s: the engine closed the connection", fn);
+	if ((size_t)n < GC_REP_HEAD)
+		return gc_seterr(EPROTO, "%s: malformed reply from the engine (%zd bytes)", fn, n);
+	if (rep->version != GC_PROTO_VERSION)
+		return gc_seterr(EPROTONOSUPPORT, "%s: the engine answered in protocol version %u "
+				 "(%zd bytes); this library speaks version %u", fn, rep->version, n,
+				 GC_PROTO_VERSION);
+	if (n != (ssize_t)sizeof(*rep) || (mflags & (MSG_TRUNC | MSG_CTRUNC)))
+		return gc_seterr(EPROTO, "%s: malformed reply from the engine (%zd bytes)", fn, n);
+	rep->msg[sizeof(rep->msg) - 1] = '\0';
+	return n;
+}
+
+/* A notice answers no request: the engine refused us and hung up. */
+static int notice(const char *fn, const struct gc_rep *rep)
+{
+	return gc_seterr(rep->err ? rep->err : EPROTO, "%s: the engine refused the connection: %s",
+			 fn, rep->err ? rep->msg : "(no reason given)");
+}
+
+static uint32_t next_seq(struct gc_ring_engine *e)
+{
+	if (++e->seq == 0) /* 0 marks notices */
+		e->seq = 1;
+	return e->seq;
+}
+
+static void drop_fd(int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+}
+
+int gc_client_call(struct gc_ring_engine *e, const char *fn, struct gc_req *q, const int *fds,
+		   int nfds, struct gc_rep *rep, int *rfd)
+{
+	*rfd = -1;
+	q->seq = next_seq(e);
+	if (send_fds(e->fd, q, sizeof(*q), fds, nfds, 0) != (ssize_t)sizeof(*q)) {
+		int err = errno ? errno : EPROTO;
+		/* refused at accept: the reason may be waiting for us */
+		bool refused = (err == EPIPE || err == ECONNRESET) &&
+			       recv_rep(e, fn, rep, rfd, MSG_DONTWAIT) > 0 && rep->seq == 0;
+		drop_fd(rfd);
+		if (refused)
+			return notice(fn, rep);
+		return gc_seterr(err, "%s: sending the request to the engine failed", fn);
+	}
+	/* Replies come in the order of the requests, so one that is not ours
+	 * answers a request we gave up on (timed out): skip it.  Bounded: we
+	 * cannot have given up on more requests than we sent. */
+	for (unsigned skipped = 0; skipped < 1024; skipped++) {
+		ssize_t n = recv_rep(e, fn, rep, rfd, 0);
+		/* An engine that hangs up on a request it did not read (it
+		 * refused us at accept) resets the connection, and the first
+		 * read reports that before the notice queued ahead of it. */
+		if (n < 0 && errno == ECONNRESET) {
+			n = recv_rep(e, fn, rep, rfd, MSG_DONTWAIT);
+			if (n < 0 || rep->seq != 0) {
+				drop_fd(rfd);
+				return gc_seterr(ECONNRESET, "%s: the engine reset the connection", fn);
+			}
+		}
+		int r;
+		if (n < 0)
+			r = -1;
+		else if (rep->seq == 0)
+			r = notice(fn, rep);
+		else if (rep->seq == q->seq && rep->err)
+			r = gc_seterr(rep->err, "%s: %s", fn, rep->msg);
+		else if (rep->seq == q->seq)
+			return 0;
+		else {
+			e->stale++;
+			drop_fd(rfd);
+			if (rep->op == GC_OP_ATTACH && rep->err == 0) {
+				/* The engine attached a ring we took for refused:
+				 * let it go.  Its reply is skipped in turn. */
+				struct gc_req d = { .op = GC_OP_DETACH, .version = GC_PROTO_VERSION,
+						    .seq = next_seq(e), .ring_id = rep->ring_id };
+				send_fds(e->fd, &d, sizeof(d), NULL, 0, MSG_DONTWAIT);
+			}
+			continue;
+		}
+		drop_fd(rfd);
+		return r;
+	}
+	return gc_seterr(EPROTO, "%s: the engine sent 1024 replies to other requests (want %u)", fn,
+			 q->seq);
 }
 
 /* ---- server side -------------------------------------------------------- */
@@ -148,34 +224,122 @@ static int rep_err(struct gc_rep *rep, int err, const char *fmt, ...)
 	return -1;
 }
 
-/* fd must be a memfd sealed against shrinking, of at least need bytes. */
-static int check_memfd(int fd, uint64_t need, const char *what, struct gc_rep *rep,
-		       struct stat *st)
+/*
+ * fd must be a memfd sealed against shrinking, of at least need bytes, so
+ * that the engine's mapping can never fault.  On tmpfs only: a hugetlbfs
+ * memfd takes seals too, but a hole punched in it (fallocate) frees the huge
+ * page under the engine's mapping, which then faults (SIGBUS).
+ */
+static int check_memfd(int fd, uint64_t need, const char *what, struct gc_rep *rep)
 {
-	if (fstat(fd, st) < 0 || !S_ISREG(st->st_mode))
+	struct stat st;
+	struct statfs fs;
+
+	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
 		return rep_err(rep, EINVAL, "the %s descriptor is not a memfd", what);
+	if (fstatfs(fd, &fs) < 0)
+		return rep_err(rep, EINVAL, "the %s descriptor is not a memfd (fstatfs: %s)", what,
+			       strerror(errno));
+	if (fs.f_type == HUGETLBFS_MAGIC)
+		return rep_err(rep, EINVAL, "the %s memfd is on hugetlbfs (MFD_HUGETLB): a punched "
+			       "hole would fault the engine; use a memfd on tmpfs", what);
+	if (fs.f_type != TMPFS_MAGIC)
+		return rep_err(rep, EINVAL, "the %s descriptor is not a memfd (filesystem 0x%lx, "
+			       "not tmpfs)", what, (unsigned long)fs.f_type);
 	int seals = fcntl(fd, F_GET_SEALS);
 	if (seals < 0)
 		return rep_err(rep, EINVAL, "the %s descriptor is not a memfd (no seals)", what);
 	if (!(seals & F_SEAL_SHRINK))
 		return rep_err(rep, EPERM, "the %s memfd is not sealed against shrinking "
 			       "(F_SEAL_SHRINK)", what);
-	if ((uint64_t)st->st_size < need)
+	if ((uint64_t)st.st_size < need)
 		return rep_err(rep, EINVAL, "the %s memfd has %lld bytes, needs %llu", what,
-			       (long long)st->st_size, (unsigned long long)need);
+			       (long long)st.st_size, (unsigned long long)need);
 	return 0;
+}
+
+/* The checks of an ATTACH request that need no client state. */
+static int decode_attach(const struct gc_req *q, const int *fds, int nfds, struct gc_rep *rep)
+{
+	char why[160];
+
+	if (nfds != 3)
+		return rep_err(rep, EINVAL, "attach carries %d descriptors, wants 3 "
+			       "(ring memfd, zone memfd, socket)", nfds);
+	if (q->entries < 2 || q->entries > GC_RING_MAX_ENTRIES)
+		return rep_err(rep, EINVAL, "entries %u is not in [2, %u]", q->entries,
+			       GC_RING_MAX_ENTRIES);
+	if (q->ack_entries != q->entries)
+		return rep_err(rep, EINVAL, "ack_entries %u differs from entries %u", q->ack_entries,
+			       q->entries);
+	if (q->zone_size == 0 || q->zone_size > GC_ZONE_MAX)
+		return rep_err(rep, EINVAL, "zone size %llu is not in [1, %llu]",
+			       (unsigned long long)q->zone_size, (unsigned long long)GC_ZONE_MAX);
+	uint64_t need = gc_shm_size(q->entries, q->ack_entries, (uint64_t)gc_page_size());
+	if (check_memfd(fds[0], need, "ring", rep) < 0 ||
+	    check_memfd(fds[1], q->zone_size, "zone", rep) < 0)
+		return -1;
+	errno = 0;
+	if (fds[2] < 0 || gc_udp_check(fds[2], why, sizeof(why)) < 0)
+		return rep_err(rep, errno ? errno : EBADF, "the socket is %s",
+			       fds[2] < 0 ? "missing" : why);
+	return 0;
+}
+
+int gc_srv_decode(const void *buf, size_t n, int mflags, const int *fds, int nfds,
+		  struct gc_req *q, struct gc_rep *rep)
+{
+	memset(q, 0, sizeof(*q));
+	memcpy(q, buf, n < sizeof(*q) ? n : sizeof(*q));
+	/* what the client needs to match the reply, as far as it came */
+	rep->version = GC_PROTO_VERSION;
+	rep->seq = n >= offsetof(struct gc_req, seq) + sizeof(q->seq) ? q->seq : 0;
+	rep->op = n >= sizeof(q->op) ? q->op : 0;
+	/* the version first: another version may have another size */
+	if (n < offsetof(struct gc_req, version) + sizeof(q->version))
+		return rep_err(rep, EPROTO, "malformed request (%zu bytes)", n);
+	if (q->version != GC_PROTO_VERSION)
+		return rep_err(rep, EPROTONOSUPPORT, "protocol version %u; this engine speaks "
+			       "version %u", q->version, GC_PROTO_VERSION);
+	if (n != sizeof(*q) || (mflags & (MSG_TRUNC | MSG_CTRUNC)))
+		return rep_err(rep, EPROTO, "malformed request (%zu bytes%s)", n,
+			       mflags & MSG_CTRUNC ? ", descriptors cut off" :
+			       mflags & MSG_TRUNC ? " or more" : "");
+	if (q->seq == 0)
+		return rep_err(rep, EPROTO, "request without a sequence number");
+	switch (q->op) {
+	case GC_OP_ATTACH:
+		return decode_attach(q, fds, nfds, rep);
+	case GC_OP_DETACH:
+	case GC_OP_STATS:
+	case GC_OP_HELLO:
+		if (nfds)
+			return rep_err(rep, EINVAL, "request %u carries descriptors", q->op);
+		return 0;
+	default:
+		return rep_err(rep, EINVAL, "unknown request %u", q->op);
+	}
+}
+
+/* The client's mapping of this zone, if the engine has one. */
+static struct gc_zmap *zmap_find(struct gc_client *cl, const struct stat *st, uint64_t size)
+{
+	for (struct gc_zmap *z = cl->zones; z; z = z->next)
+		if (z->dev == st->st_dev && z->ino == st->st_ino && z->size == size)
+			return z;
+	return NULL;
 }
 
 static struct gc_zmap *zmap_get(struct gc_client *cl, int fd, const struct stat *st,
 				uint64_t size, struct gc_rep *rep)
 {
-	for (struct gc_zmap *z = cl->zones; z; z = z->next) {
-		if (z->dev == st->st_dev && z->ino == st->st_ino && z->size == size) {
-			z->refs++;
-			return z;
-		}
+	struct gc_zmap *z = zmap_find(cl, st, size);
+
+	if (z) {
+		z->refs++;
+		return z;
 	}
-	struct gc_zmap *z = calloc(1, sizeof(*z));
+	z = calloc(1, sizeof(*z));
 	if (!z) {
 		rep_err(rep, ENOMEM, "out of memory");
 		return NULL;
@@ -194,6 +358,7 @@ static struct gc_zmap *zmap_get(struct gc_client *cl, int fd, const struct stat 
 	z->refs = 1;
 	z->next = cl->zones;
 	cl->zones = z;
+	cl->mapped += size;
 	return z;
 }
 
@@ -208,36 +373,39 @@ void gc_zmap_put(struct gc_client *cl, struct gc_zmap *z)
 		}
 	}
 	munmap((void *)z->map, z->size);
+	cl->mapped -= z->size;
 	free(z);
 }
 
+/* Attach a ring whose request gc_srv_decode() accepted, within the client's
+ * limits. */
 static int srv_attach(struct gc_srv *s, struct gc_client *cl, const struct gc_req *q, int *fds,
-		      int nfds, struct gc_rep *rep, int *rfd)
+		      struct gc_rep *rep, int *rfd)
 {
-	struct stat rst, zst;
-	char why[160];
+	struct stat zst;
 
-	if (nfds != 3)
-		return rep_err(rep, EINVAL, "attach carries %d descriptors, wants 3 "
-			       "(ring memfd, zone memfd, socket)", nfds);
-	if (cl->nrings >= s->p.max_rings)
-		return rep_err(rep, E2BIG, "the client has %u rings already (the engine's limit)",
-			       cl->nrings);
-	if (q->entries < 2 || q->entries > GC_RING_MAX_ENTRIES)
-		return rep_err(rep, EINVAL, "entries %u is not in [2, %u]", q->entries,
-			       GC_RING_MAX_ENTRIES);
-	if (q->ack_entries != q->entries)
-		return rep_err(rep, EINVAL, "ack_entries %u differs from entries %u", q->ack_entries,
-			       q->entries);
-	if (q->zone_size == 0 || q->zone_size > GC_ZONE_MAX)
-		return rep_err(rep, EINVAL, "zone size %llu is not in [1, %llu]",
-			       (unsigned long long)q->zone_size, (unsigned long long)GC_ZONE_MAX);
+	if (cl->nrings >= cl->max_rings) {
+		s->st.limited++;
+		return rep_err(rep, EDQUOT, "the client has %u rings, the engine's limit per client "
+			       "(max_rings)", cl->nrings);
+	}
+	if (cl->nfds > cl->max_fds || cl->max_fds - cl->nfds < GC_CONN_FDS) {
+		s->st.limited++;
+		return rep_err(rep, EMFILE, "the engine holds %u descriptors for the client; a ring "
+			       "needs %u more and the limit per client is %u (max_fds)", cl->nfds,
+			       GC_CONN_FDS, cl->max_fds);
+	}
 	uint64_t need = gc_shm_size(q->entries, q->ack_entries, (uint64_t)gc_page_size());
-	if (check_memfd(fds[0], need, "ring", rep, &rst) < 0 ||
-	    check_memfd(fds[1], q->zone_size, "zone", rep, &zst) < 0)
-		return -1;
-	if (gc_udp_check(fds[2], why, sizeof(why)) < 0)
-		return rep_err(rep, errno, "the socket is %s", why);
+	if (fstat(fds[1], &zst) < 0)
+		return rep_err(rep, errno, "fstat of the zone failed");
+	uint64_t more = need + (zmap_find(cl, &zst, q->zone_size) ? 0 : q->zone_size);
+	if (more > cl->max_map || cl->mapped > cl->max_map - more) {
+		s->st.limited++;
+		return rep_err(rep, EDQUOT, "the engine maps %llu bytes for the client; this ring needs "
+			       "%llu more and the limit per client is %llu (max_map_bytes)",
+			       (unsigned long long)cl->mapped, (unsigned long long)more,
+			       (unsigned long long)cl->max_map);
+	}
 
 	struct gc_conn *c = calloc(1, sizeof(*c));
 	if (!c)
@@ -259,6 +427,7 @@ static int srv_attach(struct gc_srv *s, struct gc_client *cl, const struct gc_re
 		goto fail;
 	}
 	c->shm_len = need;
+	cl->mapped += need;
 	gc_udp_init(&c->udp, fds[2]);
 	if (gc_kring_init(&c->k, c->shm, need, q->entries, q->ack_entries, q->zone_size,
 			  c->udp.max_len) < 0) {
@@ -284,6 +453,7 @@ static int srv_attach(struct gc_srv *s, struct gc_client *cl, const struct gc_re
 	c->cl_next = cl->conns;
 	cl->conns = c;
 	cl->nrings++;
+	cl->nfds += GC_CONN_FDS;
 	rep->ring_id = c->id;
 	/* the process that started the engine may send from its own threads
 	 * (gc_ring_flush()); nobody else learns where anything lives */
@@ -294,8 +464,10 @@ static int srv_attach(struct gc_srv *s, struct gc_client *cl, const struct gc_re
 fail:
 	if (c->efd >= 0)
 		close(c->efd);
-	if (c->shm)
+	if (c->shm) {
 		munmap(c->shm, c->shm_len);
+		cl->mapped -= c->shm_len;
+	}
 	if (c->zone)
 		gc_zmap_put(cl, c->zone);
 	free(c->pend);
@@ -310,6 +482,7 @@ static int srv_detach(struct gc_srv *s, struct gc_client *cl, uint32_t id, struc
 		if (c->id == id) {
 			*pp = c->cl_next;
 			cl->nrings--;
+			cl->nfds -= GC_CONN_FDS;
 			gc_srv_conn_free(s, c);
 			return 0;
 		}
@@ -321,26 +494,22 @@ int gc_srv_request(struct gc_srv *s, struct gc_client *cl)
 {
 	struct gc_req q;
 	struct gc_rep rep;
+	unsigned char buf[sizeof(struct gc_req)];
 	int fds[MAX_FDS], nfds = 0, mflags = 0, rfd = -1;
 
-	ssize_t n = recv_fds(cl->fd, &q, sizeof(q), fds, &nfds, MSG_DONTWAIT, &mflags);
+	ssize_t n = recv_fds(cl->fd, buf, sizeof(buf), fds, &nfds, MSG_DONTWAIT, &mflags);
 	if (n < 0)
 		return errno == EAGAIN || errno == EINTR ? 0 : -1;
 	if (n == 0)
 		return -1; /* the client went away */
 	memset(&rep, 0, sizeof(rep));
-	if (n != (ssize_t)sizeof(q) || (mflags & (MSG_TRUNC | MSG_CTRUNC)))
-		rep_err(&rep, EPROTO, "malformed request (%zd bytes)", n);
-	else if (q.version != GC_PROTO_VERSION)
-		rep_err(&rep, EPROTO, "protocol version %u; this engine speaks %u", q.version,
-			GC_PROTO_VERSION);
-	else if (q.op == GC_OP_ATTACH)
-		srv_attach(s, cl, &q, fds, nfds, &rep, &rfd);
-	else if (nfds)
-		rep_err(&rep, EINVAL, "request %u carries descriptors", q.op);
-	else if (q.op == GC_OP_DETACH)
+	if (gc_srv_decode(buf, (size_t)n, mflags, fds, nfds, &q, &rep) < 0) {
+		/* refused: rep says why */
+	} else if (q.op == GC_OP_ATTACH) {
+		srv_attach(s, cl, &q, fds, &rep, &rfd);
+	} else if (q.op == GC_OP_DETACH) {
 		srv_detach(s, cl, q.ring_id, &rep);
-	else if (q.op == GC_OP_STATS) {
+	} else if (q.op == GC_OP_STATS) {
 		rep.stats = s->st;
 		/* relaxed: statistics; gc_ring_flush() adds these on its threads */
 		rep.stats.packets += atomic_load_explicit(&s->fl_packets, memory_order_relaxed);
@@ -349,8 +518,7 @@ int gc_srv_request(struct gc_srv *s, struct gc_client *cl)
 		rep.stats.gso += atomic_load_explicit(&s->fl_gso, memory_order_relaxed);
 		rep.stats.clients = s->nclients;
 		rep.stats.rings = s->nconns;
-	} else
-		rep_err(&rep, EINVAL, "unknown request %u", q.op);
+	} /* HELLO: the reply says we serve this client */
 	for (int i = 0; i < nfds; i++)
 		if (fds[i] >= 0)
 			close(fds[i]);
@@ -359,37 +527,101 @@ int gc_srv_request(struct gc_srv *s, struct gc_client *cl)
 	return w == (ssize_t)sizeof(rep) ? 0 : -1;
 }
 
-int gc_srv_listen(struct gc_srv *s, const char *path)
+/* path is free for us: nothing there, or a stale socket file (removed);
+ * else -1 with EADDRINUSE. */
+static int claim_path(const char *path, const struct sockaddr_un *sa)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct stat st;
 
-	if (strlen(path) >= sizeof(sa.sun_path))
-		return gc_seterr(ENAMETOOLONG, "gc_ring_engine_start: listen path is longer than %zu bytes",
+	if (lstat(path, &st) < 0)
+		return errno == ENOENT ? 0 : gc_seterr(errno, "gc_ring_engine_start: listen: %s",
+							path);
+	/* a live engine answers; a stale socket file does not */
+	int probe = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	int live = probe >= 0 && connect(probe, (const struct sockaddr *)sa, sizeof(*sa)) == 0;
+	if (probe >= 0)
+		close(probe);
+	if (live || !S_ISSOCK(st.st_mode))
+		return gc_seterr(EADDRINUSE, "gc_ring_engine_start: listen: %s is in use", path);
+	unlink(path);
+	return 0;
+}
+
+/*
+ * Bind and listen at tmp (in the private directory), give the file its mode
+ * and group, then link it to path: the socket is never reachable with wider
+ * permissions than asked.  (umask would do, but it is process-wide: the
+ * application's other threads create files too.)
+ */
+static int listen_at(struct gc_srv *s, const char *tmp, const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX }, fin = { .sun_family = AF_UNIX };
+
+	if (strlen(tmp) >= sizeof(sa.sun_path))
+		return gc_seterr(ENAMETOOLONG, "gc_ring_engine_start: listen: %s with the private "
+				 "directory beside it (%s) is longer than %zu bytes", path, tmp,
 				 sizeof(sa.sun_path) - 1);
-	strcpy(sa.sun_path, path);
+	strcpy(sa.sun_path, tmp);
+	strcpy(fin.sun_path, path);
 	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return gc_seterr(errno, "gc_ring_engine_start: socket failed");
-	int r = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
-	if (r < 0 && errno == EADDRINUSE) {
-		/* a live engine answers; a stale socket file does not */
-		struct stat st;
-		int probe = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-		int live = probe >= 0 && connect(probe, (struct sockaddr *)&sa, sizeof(sa)) == 0;
-		if (probe >= 0)
-			close(probe);
-		if (live || lstat(path, &st) < 0 || !S_ISSOCK(st.st_mode)) {
-			close(fd);
-			return gc_seterr(EADDRINUSE, "gc_ring_engine_start: listen: %s is in use", path);
-		}
-		unlink(path);
-		r = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
-	}
-	if (r < 0 || listen(fd, 128) < 0) {
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 128) < 0) {
 		int err = errno;
 		close(fd);
 		return gc_seterr(err, "gc_ring_engine_start: listen on %s failed", path);
 	}
+	if ((s->p.flags & GC_RING_ENGINE_LISTEN_GID) &&
+	    fchownat(AT_FDCWD, tmp, (uid_t)-1, s->p.listen_gid, AT_SYMLINK_NOFOLLOW) < 0) {
+		int err = errno;
+		close(fd);
+		return gc_seterr(err, "gc_ring_engine_start: listen: cannot give %s group %u", path,
+				 (unsigned)s->p.listen_gid);
+	}
+	/* NOFOLLOW: whoever owns the directory around ours could swap names */
+	if (fchmodat(AT_FDCWD, tmp, s->p.listen_mode, AT_SYMLINK_NOFOLLOW) < 0) {
+		int err = errno;
+		close(fd);
+		return gc_seterr(err, "gc_ring_engine_start: listen: cannot set mode 0%o on %s",
+				 s->p.listen_mode, path);
+	}
+	int r = link(tmp, path);
+	if (r < 0 && errno == EEXIST && claim_path(path, &fin) == 0)
+		r = link(tmp, path);
+	if (r < 0) {
+		int err = errno;
+		close(fd);
+		if (err == EEXIST)
+			return gc_seterr(EADDRINUSE, "gc_ring_engine_start: listen: %s is in use", path);
+		return gc_seterr(err, "gc_ring_engine_start: listen: cannot link the socket to %s",
+				 path);
+	}
+	return fd;
+}
+
+int gc_srv_listen(struct gc_srv *s, const char *path)
+{
+	char dir[sizeof(((struct sockaddr_un *)0)->sun_path) + 32], tmp[sizeof(dir) + 8];
+	const char *slash = strrchr(path, '/');
+
+	if (strlen(path) >= sizeof(((struct sockaddr_un *)0)->sun_path))
+		return gc_seterr(ENAMETOOLONG, "gc_ring_engine_start: listen path is longer than %zu bytes",
+				 sizeof(((struct sockaddr_un *)0)->sun_path) - 1);
+	if (!*path || (slash && !slash[1]))
+		return gc_seterr(EINVAL, "gc_ring_engine_start: listen path '%s' names no file", path);
+	/* the private directory: beside path (the same filesystem, for link()) */
+	int dl = slash ? (int)(slash - path) + 1 : 0;
+	snprintf(dir, sizeof(dir), "%.*s.gc-engine-XXXXXX", dl, path);
+	if (!mkdtemp(dir)) /* mode 0700 */
+		return gc_seterr(errno, "gc_ring_engine_start: listen: cannot create a private "
+				 "directory beside %s", path);
+	snprintf(tmp, sizeof(tmp), "%s/s", dir);
+	s->uid = geteuid();
+	int fd = listen_at(s, tmp, path);
+	unlink(tmp);
+	rmdir(dir);
+	if (fd < 0)
+		return -1;
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &s->listen_tag };
 	s->listen_path = strdup(path);
 	if (!s->listen_path || epoll_ctl(s->ep, EPOLL_CTL_ADD, fd, &ev) < 0) {
@@ -407,8 +639,58 @@ int gc_srv_listen(struct gc_srv *s, const char *path)
 	return 0;
 }
 
+/* Is the peer of fd served?  Root, our own uid, and the allowed uids and
+ * groups (primary or supplementary: SO_PEERGROUPS). */
+static bool peer_allowed(const struct gc_srv *s, int fd, char *why, size_t len)
+{
+	struct ucred uc;
+	socklen_t l = sizeof(uc);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &l) < 0) {
+		snprintf(why, len, "no credentials of the client (%s)", strerror(errno));
+		return false;
+	}
+	if (uc.uid == 0 || uc.uid == s->uid)
+		return true;
+	for (size_t i = 0; i < s->p.n_allow_uids; i++)
+		if (s->allow_uids[i] == uc.uid)
+			return true;
+	if (s->p.n_allow_gids) {
+		gid_t groups[256];
+		socklen_t gl = sizeof(groups);
+		int ng = 0;
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &gl) == 0)
+			ng = (int)(gl / sizeof(gid_t));
+		/* more than 256 groups (ERANGE): the primary group still counts */
+		for (size_t i = 0; i < s->p.n_allow_gids; i++) {
+			if (s->allow_gids[i] == uc.gid)
+				return true;
+			for (int g = 0; g < ng; g++)
+				if (s->allow_gids[i] == groups[g])
+					return true;
+		}
+	}
+	snprintf(why, len, "uid %u (gid %u) is not allowed: the engine serves root, its own uid "
+		 "%u, and the uids and groups it was told to allow", (unsigned)uc.uid,
+		 (unsigned)uc.gid, (unsigned)s->uid);
+	return false;
+}
+
+/* Tell a client why it is refused (a notice: seq 0), and hang up. */
+static void refuse(struct gc_srv *s, int fd, int err, const char *why)
+{
+	struct gc_rep rep = { .version = GC_PROTO_VERSION, .err = err };
+
+	snprintf(rep.msg, sizeof(rep.msg), "%s", why);
+	send_fds(fd, &rep, sizeof(rep), NULL, 0, MSG_DONTWAIT);
+	close(fd);
+	s->st.refused++;
+}
+
 void gc_srv_accept(struct gc_srv *s)
 {
+	char why[200];
+
 	for (int i = 0; i < 64; i++) {
 		int fd = accept4(s->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0) {
@@ -416,8 +698,15 @@ void gc_srv_accept(struct gc_srv *s)
 				gc_srv_listen_pause(s, true); /* or the ready socket spins us */
 			return;
 		}
-		if (!gc_srv_client_new(s, fd, false))
+		if (!peer_allowed(s, fd, why, sizeof(why))) {
+			refuse(s, fd, EACCES, why);
+		} else if (s->nremote >= s->p.max_clients) {
+			snprintf(why, sizeof(why), "the engine serves %u clients, its limit "
+				 "(max_clients)", s->nremote);
+			refuse(s, fd, EUSERS, why);
+		} else if (!gc_srv_client_new(s, fd, false)) {
 			close(fd);
+		}
 	}
 }
 

@@ -2,10 +2,12 @@
 /*
  * engine.c - the transport engine: one thread that drains many rings.
  *
- * Each attached ring is a connection.  Active connections are polled round
- * robin; each round takes at most `batch` packets from a ring (if its
- * congestion controller allows), sends them (udp.c: one sendmmsg() per ring
- * and round, GSO runs inside), and moves dev_i.  A ring found empty is parked:
+ * Each attached ring is a connection of a client (a control socket).  Active
+ * connections are polled round robin, fairly per client: each round the
+ * clients take turns worth `batch` packets, spread over their rings
+ * (round_robin()).  A visit takes at most `batch` packets from a ring (if its
+ * congestion controller allows), sends them (udp.c: one sendmmsg() per visit,
+ * GSO runs inside), and moves dev_i.  A ring found empty is parked:
  * the engine sets kern_notify and stops polling it, until the application
  * writes the ring's eventfd (gc_ring_notify()).  With every ring parked, the
  * thread blocks in epoll.  Nothing else wakes it: not a timer, not a signal.
@@ -15,6 +17,7 @@
  * that connected to the listening socket.
  */
 #include <errno.h>
+#include <limits.h>
 #include <sched.h>
 #include <signal.h>
 #include <stddef.h>
@@ -34,30 +37,60 @@
 
 /* ---- connection lists ---------------------------------------------------- */
 
-static void list_init(struct gc_conn *head)
+static void link_init(struct gc_link *head)
 {
 	head->next = head->prev = head;
 }
 
-static void list_del(struct gc_srv *s, struct gc_conn *c)
+static void link_del(struct gc_link *l)
 {
-	if (!c->next)
-		return;
-	if (c->state == CONN_ACTIVE)
-		s->nactive--;
-	c->prev->next = c->next;
-	c->next->prev = c->prev;
-	c->next = c->prev = NULL;
+	l->prev->next = l->next;
+	l->next->prev = l->prev;
+	l->next = l->prev = NULL;
 }
 
-static void list_add(struct gc_srv *s, struct gc_conn *head, struct gc_conn *c)
+static void link_add_tail(struct gc_link *head, struct gc_link *l)
 {
-	c->prev = head->prev;
-	c->next = head;
-	head->prev->next = c;
-	head->prev = c;
-	if (head == &s->active)
-		s->nactive++;
+	l->prev = head->prev;
+	l->next = head;
+	head->prev->next = l;
+	head->prev = l;
+}
+
+/* Move l, which is on head's list, to its tail. */
+static void link_to_tail(struct gc_link *head, struct gc_link *l)
+{
+	link_del(l);
+	link_add_tail(head, l);
+}
+
+static void list_del(struct gc_srv *s, struct gc_conn *c)
+{
+	if (!c->link.next)
+		return;
+	link_del(&c->link);
+	if (c->state == CONN_ACTIVE) {
+		s->nactive--;
+		if (--c->cl->nactive == 0) {
+			link_del(&c->cl->alink);
+			s->naclients--;
+		}
+	}
+}
+
+/* An active connection goes on its client's list, and the client on the
+ * engine's list of clients to serve. */
+static void list_add_active(struct gc_srv *s, struct gc_conn *c)
+{
+	struct gc_client *cl = c->cl;
+
+	link_add_tail(&cl->active, &c->link);
+	s->nactive++;
+	if (cl->nactive++ == 0) {
+		cl->credit = 0; /* an idle client saves nothing up, nor owes */
+		link_add_tail(&s->aclients, &cl->alink);
+		s->naclients++;
+	}
 }
 
 static void set_state(struct gc_srv *s, struct gc_conn *c, enum gc_conn_state st)
@@ -65,9 +98,9 @@ static void set_state(struct gc_srv *s, struct gc_conn *c, enum gc_conn_state st
 	list_del(s, c);
 	c->state = st;
 	if (st == CONN_ACTIVE)
-		list_add(s, &s->active, c);
+		list_add_active(s, c);
 	else if (st == CONN_CCWAIT)
-		list_add(s, &s->ccwait, c);
+		link_add_tail(&s->ccwait, &c->link);
 }
 
 /* ---- socket readiness --------------------------------------------------- */
@@ -159,19 +192,24 @@ static void keep_pending(struct gc_srv *s, struct gc_conn *c, const struct gc_se
 	/* a test transport that declines stays active: retried next round */
 }
 
-static void pump(struct gc_srv *s, struct gc_conn *c, uint64_t now)
+/* Serve c once: send what is pending, or take and send at most a batch.
+ * Returns how many packets it consumed (sent, refused by the transport, or
+ * skipped as dead): at most the batch size. */
+static unsigned pump(struct gc_srv *s, struct gc_conn *c, uint64_t now)
 {
 	if (c->pend_n) {
+		/* taken already: the ring's turn is spent sending them */
 		unsigned done = xmit(s, c, c->pend, c->pend_n, now);
 		if (c->state == CONN_STOPPED) /* the controller's sent() broke a rule */
-			return;
+			return done;
 		if (done < c->pend_n) {
 			keep_pending(s, c, c->pend + done, c->pend_n - done, c->pend_end);
-			return;
+			return done;
 		}
 		c->pend_n = 0;
 		if (gc_kring_done(&c->k, c->pend_end))
 			gc_kring_wake(&c->k);
+		return done;
 	}
 
 	uint32_t budget = s->p.batch;
@@ -180,12 +218,12 @@ static void pump(struct gc_srv *s, struct gc_conn *c, uint64_t now)
 		uint32_t b = s->h.cc->budget(c->cc, now, &wake);
 		if (c->k.error) {
 			conn_violation(s, c);
-			return;
+			return 0;
 		}
 		if (b == 0) {
 			c->cc_wake = wake;
 			set_state(s, c, CONN_CCWAIT);
-			return;
+			return 0;
 		}
 		if (b < budget)
 			budget = b;
@@ -194,14 +232,14 @@ static void pump(struct gc_srv *s, struct gc_conn *c, uint64_t now)
 	uint32_t nout, ntaken;
 	if (gc_kring_take(&c->k, budget, s->out, &nout, &ntaken) < 0) {
 		conn_violation(s, c);
-		return;
+		return 0;
 	}
 	if (ntaken == 0) {
 		if (s->idle_ns) {
 			if (!c->idle_since)
 				c->idle_since = now;
 			if (now - c->idle_since < s->idle_ns)
-				return;
+				return 0;
 		}
 		int r = gc_kring_park(&c->k);
 		if (r < 0) {
@@ -210,42 +248,62 @@ static void pump(struct gc_srv *s, struct gc_conn *c, uint64_t now)
 			c->idle_since = 0;
 			set_state(s, c, CONN_PARKED);
 		}
-		return;
+		return 0;
 	}
 	c->idle_since = 0;
 	uint32_t end = c->k.kern;
 	unsigned done = xmit(s, c, s->out, nout, now);
 	if (c->state == CONN_STOPPED)
-		return;
+		return done;
 	if (done < nout) {
 		keep_pending(s, c, s->out + done, nout - done, end);
-		return;
+		return done;
 	}
 	if (gc_kring_done(&c->k, end))
 		gc_kring_wake(&c->k);
+	/* dead records count: skipping them is work the ring asked for */
+	return ntaken;
 }
 
 /* pump() unless an application thread is flushing the ring right now (it
  * sends; the connection stays active and is looked at next round). */
-static void pump_unless_busy(struct gc_srv *s, struct gc_conn *c, uint64_t now)
+static unsigned pump_unless_busy(struct gc_srv *s, struct gc_conn *c, uint64_t now)
 {
 	if (pthread_mutex_trylock(&c->xlock) != 0)
-		return;
-	pump(s, c, now);
+		return 0;
+	unsigned n = pump(s, c, now);
 	pthread_mutex_unlock(&c->xlock);
+	return n;
 }
 
-/* One pass over the active connections, each moved to the tail as it is
- * visited; bounded by the count at the start of the round. */
+/*
+ * One round.  Fair share per client, not per ring (deficit round robin): the
+ * clients with active rings take turns, and each turn adds `batch` packets to
+ * the client's credit, spent on its active rings in turn (each visited at
+ * most once a turn; the next turn starts where this one stopped).  A ring
+ * may take a whole batch even if that overdraws the credit (sendmmsg()
+ * batches stay full); the next turn pays it back.  So a client with 16 busy
+ * rings gets what a client with one gets.  Everything is moved to a tail as
+ * it is visited; both loops are bounded by the counts at their start.
+ */
 static void round_robin(struct gc_srv *s, uint64_t now)
 {
-	unsigned cnt = s->nactive;
+	unsigned ncl = s->naclients;
 
-	while (cnt-- && s->active.next != &s->active) {
-		struct gc_conn *c = s->active.next;
-		list_del(s, c);
-		list_add(s, &s->active, c);
-		pump_unless_busy(s, c, now);
+	while (ncl-- && s->aclients.next != &s->aclients) {
+		struct gc_client *cl = container_of(s->aclients.next, struct gc_client, alink);
+		link_to_tail(&s->aclients, &cl->alink);
+		/* no saving up either: a turn is worth one batch at most (a
+		 * client whose rings could not send kept its credit) */
+		cl->credit += (int32_t)s->p.batch;
+		if (cl->credit > (int32_t)s->p.batch)
+			cl->credit = (int32_t)s->p.batch;
+		unsigned visits = cl->nactive;
+		while (visits-- && cl->credit > 0 && cl->active.next != &cl->active) {
+			struct gc_conn *c = container_of(cl->active.next, struct gc_conn, link);
+			link_to_tail(&cl->active, &c->link);
+			cl->credit -= (int32_t)pump_unless_busy(s, c, now);
+		}
 	}
 	s->st.rounds++;
 }
@@ -256,8 +314,9 @@ static uint64_t ccwait_due(struct gc_srv *s, uint64_t now)
 {
 	uint64_t next = 0;
 
-	for (struct gc_conn *c = s->ccwait.next, *nx; c != &s->ccwait; c = nx) {
-		nx = c->next;
+	for (struct gc_link *l = s->ccwait.next, *nx; l != &s->ccwait; l = nx) {
+		struct gc_conn *c = container_of(l, struct gc_conn, link);
+		nx = l->next;
 		if (c->cc_wake && c->cc_wake <= now)
 			set_state(s, c, CONN_ACTIVE);
 		else if (c->cc_wake && (!next || c->cc_wake < next))
@@ -305,6 +364,7 @@ void gc_srv_conn_free(struct gc_srv *s, struct gc_conn *c)
 		gc_kring_stop(&c->k, GC_RING_DETACHED, 0, 0);
 		gc_kring_wake(&c->k);
 		munmap(c->shm, c->shm_len);
+		c->cl->mapped -= c->shm_len;
 	}
 	if (c->zone)
 		gc_zmap_put(c->cl, c->zone);
@@ -341,6 +401,13 @@ struct gc_client *gc_srv_client_new(struct gc_srv *s, int fd, bool local)
 	cl->tag.kind = TAG_CLIENT;
 	cl->fd = fd;
 	cl->local = local;
+	link_init(&cl->active);
+	/* The limits protect the engine from other processes.  The process
+	 * that started it holds the engine in its own memory anyway: limited
+	 * only if it asked for limits. */
+	cl->max_rings = s->p.max_rings ? s->p.max_rings : local ? UINT_MAX : GC_MAX_RINGS_DEFAULT;
+	cl->max_fds = s->p.max_fds ? s->p.max_fds : local ? UINT_MAX : GC_MAX_FDS_DEFAULT;
+	cl->max_map = s->p.max_map_bytes ? s->p.max_map_bytes : local ? UINT64_MAX : GC_MAX_MAP_DEFAULT;
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &cl->tag };
 	if (epoll_ctl(s->ep, EPOLL_CTL_ADD, fd, &ev) < 0) {
 		free(cl);
@@ -349,6 +416,7 @@ struct gc_client *gc_srv_client_new(struct gc_srv *s, int fd, bool local)
 	cl->next = s->clients;
 	s->clients = cl;
 	s->nclients++;
+	s->nremote += !local;
 	return cl;
 }
 
@@ -367,8 +435,9 @@ void gc_srv_client_free(struct gc_srv *s, struct gc_client *cl)
 	}
 	epoll_ctl(s->ep, EPOLL_CTL_DEL, cl->fd, NULL);
 	close(cl->fd);
-	free(cl);
 	s->nclients--;
+	s->nremote -= !cl->local;
+	free(cl);
 	gc_srv_listen_pause(s, false); /* a descriptor came free */
 }
 
@@ -505,6 +574,8 @@ static void srv_free(struct gc_srv *s)
 	if (s->ep >= 0)
 		close(s->ep);
 	free(s->listen_path);
+	free(s->allow_uids);
+	free(s->allow_gids);
 	free(s->out);
 	free(s);
 }
@@ -521,8 +592,24 @@ struct gc_ring_engine *gc_ring_engine_start_hooks(const struct gc_ring_engine_pa
 
 	if (p)
 		d = *p;
-	if (d.flags & ~GC_RING_ENGINE_PIN_CPU) {
-		gc_seterr(EINVAL, "gc_ring_engine_start: unknown flags 0x%x", d.flags & ~GC_RING_ENGINE_PIN_CPU);
+	const unsigned known = GC_RING_ENGINE_PIN_CPU | GC_RING_ENGINE_LISTEN_GID;
+	if (d.flags & ~known) {
+		gc_seterr(EINVAL, "gc_ring_engine_start: unknown flags 0x%x", d.flags & ~known);
+		return NULL;
+	}
+	if (d.listen_mode & ~0777u) {
+		gc_seterr(EINVAL, "gc_ring_engine_start: listen_mode 0%o has bits other than 0777",
+			  d.listen_mode);
+		return NULL;
+	}
+	if ((d.n_allow_uids && !d.allow_uids) || (d.n_allow_gids && !d.allow_gids)) {
+		gc_seterr(EFAULT, "gc_ring_engine_start: %s is NULL",
+			  d.n_allow_uids && !d.allow_uids ? "allow_uids" : "allow_gids");
+		return NULL;
+	}
+	if (d.n_allow_uids > 65536 || d.n_allow_gids > 65536) {
+		gc_seterr(EINVAL, "gc_ring_engine_start: more than 65536 %s",
+			  d.n_allow_uids > 65536 ? "allow_uids" : "allow_gids");
 		return NULL;
 	}
 	if ((d.flags & GC_RING_ENGINE_PIN_CPU) && (d.cpu < 0 || d.cpu >= CPU_SETSIZE)) {
@@ -535,8 +622,10 @@ struct gc_ring_engine *gc_ring_engine_start_hooks(const struct gc_ring_engine_pa
 	}
 	if (!d.batch)
 		d.batch = 64;
-	if (!d.max_rings)
-		d.max_rings = 4096;
+	if (!d.listen_mode)
+		d.listen_mode = 0600;
+	if (!d.max_clients)
+		d.max_clients = GC_MAX_CLIENTS_DEFAULT;
 
 	struct gc_srv *s = calloc(1, sizeof(*s));
 	struct gc_ring_engine *e = calloc(1, sizeof(*e));
@@ -549,17 +638,34 @@ struct gc_ring_engine *gc_ring_engine_start_hooks(const struct gc_ring_engine_pa
 	}
 	s->p = d;
 	s->p.listen = NULL;
+	/* the caller's arrays need not outlive this call */
+	s->p.allow_uids = NULL;
+	s->p.allow_gids = NULL;
+	if (d.n_allow_uids) {
+		s->allow_uids = malloc(d.n_allow_uids * sizeof(uid_t));
+		if (s->allow_uids)
+			memcpy(s->allow_uids, d.allow_uids, d.n_allow_uids * sizeof(uid_t));
+	}
+	if (d.n_allow_gids) {
+		s->allow_gids = malloc(d.n_allow_gids * sizeof(gid_t));
+		if (s->allow_gids)
+			memcpy(s->allow_gids, d.allow_gids, d.n_allow_gids * sizeof(gid_t));
+	}
 	s->idle_ns = (uint64_t)d.idle_us * 1000u;
 	s->lfd = s->stopfd = -1;
 	if (hooks)
 		s->h = *hooks;
-	list_init(&s->active);
-	list_init(&s->ccwait);
+	link_init(&s->aclients);
+	link_init(&s->ccwait);
 	s->stop_tag.kind = TAG_STOP;
 	s->listen_tag.kind = TAG_LISTEN;
 	s->ep = epoll_create1(EPOLL_CLOEXEC);
 	s->stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	s->out = calloc(d.batch, sizeof(*s->out));
+	if ((d.n_allow_uids && !s->allow_uids) || (d.n_allow_gids && !s->allow_gids)) {
+		gc_seterr(ENOMEM, "gc_ring_engine_start: out of memory");
+		goto fail;
+	}
 	if (s->ep < 0 || s->stopfd < 0 || !s->out) {
 		gc_seterr(errno ? errno : ENOMEM, "gc_ring_engine_start: epoll or eventfd failed");
 		goto fail;
@@ -600,7 +706,30 @@ fail:
 	return NULL;
 }
 
-GC_EXPORT struct gc_ring_engine *gc_ring_engine_connect(const char *path)
+/*
+ * Anyone who can create a file at path can listen there.  Hand rings, zones
+ * and sockets only to an engine run by root, by us, or by the uid the caller
+ * named (SO_PEERCRED of a listening socket: its owner when it called
+ * listen()).
+ */
+static int engine_trusted(int fd, const char *path, bool any_of_ours, uid_t want)
+{
+	struct ucred uc;
+	socklen_t len = sizeof(uc);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &len) < 0)
+		return gc_seterr(errno, "gc_ring_engine_connect: %s: no credentials of the engine", path);
+	if (any_of_ours ? uc.uid == 0 || uc.uid == geteuid() : uc.uid == want)
+		return 0;
+	if (any_of_ours)
+		return gc_seterr(EPERM, "gc_ring_engine_connect: the engine at %s runs as uid %u, "
+				 "neither root nor uid %u: not trusted (gc_ring_engine_connect_uid() "
+				 "names another)", path, (unsigned)uc.uid, (unsigned)geteuid());
+	return gc_seterr(EPERM, "gc_ring_engine_connect: the engine at %s runs as uid %u, not %u",
+			 path, (unsigned)uc.uid, (unsigned)want);
+}
+
+static struct gc_ring_engine *engine_connect(const char *path, bool any_of_ours, uid_t want)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 
@@ -622,7 +751,15 @@ GC_EXPORT struct gc_ring_engine *gc_ring_engine_connect(const char *path)
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
 		int err = errno;
 		close(fd);
-		gc_seterr(err, "gc_ring_engine_connect: no engine at %s", path);
+		if (err == EACCES)
+			gc_seterr(err, "gc_ring_engine_connect: %s: no permission to connect (the "
+				  "engine's socket mode and group decide)", path);
+		else
+			gc_seterr(err, "gc_ring_engine_connect: no engine at %s", path);
+		return NULL;
+	}
+	if (engine_trusted(fd, path, any_of_ours, want) < 0) {
+		close(fd);
 		return NULL;
 	}
 	/* a daemon that stops answering must not hang the application */
@@ -637,7 +774,33 @@ GC_EXPORT struct gc_ring_engine *gc_ring_engine_connect(const char *path)
 	}
 	pthread_mutex_init(&e->lock, NULL);
 	e->fd = fd;
+	/* Ask once now: an engine that refuses us (not allowed, too many
+	 * clients) or speaks another version says so here, not at the first
+	 * attach. */
+	struct gc_req q = { .op = GC_OP_HELLO, .version = GC_PROTO_VERSION };
+	struct gc_rep rep;
+	int rfd = -1;
+	if (gc_client_call(e, "gc_ring_engine_connect", &q, NULL, 0, &rep, &rfd) < 0) {
+		int err = errno;
+		pthread_mutex_destroy(&e->lock);
+		close(fd);
+		free(e);
+		errno = err;
+		return NULL;
+	}
+	if (rfd >= 0)
+		close(rfd);
 	return e;
+}
+
+GC_EXPORT struct gc_ring_engine *gc_ring_engine_connect(const char *path)
+{
+	return engine_connect(path, true, 0);
+}
+
+GC_EXPORT struct gc_ring_engine *gc_ring_engine_connect_uid(const char *path, uid_t engine_uid)
+{
+	return engine_connect(path, false, engine_uid);
 }
 
 GC_EXPORT int gc_ring_engine_stop(struct gc_ring_engine *e)

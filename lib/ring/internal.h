@@ -66,35 +66,68 @@ struct gc_ring_engine {
 	struct gc_srv *srv;   /* started here: the engine's state */
 	pthread_t thread;
 	struct gc_ring *rings; /* attached through this handle */
+	uint32_t seq;          /* of the last request sent */
+	uint64_t stale;        /* replies discarded: not the answer to the request */
 };
 
 /* ---- the control protocol (daemon.c) ------------------------------------ */
 
-#define GC_PROTO_VERSION 1u
+/*
+ * Version 2 numbers requests: every reply carries its request's seq, and a
+ * client discards a reply that is not the answer to what it asked (a late
+ * reply to a request it gave up on).  Every version starts a request with
+ * {op, version} and a reply with {version, err}, so that a peer speaking
+ * another version is told so (EPROTONOSUPPORT), not "malformed".
+ */
+#define GC_PROTO_VERSION 2u
 
-enum gc_op { GC_OP_ATTACH = 1, GC_OP_DETACH, GC_OP_STATS };
+enum gc_op { GC_OP_ATTACH = 1, GC_OP_DETACH, GC_OP_STATS, GC_OP_HELLO };
 
 struct gc_req {
 	uint32_t op, version;
+	uint32_t seq;                  /* the client's number for it, never 0 */
 	uint32_t entries, ack_entries; /* ATTACH */
 	uint32_t ring_id;              /* DETACH */
-	uint32_t pad;
 	uint64_t zone_size;            /* ATTACH */
 };
 
 struct gc_rep {
+	uint32_t version;
 	int32_t err; /* 0 or an errno */
+	uint32_t seq; /* the request's; 0: a notice that answers no request
+			 (the engine refused the client and hung up) */
+	uint32_t op;  /* the request's */
 	uint32_t ring_id;
+	uint32_t pad;
 	uint64_t conn; /* ATTACH, to the starting process only: its struct gc_conn */
 	struct gc_ring_engine_stats stats;
 	char msg[200]; /* the reason, when err != 0 */
 };
 
-/* Client side: send q with nfds descriptors, wait for the reply and at most
- * one descriptor (*rfd, -1 if none).  Returns 0, or -1 with errno and
- * gc_errmsg() set from the reply or the failure. */
-int gc_client_call(struct gc_ring_engine *e, const char *fn, const struct gc_req *q, const int *fds,
+/* The smallest reply a client reads (version, err, seq) before it knows
+ * whether the rest is laid out as it expects. */
+#define GC_REP_HEAD 12u
+
+/* Client side: send q (q->seq is set here) with nfds descriptors, wait for
+ * its reply and at most one descriptor (*rfd, -1 if none).  Replies to
+ * earlier requests are discarded (e->stale counts them).  Returns 0, or -1
+ * with errno and gc_errmsg() set from the reply or the failure. */
+int gc_client_call(struct gc_ring_engine *e, const char *fn, struct gc_req *q, const int *fds,
 		   int nfds, struct gc_rep *rep, int *rfd);
+
+/*
+ * Server side: decode and check one request as it came off the socket, n
+ * bytes at buf (recvmsg() flags mflags: MSG_TRUNC, MSG_CTRUNC) and the nfds
+ * descriptors that came with it.  This is everything another process
+ * controls; it checks all that can be checked without the client's state:
+ * the header, the op and its sizes, and what each descriptor is (ATTACH:
+ * two memfds on tmpfs sealed against shrinking and large enough for the
+ * layout, and a connected UDP socket).  It maps nothing and keeps nothing.
+ * Returns 0 with *q filled, or -1 with rep->err and rep->msg set (rep->seq
+ * and rep->op as far as they could be read).  fuzz/ring_req_fuzz.c feeds it.
+ */
+int gc_srv_decode(const void *buf, size_t n, int mflags, const int *fds, int nfds,
+		  struct gc_req *q, struct gc_rep *rep);
 
 /* ---- the engine's view of one ring (kring.c) ---------------------------- */
 

@@ -14,6 +14,21 @@
 #define GC_ZONE_MAX ((uint64_t)64 << 30)
 #define GC_BATCH_MAX 1024u
 
+/* A ring's engine-side descriptors: its UDP socket and its notify eventfd
+ * (what max_fds counts). */
+#define GC_CONN_FDS 2u
+
+/* Defaults of the limits on clients of the listening socket. */
+#define GC_MAX_RINGS_DEFAULT 64u
+#define GC_MAX_FDS_DEFAULT 128u
+#define GC_MAX_MAP_DEFAULT ((uint64_t)4 << 30)
+#define GC_MAX_CLIENTS_DEFAULT 256u
+
+/* A node of a circular doubly linked list (a head is a node of its own). */
+struct gc_link {
+	struct gc_link *prev, *next; /* NULL: not on a list */
+};
+
 /* What an epoll event points at. */
 enum gc_tag_kind { TAG_STOP, TAG_LISTEN, TAG_CLIENT, TAG_NOTIFY, TAG_SOCK };
 struct gc_tag {
@@ -55,7 +70,7 @@ struct gc_conn {
 	pthread_mutex_t xlock;
 	enum gc_conn_state state;
 	bool sock_armed; /* the socket is in the epoll set, for EPOLLOUT */
-	struct gc_conn *prev, *next; /* the active or the congestion-wait list */
+	struct gc_link link;         /* its client's active list, or the congestion-wait list */
 	struct gc_conn *cl_next;     /* the client's connections */
 	struct gc_udp udp;
 	void *cc;
@@ -75,9 +90,17 @@ struct gc_client {
 	int fd;
 	bool local; /* the socketpair of the process that started the engine */
 	struct gc_conn *conns;
-	unsigned nrings;
+	unsigned nrings, nfds;         /* held now */
+	unsigned max_rings, max_fds;   /* its limits */
+	uint64_t mapped, max_map;      /* bytes of its rings and zones the engine maps, and the limit */
 	struct gc_zmap *zones;
 	struct gc_client *next;
+	/* Fair share: the engine serves clients round robin, then each
+	 * client's active rings round robin (engine.c). */
+	struct gc_link active; /* its active connections (gc_conn.link) */
+	unsigned nactive;
+	struct gc_link alink; /* on the engine's list of clients with active rings */
+	int32_t credit;       /* packets it may still take this turn (may be < 0) */
 };
 
 struct gc_srv {
@@ -85,16 +108,21 @@ struct gc_srv {
 	char *listen_path;
 	dev_t listen_dev; /* the socket file we bound (0/0: unknown) */
 	ino_t listen_ino;
+	uid_t uid;        /* ours, at listen time: such clients are always served */
+	uid_t *allow_uids; /* copies of p's */
+	gid_t *allow_gids;
 	struct gc_ring_engine_hooks h;
 	uint64_t idle_ns;
 	int ep, stopfd, lfd;
 	bool listen_paused; /* out of descriptors: not accepting for now */
 	struct gc_tag stop_tag, listen_tag;
 	struct gc_client *clients;
-	unsigned nclients;
-	struct gc_conn active, ccwait; /* list heads */
-	struct gc_conn *graveyard;     /* freed connections, see gc_conn.dead */
-	unsigned nactive, nconns;
+	unsigned nclients, nremote; /* all, and those of the listening socket */
+	struct gc_link aclients;    /* clients with active connections */
+	unsigned naclients;
+	struct gc_link ccwait;      /* connections waiting for congestion control */
+	struct gc_conn *graveyard;  /* freed connections, see gc_conn.dead */
+	unsigned nactive, nconns;   /* active connections (of all clients), all */
 	uint32_t next_id;
 	struct gc_ring_engine_stats st; /* the engine thread's */
 	/* what gc_ring_flush() sent from application threads (flush.c) */

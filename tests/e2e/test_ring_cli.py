@@ -12,6 +12,7 @@ import os
 import select
 import shutil
 import signal
+import stat
 import subprocess
 import tempfile
 import threading
@@ -174,7 +175,7 @@ def test_sigterm_stats_and_cleanup(net):
     eng = net.engine(sock, "--stats-interval", 1, "--batch", 32, "--idle-us", 50, "--max-rings", 8)
     line = net.stats_line(eng, timeout=3)  # the interval
     assert set(line) == {"clients", "rings", "rounds", "sleeps", "notifies", "packets", "bytes",
-                         "syscalls", "gso", "violations"}
+                         "syscalls", "gso", "violations", "refused", "limited"}
     assert line["packets"] == 0 and line["rings"] == 0
     sink, dump = net.sink(net.v4, 32000, 1, 3000)
     status(net.ring_send("--connect", sock, "--dest", f"{net.v4}:32000", "--count", 3000, "--size", 200,
@@ -216,6 +217,14 @@ def test_second_engine_on_same_path(net):
     (["engine", "--listen", "/tmp/" + "x" * 120], "--listen"),
     (["engine", "--listen", "/tmp/x", "--frobnicate"], "--frobnicate"),
     (["engine", "--listen", "/tmp/x", "extra"], "extra"),
+    (["engine", "--listen", "/tmp/x", "--mode", "0800"], "--mode"),
+    (["engine", "--listen", "/tmp/x", "--mode", "rw"], "--mode"),
+    (["engine", "--listen", "/tmp/x", "--mode", "0"], "--mode"),
+    (["engine", "--listen", "/tmp/x", "--group", "no-such-group-gc"], "--group"),
+    (["engine", "--listen", "/tmp/x", "--allow-uid", "no-such-user-gc"], "--allow-uid"),
+    (["engine", "--listen", "/tmp/x", "--allow-gid", "-1"], "--allow-gid"),
+    (["engine", "--listen", "/tmp/x", "--max-fds", "1"], "--max-fds"),
+    (["engine", "--listen", "/tmp/x", "--max-clients", "0"], "--max-clients"),
     (["ring-send", "--thread"], "--dest"),
     (["ring-send", "--dest", "10.0.0.1:9"], "--connect"),
     (["ring-send", "--thread", "--connect", "/tmp/x", "--dest", "10.0.0.1:9"], "--connect"),
@@ -284,3 +293,82 @@ def test_daemon_stops_under_client(net):
     assert c.returncode == 1, (out, err)
     assert "stopped serving the ring" in err, err
     assert json.loads(out.splitlines()[-1])["error"] == "detached"
+
+
+NOBODY = 65534
+
+
+def as_nobody(argv):
+    return ["setpriv", "--reuid", NOBODY, "--regid", NOBODY, "--clear-groups", *argv]
+
+
+@pytest.fixture
+def shared_dir(net):
+    """A directory uid 65534 may enter and write (net.dir is 0700), for sockets."""
+    d = tempfile.mkdtemp(prefix=f"{net.lab.prefix}-u-")
+    os.chmod(d, 0o755)
+    os.chown(d, NOBODY, NOBODY)
+    try:
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def test_socket_mode_and_group(net):
+    """The socket file is 0600 by default; --mode and --group set it before it appears."""
+    sock = net.path("eng")
+    eng = net.engine(sock)
+    st = os.lstat(sock)
+    assert stat.S_ISSOCK(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o600
+    net.stop(eng)
+    eng = net.engine(sock, "--mode", "0660", "--group", "nogroup")
+    st = os.lstat(sock)
+    assert stat.S_IMODE(st.st_mode) == 0o660 and st.st_gid == NOBODY
+    net.stop(eng)
+    # no private directory left beside it
+    assert not [n for n in os.listdir(net.dir) if n.startswith(".gc-engine-")]
+
+
+@pytest.mark.skipif(shutil.which("setpriv") is None, reason="needs setpriv (util-linux)")
+def test_uid_65534_attach(net, shared_dir):
+    """uid 65534: refused by default (socket mode), refused by the allow rule with --mode 0666,
+    served with --mode 0666 --allow-uid 65534; the engine counts the refusals."""
+    sock = os.path.join(shared_dir, "eng")
+    argv = as_nobody([net.bin, "ring-send", "--connect", sock, "--dest", f"{net.v4}:37000",
+                      "--count", 200, "--size", 50])
+
+    eng = net.engine(sock, "--quiet")
+    res = net.lab.run(net.tx, argv, capture_output=True, text=True, check=False, timeout=WAIT)
+    assert res.returncode == 1 and "EACCES" in res.stderr and "no permission" in res.stderr, res
+    net.stop(eng)
+
+    eng = net.engine(sock, "--quiet", "--mode", "0666")
+    res = net.lab.run(net.tx, argv, capture_output=True, text=True, check=False, timeout=WAIT)
+    assert res.returncode == 1 and "EACCES" in res.stderr, res
+    assert "uid 65534" in res.stderr and "not allowed" in res.stderr, res.stderr
+    st, _, _ = net.stop(eng)
+    assert st["refused"] == 1 and st["packets"] == 0
+
+    eng = net.engine(sock, "--quiet", "--mode", "0666", "--allow-uid", NOBODY)
+    sink, dump = net.sink(net.v4, 37000, 1, 200)
+    res = net.lab.run(net.tx, argv, capture_output=True, text=True, check=False, timeout=60)
+    status(res, 200)
+    check_exact(net.received(sink, dump)[37000], 0, 200, 50)
+    st, _, _ = net.stop(eng)
+    assert st["refused"] == 0 and st["packets"] == 200
+
+
+@pytest.mark.skipif(shutil.which("setpriv") is None, reason="needs setpriv (util-linux)")
+def test_client_does_not_trust_foreign_engine(net, shared_dir):
+    """An engine run by uid 65534: a root client refuses it (EPERM), naming its uid."""
+    sock = os.path.join(shared_dir, "eng")
+    p = net.lab.popen(net.tx, as_nobody([net.bin, "engine", "--listen", sock]),
+                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = net.readline(p.stderr)
+    assert line == f"groupcast engine: listening on {sock}\n", line
+    res = net.ring_send("--connect", sock, "--dest", f"{net.v4}:9", "--count", 1)
+    assert res.returncode == 1 and "EPERM" in res.stderr and "uid 65534" in res.stderr, res
+    p.send_signal(signal.SIGTERM)
+    p.wait(timeout=WAIT)
+    assert p.returncode == 0
+

@@ -219,7 +219,8 @@ static void refusals(void)
 	int rfd;
 	CHECK_ERR(gc_client_call(eng, "t", &q, NULL, 0, &rep, &rfd), EINVAL);
 	q.version = 7;
-	CHECK_ERR(gc_client_call(eng, "t", &q, NULL, 0, &rep, &rfd), EPROTO);
+	CHECK_ERR(gc_client_call(eng, "t", &q, NULL, 0, &rep, &rfd), EPROTONOSUPPORT);
+	CHECK(strstr(gc_errmsg(), "version 7") != NULL);
 	q = (struct gc_req){ .op = GC_OP_DETACH, .version = GC_PROTO_VERSION, .ring_id = 424242 };
 	CHECK_ERR(gc_client_call(eng, "t", &q, NULL, 0, &rep, &rfd), ENOENT);
 	q.op = GC_OP_STATS;
@@ -243,9 +244,9 @@ static void refusals(void)
 		if (i < 2)
 			CHECK_OK(gc_ring_attach(lr[i], lim, sd));
 		else
-			CHECK_ERR(gc_ring_attach(lr[i], lim, sd), E2BIG);
+			CHECK_ERR(gc_ring_attach(lr[i], lim, sd), EDQUOT);
 	}
-	CHECK(strstr(gc_errmsg(), "limit") != NULL);
+	CHECK(strstr(gc_errmsg(), "max_rings") != NULL);
 	CHECK_OK(gc_ring_detach(lr[0]));
 	CHECK_OK(gc_ring_attach(lr[2], lim, sd)); /* room again */
 	for (int i = 0; i < 3; i++)

@@ -4,7 +4,9 @@
  * group; every datagram arrives once, in order, byte-exact.  (2) One thread
  * replaces the group while another sends on the same socket: calls on one
  * socket are serialized, so each datagram reaches exactly the whole old group
- * or exactly the whole new group, never a mix.
+ * or exactly the whole new group, never a mix.  (3) The promise in group.h:
+ * while one thread is inside a long send on socket A and a second thread
+ * waits for A, a third thread's calls on socket B still go through.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -160,8 +162,72 @@ static void replace_while_sending(enum gc_engine e)
 	rx_close(r, 2 * GROUP);
 }
 
+/* (3): a long send on A, a call queued behind it, and B must not wait. */
+enum { LONG_N = 40000 };
+static atomic_int a_done;
+
+static void *long_send_thread(void *arg)
+{
+	int sd = *(int *)arg;
+
+	if (gc_send(sd, "long", 4, 0) != 4) {
+		fprintf(stderr, "long send: %s\n", gc_errmsg());
+		exit(1);
+	}
+	atomic_store(&a_done, 1);
+	return NULL;
+}
+
+static void *queued_thread(void *arg)
+{
+	struct gc_stats st;
+
+	CHECK_OK(gc_stats(*(int *)arg, &st)); /* waits for A's lock */
+	return NULL;
+}
+
+static void other_socket_not_blocked(void)
+{
+	struct rx *r = rx_open(AF_INET, 1);
+	struct sockaddr_storage *m = calloc(LONG_N, sizeof(*m));
+	int a = udp_socket(AF_INET), b = udp_socket(AF_INET), a_while = 0;
+	pthread_t t1, t2;
+
+	/* A: the loop engine to a port nothing listens on, LONG_N times over
+	 * (hundreds of milliseconds of sendto()); B: one member */
+	CHECK(m != NULL);
+	for (size_t i = 0; i < LONG_N; i++)
+		m[i] = sa_make(AF_INET, "127.0.0.1", 9);
+	CHECK_OK(gc_set_engine(a, GC_ENGINE_LOOP));
+	CHECK_OK(gc_set_limit(a, LONG_N));
+	CHECK_OK(gc_setgroup(a, m, LONG_N));
+	CHECK_OK(gc_setgroup(b, &r[0].addr, 1));
+	atomic_store(&a_done, 0);
+	CHECK(pthread_create(&t1, NULL, long_send_thread, &a) == 0);
+	usleep(20000);
+	CHECK(pthread_create(&t2, NULL, queued_thread, &a) == 0);
+	usleep(20000);
+	/* the library used to hold its table lock while waiting for A's lock,
+	 * so this call waited for the whole long send */
+	for (int i = 0; i < 3; i++)
+		CHECK_EQ(gc_send(b, "b", 1, 0), 1);
+	a_while = !atomic_load(&a_done);
+	CHECK(pthread_join(t1, NULL) == 0);
+	CHECK(pthread_join(t2, NULL) == 0);
+	/* 40000 sendto()s outlast 40 ms and three one-member sends by far:
+	 * B finishing after A means B waited for A */
+	CHECK(a_while);
+	for (int i = 0; i < 3; i++)
+		RX_EXPECT(&r[0], "b", 1);
+	close(a);
+	close(b);
+	free(m);
+	rx_close(r, 1);
+}
+
 int main(void)
 {
+	other_socket_not_blocked();
 	enum gc_engine eng[GC_ENGINE_COUNT];
 	size_t ne = available_engines(eng);
 
