@@ -458,6 +458,23 @@ bool dccp_ackvec_rle(uint8_t *vec, size_t *n, size_t cap, uint8_t state, uint64_
 	return true;
 }
 
+bool dccp_dropped_rle(uint8_t *vec, size_t *n, size_t cap, uint8_t code, uint64_t count)
+{
+	bool normal = code == DCCP_DROP_NONE;
+	uint64_t max = normal ? 128 : 16;
+
+	if (!normal && code > 7)
+		return false;
+	while (count) {
+		uint64_t k = count > max ? max : count;
+		if (*n >= cap)
+			return false;
+		vec[(*n)++] = normal ? (uint8_t)(k - 1) : (uint8_t)(0x80 | code << 4 | (k - 1));
+		count -= k;
+	}
+	return true;
+}
+
 /* ---- CRC-32c ------------------------------------------------------------ */
 
 static uint32_t crc_table[256];

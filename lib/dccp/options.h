@@ -159,6 +159,10 @@ void dccp_opt_put_vector(struct dccp_obuf *b, uint8_t type, const uint8_t *vec, 
  * state, 64 per byte) to vec[*n..cap).  Returns false if it does not fit. */
 bool dccp_ackvec_rle(uint8_t *vec, size_t *n, size_t cap, uint8_t state, uint64_t count);
 
+/* The same for Data Dropped (§11.7): count packets with Drop Code code (0-7)
+ * in Drop Blocks of up to 16, or DCCP_DROP_NONE in Normal Blocks of up to 128. */
+bool dccp_dropped_rle(uint8_t *vec, size_t *n, size_t cap, uint8_t code, uint64_t count);
+
 /* CRC-32c (Castagnoli, as SCTP's, RFC 3309) for the Data Checksum option (§9.3). */
 uint32_t dccp_crc32c(const void *data, size_t len);
 

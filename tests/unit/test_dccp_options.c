@@ -166,6 +166,18 @@ static void test_rfc_examples(void)
 	 * Length 2 after the four packets 98-95 means 94, 93 and 92.) */
 	const uint8_t dd[] = { 40, 6, 0, 160, 3, 162 };
 	CHECK_EQ(parse_with(DCCP_ACK, dd, sizeof(dd), DCCP_PF_ESTABLISHED, &o, NULL), DCCP_OK);
+	uint8_t ddv[8];
+	size_t ndd = 0; /* the builder writes the same four blocks */
+	CHECK(dccp_dropped_rle(ddv, &ndd, sizeof(ddv), DCCP_DROP_NONE, 1));
+	CHECK(dccp_dropped_rle(ddv, &ndd, sizeof(ddv), 2, 1));
+	CHECK(dccp_dropped_rle(ddv, &ndd, sizeof(ddv), DCCP_DROP_NONE, 4));
+	CHECK(dccp_dropped_rle(ddv, &ndd, sizeof(ddv), 2, 3));
+	EXPECT(ndd == 4 && memcmp(ddv, dd + 2, 4) == 0);
+	ndd = 0; /* long runs split at 128 (Normal) and 16 (Drop) */
+	CHECK(dccp_dropped_rle(ddv, &ndd, sizeof(ddv), DCCP_DROP_NONE, 129));
+	CHECK(dccp_dropped_rle(ddv, &ndd, sizeof(ddv), 7, 17));
+	EXPECT(ndd == 4 && ddv[0] == 127 && ddv[1] == 0 && ddv[2] == 0xff && ddv[3] == 0xf0);
+	EXPECT(!dccp_dropped_rle(ddv, &ndd, sizeof(ddv), 8, 1));
 	static const struct dccp_run wdd[] = {
 		{ 100, 100, 1, DCCP_DROP_NONE }, { 99, 99, 1, 2 }, { 98, 95, 4, DCCP_DROP_NONE }, { 94, 92, 3, 2 },
 	};
