@@ -247,7 +247,9 @@ static void conversation(const struct flow *fl)
 	nv = 0;
 	dccp_ackvec_rle(vec, &nv, sizeof(vec), DCCP_ACK_RECEIVED, 3);
 	dccp_opt_put_vector(&b, DCCP_OPT_ACKVEC0, vec, nv);
-	dccp_opt_put(&b, DCCP_OPT_DATA_DROPPED, (const uint8_t[]){ 0x80 | 2 << 4 }, 1);
+	nv = 0; /* the newest packet's data was dropped in the receive buffer */
+	dccp_dropped_rle(vec, &nv, sizeof(vec), 2, 1);
+	dccp_opt_put_vector(&b, DCCP_OPT_DATA_DROPPED, vec, nv);
 	dccp_opt_put_elapsed(&b, 60000);
 	emit(fl, false, &h, &b, NULL, true);
 
