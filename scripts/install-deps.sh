@@ -15,6 +15,7 @@ pkgs=(
   libsodium-dev                      # relay: SipHash (crypto_shorthash) keys the JOIN cookies
   libcap-dev                         # relay and engine daemon: drop capabilities after setup
   abigail-tools                      # ctest abi: the library's ABI against abi/libgroupcast.abi
+  tshark                             # DCCP wire check (tests/e2e/test_dccp_wire.py)
   libclang-rt-14-dev                 # -DGC_FUZZ=ON: libFuzzer and the sanitizer runtimes for clang
   libcap2 libsystemd0                # what the unpacked smcrouted needs at run time (see below)
 )
@@ -30,6 +31,8 @@ if ((${#missing[@]})); then
   fi
   echo "install-deps: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
+  # tshark's wireshark-common asks whether non-root users may capture; no
+  echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
   apt-get update -qq
   # One retry: an interrupted dpkg run (seen here as unpack files vanishing
   # from /tmp) leaves packages unconfigured; configure them and try again.
