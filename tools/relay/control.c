@@ -369,6 +369,13 @@ static bool is_local(const struct relay *r, const struct sockaddr_storage *a)
 	return false;
 }
 
+/* A local address at one of the relay's own ports (any of its sockets). */
+static bool is_own(const struct relay *r, const struct sockaddr_storage *a)
+{
+	uint16_t p = relay_port(a);
+	return (p == r->own_port[0] || p == r->own_port[1] || p == r->own_port[2]) && is_local(r, a);
+}
+
 static int refuse(char *why, size_t len, const char *msg)
 {
 	snprintf(why, len, "%s", msg);
@@ -402,10 +409,8 @@ int control_check_subscriber(const struct relay *r, const struct sockaddr_storag
 			return refuse(why, len, "an IPv4-mapped address (the IPv6 sockets are IPv6 only)");
 	}
 	if (is_local(r, a)) {
-		uint16_t p = relay_port(a);
-		for (int i = 0; i < 3; i++)
-			if (p == r->own_port[i])
-				return refuse(why, len, "one of the relay's own sockets");
+		if (is_own(r, a))
+			return refuse(why, len, "one of the relay's own sockets");
 		if (!r->allow_local)
 			return refuse(why, len, "a local address of this host (--allow-local-subscribers)");
 	}
@@ -650,7 +655,10 @@ size_t control_handle(struct relay *r, const char *msg, size_t len,
 		      const struct sockaddr_storage *from, char *out, size_t cap)
 {
 	r->c.ctl_in++;
-	if (relay_port(from) == 0) { /* no reply can reach port 0: nothing to prove */
+	if (relay_port(from) == 0 || is_own(r, from)) {
+		/* no reply can reach port 0, and one to our own sockets (a forged
+		 * source: IPv6 takes the host's own address from outside) would
+		 * feed the relay itself */
 		r->c.ctl_bad_addr++;
 		return 0;
 	}
