@@ -13,7 +13,7 @@
     relaytool.py join --to A:P --ports 3000,3001 [--opts "rtcp=none"] [--bind A] [--wait 1]
         the handshake per port (padded JOIN, COOKIE, JOIN cookie=); print
         {port: {"cookie": HEX or null, "reply": the last reply or ""}}
-    relaytool.py spoof --src A:P --to A:P --msg TEXT [--pad]
+    relaytool.py spoof --src A:P --to A:P (--msg TEXT [--pad] | --hex HEX)
         one UDP datagram with a forged source address and port (raw socket,
         IPv4 or IPv6); the source port may be 0
 
@@ -221,7 +221,7 @@ def checksum(b):
 def cmd_spoof(a):
     shost, sport = parse_hostport(a.src)
     dhost, dport = parse_hostport(a.to)
-    payload = (pad(a.msg) if a.pad else a.msg).encode()
+    payload = bytes.fromhex(a.hex) if a.hex else (pad(a.msg) if a.pad else a.msg).encode()
     ulen = 8 + len(payload)
     if family_of(dhost) == socket.AF_INET:
         src, dst = socket.inet_pton(socket.AF_INET, shost), socket.inet_pton(socket.AF_INET, dhost)
@@ -290,7 +290,8 @@ def main():
     sp = sub.add_parser("spoof")
     sp.add_argument("--src", required=True)
     sp.add_argument("--to", required=True)
-    sp.add_argument("--msg", required=True)
+    sp.add_argument("--msg", default="")
+    sp.add_argument("--hex", help="payload in hex instead of --msg")
     sp.add_argument("--pad", action="store_true")
     a = ap.parse_args()
     {"rx": cmd_rx, "tx": cmd_tx, "sniff": cmd_sniff, "ctl": cmd_ctl, "join": cmd_join,

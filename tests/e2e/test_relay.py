@@ -116,10 +116,11 @@ class Net:
                                 *(["--bind", bind] if bind else [])], capture_output=True, text=True, timeout=60)
         return {int(k): v for k, v in json.loads(out.stdout).items()}
 
-    def spoof(self, ns, src, to, msg, pad=False):
+    def spoof(self, ns, src, to, msg="", pad=False, hexdata=None):
         """One datagram from a forged source (raw socket in ns)."""
         self.lab.run(ns, [sys.executable, TOOL, "spoof", "--src", src, "--to", to, "--msg", msg,
-                          *(["--pad"] if pad else [])], capture_output=True, text=True, timeout=30)
+                          *(["--pad"] if pad else []), *(["--hex", hexdata] if hexdata else [])],
+                     capture_output=True, text=True, timeout=30)
 
 
 @pytest.fixture(scope="module")
@@ -755,3 +756,62 @@ def test_privileges_are_dropped(net):
     out, err = proc.communicate(timeout=20)
     assert uid == 65534 and eff & ~keep == 0, (uid, hex(eff))
     assert len(got[7502]) == 100, err
+
+
+def test_rtcp_refreshes_only_with_the_subscribers_ssrc(net):
+    """Receiver reports keep a subscriber alive only when they are about the
+    SSRC it was given: a forged report from its address and RTCP port that
+    does not know the SSRC refreshes nothing, and the subscriber expires."""
+    proc, sock = net.relay(["--rtp", "-p", 5570, "--expire", 2])
+    ctl = f"10.{net.lab.octet}.1.1:5572"
+    j = net.join(net.r1.ns, ctl, [7600, 7610])
+    ssrc = {p: int(re.search(r"ssrc=0x([0-9a-f]+)", v["reply"]).group(1), 16) for p, v in j.items()}
+
+    def rr(about):
+        block = struct.pack("!IIIIII", about, 0, 0, 0, 0, 0)
+        return (struct.pack("!BBHI", 0x81, 201, 7, 0x12345678) + block).hex()
+
+    # 7600: reports about its own SSRC from the subscriber itself; 7610:
+    # forged reports from its address and RTCP port with a guessed SSRC
+    code = ("import socket, time, sys\n"
+            f"s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(('', 7601))\n"
+            "for i in range(8):\n"
+            f"    s.sendto(bytes.fromhex('{rr(ssrc[7600])}'), ('10.{net.lab.octet}.1.1', 5571)); time.sleep(0.5)\n")
+    good = net.lab.popen(net.r1.ns, [sys.executable, "-c", code])
+    for i in range(8):
+        net.spoof(net.r2.ns, f"{net.r1.v4}:7611", f"10.{net.lab.octet}.2.1:5571", hexdata=rr(ssrc[7610] ^ 0x1000))
+        time.sleep(0.5)
+    good.wait(timeout=30)
+    final, _ = net.stop(proc)
+    assert [s["addr"] for s in final["subscribers"]] == [f"{net.r1.v4}:7600"], final["subscribers"]
+    assert final["rtcp_from_subscribers"] == 8 and final["rtcp_rejected"] >= 7 and final["expired"] == 1
+
+
+def test_reload_refuses_host_names_and_local_addresses_follow_the_host(net, tmp_path):
+    """SIGHUP never resolves a name (the loop would wait for DNS): a config
+    with one fails to reload and the one in force stays.  In broadcast mode an
+    address added to the host is refused as a subscriber once re-read (SIGHUP,
+    or within 5 s)."""
+    conf = tmp_path / "names.conf"
+    conf.write_text(f"0.0.0.0/0: {net.r1.v4}/7700\n")
+    proc, sock = net.relay(["-p", 2620, "-c", conf])
+    conf.write_text(f"0.0.0.0/0: {net.r1.v4}/7700 localhost/7701\n")
+    proc.send_signal(signal.SIGHUP)
+    time.sleep(0.5)
+    st = net.query(sock)
+    final, err = net.stop(proc)
+    assert st["reload_failures"] == 1 and st["receiver_count"] == 1
+    assert "resolved at start only" in err, err
+
+    extra = f"10.{net.lab.octet}.1.77"
+    proc, sock = net.relay(["--rtp", "-p", 5580, "--expire", 0])
+    net.lab.ip(net.relay_ns, "addr", "add", f"{extra}/32", "dev", "lo")
+    try:
+        proc.send_signal(signal.SIGHUP)
+        time.sleep(0.3)
+        rep = net.join(net.relay_ns, f"{extra}:5582", [7702], bind=extra)[7702]["reply"]
+    finally:
+        net.lab.ip(net.relay_ns, "addr", "del", f"{extra}/32", "dev", "lo")
+    final, err = net.stop(proc)
+    assert rep.startswith("ERR refused: a local address"), rep
+    assert final["subscriber_count"] == 0 and "local addresses" in err

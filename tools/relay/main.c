@@ -34,6 +34,7 @@ enum { TAG_LS = 1, TAG_SIG, TAG_TIMER, TAG_STATS };
 #define TAG_STATS_CONN 0x53000000u
 #define TICK_MS 200
 #define CTL_BATCH 32
+#define LOCAL_ADDRS_NS 5000000000u  /* broadcast mode: re-read the host's addresses this often */
 
 static void relay_usage(FILE *f)
 {
@@ -788,7 +789,7 @@ int cmd_relay(int argc, char **argv)
 			r->rtp ? (size_t)r->subs.nactive : r->conf.receivers, gc_engine_name(r->engine));
 	}
 
-	uint64_t last_status = r->start_ns, last_expire = r->start_ns;
+	uint64_t last_status = r->start_ns, last_expire = r->start_ns, last_addrs = r->start_ns;
 	int rc = 0;
 	bool stop = false;
 	struct epoll_event evs[32];
@@ -835,6 +836,12 @@ int cmd_relay(int argc, char **argv)
 				if (r->status_s && now - last_status >= (uint64_t)r->status_s * 1000000000u) {
 					stats_status_line(r, stderr);
 					last_status = now;
+				}
+				if (r->rtp && now - last_addrs >= LOCAL_ADDRS_NS) {
+					/* addresses come and go (DHCP, SLAAC): a new one
+					 * must not stay a possible subscriber for long */
+					(void)control_local_addrs(r);
+					last_addrs = now;
 				}
 				if (r->rtp && now - last_expire >= 1000000000u) {
 					r->c.expired += subs_expire(&r->subs, now, (uint64_t)r->expire_s * 1000000000u);
