@@ -140,7 +140,9 @@ def test_help_and_man_name_every_samplicator_option(build):
     out = subprocess.run([str(build / "tools" / "groupcast"), "relay", "--help"], capture_output=True, text=True)
     assert out.returncode == 0
     man = (REPO / "docs" / "man" / "man1" / "groupcast-relay.1").read_text()
-    for opt in SAMPLICATOR_OPTS + ["--rtp", "--control", "--engine", "--stats-socket", "--query"]:
+    for opt in SAMPLICATOR_OPTS + ["--rtp", "--control", "--engine", "--stats-socket", "--query", "--producer",
+                                   "--any-producer", "--allow-local-subscribers", "--max-per-source",
+                                   "--control-rate", "--cookie-lifetime", "--user"]:
         assert re.search(rf"(^|\s){re.escape(opt)}\b", out.stdout, re.M), f"--help lacks {opt}"
         assert opt.replace("-", r"\-") in man or opt in man, f"man page lacks {opt}"
 

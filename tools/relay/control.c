@@ -47,6 +47,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <ifaddrs.h>
+#include <net/if.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -329,6 +330,8 @@ uint32_t subs_expire(struct subs *t, uint64_t now_ns, uint64_t ttl_ns)
 
 /* ---- who may be a subscriber ---------------------------------------------------- */
 
+/* The host's addresses, and after them (from nlocal on) the broadcast
+ * addresses of its IPv4 networks (refused as subscribers, like 255.255.255.255). */
 int control_local_addrs(struct relay *r)
 {
 	struct ifaddrs *ifa = NULL;
@@ -336,25 +339,40 @@ int control_local_addrs(struct relay *r)
 		return -1;
 	size_t n = 0;
 	for (struct ifaddrs *i = ifa; i; i = i->ifa_next)
-		n += i->ifa_addr && (i->ifa_addr->sa_family == AF_INET || i->ifa_addr->sa_family == AF_INET6);
+		n += 2 * (i->ifa_addr && (i->ifa_addr->sa_family == AF_INET || i->ifa_addr->sa_family == AF_INET6));
 	struct sockaddr_storage *v = calloc(n ? n : 1, sizeof(*v));
 	if (!v) {
 		freeifaddrs(ifa);
 		errno = ENOMEM;
 		return -1;
 	}
-	size_t k = 0;
-	for (struct ifaddrs *i = ifa; i && k < n; i = i->ifa_next) {
-		if (!i->ifa_addr || (i->ifa_addr->sa_family != AF_INET && i->ifa_addr->sa_family != AF_INET6))
-			continue;
-		memcpy(&v[k++], i->ifa_addr, i->ifa_addr->sa_family == AF_INET ? sizeof(struct sockaddr_in)
-										  : sizeof(struct sockaddr_in6));
+	size_t k = 0, b = 0;
+	for (int pass = 0; pass < 2; pass++) {
+		for (struct ifaddrs *i = ifa; i && k < n; i = i->ifa_next) {
+			if (!i->ifa_addr || (i->ifa_addr->sa_family != AF_INET && i->ifa_addr->sa_family != AF_INET6))
+				continue;
+			if (pass == 0)
+				memcpy(&v[k++], i->ifa_addr, i->ifa_addr->sa_family == AF_INET ? sizeof(struct sockaddr_in)
+												  : sizeof(struct sockaddr_in6));
+			else if ((i->ifa_flags & IFF_BROADCAST) && i->ifa_broadaddr &&
+				 i->ifa_broadaddr->sa_family == AF_INET && (++b, true))
+				memcpy(&v[k++], i->ifa_broadaddr, sizeof(struct sockaddr_in));
+		}
 	}
 	freeifaddrs(ifa);
 	free(r->local);
 	r->local = v;
-	r->nlocal = k;
+	r->nlocal = k - b;
+	r->nbcast = b;
 	return 0;
+}
+
+static bool is_bcast(const struct relay *r, const struct sockaddr_storage *a)
+{
+	for (size_t i = r->nlocal; i < r->nlocal + r->nbcast; i++)
+		if (relay_same_addr(a, &r->local[i]))
+			return true;
+	return false;
 }
 
 static bool is_local(const struct relay *r, const struct sockaddr_storage *a)
@@ -401,6 +419,8 @@ int control_check_subscriber(const struct relay *r, const struct sockaddr_storag
 		in_addr_t v = ntohl(((const struct sockaddr_in *)a)->sin_addr.s_addr);
 		if (v == INADDR_ANY || v == INADDR_BROADCAST || IN_MULTICAST(v))
 			return refuse(why, len, "not a unicast address");
+		if (is_bcast(r, a))
+			return refuse(why, len, "the broadcast address of one of this host's networks");
 	} else {
 		const struct in6_addr *v = &((const struct sockaddr_in6 *)a)->sin6_addr;
 		if (IN6_IS_ADDR_UNSPECIFIED(v) || IN6_IS_ADDR_MULTICAST(v))

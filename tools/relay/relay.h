@@ -321,8 +321,8 @@ struct relay {
 	struct rc_conf conf;
 	struct subs subs;
 	uint8_t cookie_key[SUBS_KEY_BYTES];
-	struct sockaddr_storage *local;   /* the host's addresses (control_local_addrs) */
-	size_t nlocal;
+	struct sockaddr_storage *local;   /* the host's addresses, then its IPv4 broadcast */
+	size_t nlocal, nbcast;            /* addresses (control_local_addrs) */
 	uint16_t own_port[3];        /* data, RTCP, control: never a subscriber on a local address */
 	struct { uint64_t t_ns; uint32_t tokens; } *rate;   /* CTL_RATE_SLOTS budgets, milli-requests */
 	struct producer prod;
