@@ -195,20 +195,27 @@ static void ssrc_unlink(struct subs *t, struct sub *s)
 	s->ssrc_ours = false;
 }
 
-bool subs_ssrc_ours(const struct subs *t, uint32_t ssrc)
+struct sub *subs_by_ssrc(struct subs *t, uint32_t ssrc)
 {
 	if (!t->nbucket)
-		return false;
+		return NULL;
 	for (int32_t i = t->ssrc_bucket[ssrc_hash(t, ssrc)]; i >= 0; i = t->slot[i].ssrc_next)
 		if (t->slot[i].ssrc == ssrc)
-			return true;
-	return false;
+			return &t->slot[i];
+	return NULL;
 }
 
 void subs_set_ssrc(struct subs *t, struct sub *s, uint32_t ssrc)
 {
 	ssrc_unlink(t, s);
 	s->ssrc = ssrc;
+}
+
+void subs_new_ssrc(struct subs *t, struct sub *s)
+{
+	ssrc_unlink(t, s);
+	s->ssrc = (uint32_t)rnd(t);
+	ssrc_link(t, s);
 }
 
 /* ---- subscribers per source ----------------------------------------------------- */
@@ -641,6 +648,9 @@ static size_t handle(struct relay *r, const char *msg, size_t len, const struct 
 				r->c.ctl_refused++;
 				return reply(out, cap, "ERR full (%u subscribers)\n", r->subs.max);
 			}
+			/* never the producer's SSRC: its stream would look like a loop */
+			while (r->prod.have && s->ssrc == r->prod.ssrc)
+				subs_new_ssrc(&r->subs, s);
 		}
 		s->seen_ns = now;
 		s->cookie = cookie;

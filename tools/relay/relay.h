@@ -205,8 +205,10 @@ void subs_remove(struct subs *t, struct sub *s);
 uint32_t subs_expire(struct subs *t, uint64_t now_ns, uint64_t ttl_ns);
 /* Give s the SSRC chosen with ssrc= (no longer one the relay generated). */
 void subs_set_ssrc(struct subs *t, struct sub *s, uint32_t ssrc);
-/* Whether ssrc is one the relay generated for a subscriber (loop detection). */
-bool subs_ssrc_ours(const struct subs *t, uint32_t ssrc);
+/* Give s a new random SSRC (one the relay generated). */
+void subs_new_ssrc(struct subs *t, struct sub *s);
+/* The subscriber whose SSRC the relay generated and is ssrc, or NULL. */
+struct sub *subs_by_ssrc(struct subs *t, uint32_t ssrc);
 /* Subscribers whose address is in the same source (IPv4 address, IPv6 /64). */
 uint32_t subs_per_source(const struct subs *t, const struct sockaddr_storage *addr);
 

@@ -64,6 +64,11 @@ static void put32(uint8_t *p, uint32_t v)
 	p[3] = (uint8_t)v;
 }
 
+static bool same_port(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+{
+	return relay_same_addr(a, b) && relay_port(a) == relay_port(b);
+}
+
 static bool producer_ok(struct relay *r, const struct sockaddr_storage *from)
 {
 	if (!r->have_producer_filter)
@@ -190,7 +195,17 @@ void rtp_forward(struct relay *r, const uint8_t *d, size_t len, const struct soc
 	}
 	uint16_t seq = get16(d + 2);
 	uint32_t ts = get32(d + 4), ssrc = get32(d + 8);
-	if (subs_find(&r->subs, from) || subs_ssrc_ours(&r->subs, ssrc)) {
+	struct sub *own = subs_by_ssrc(&r->subs, ssrc);
+	if (own || subs_find(&r->subs, from)) {
+		/* A loop: this datagram goes no further.  When it comes from the
+		 * producer we follow (its address and port), it may instead be a
+		 * producer that picked one of our SSRCs (odds of one in 2^32 per
+		 * subscriber): that subscriber gets a new SSRC, and the stream
+		 * passes from the next datagram on.  Not for other sources: a
+		 * reflector's datagrams still in flight with the old SSRC would
+		 * then pass as new. */
+		if (own && r->prod.have && same_port(from, &r->prod.addr))
+			subs_new_ssrc(&r->subs, own);
 		r->c.rtp_loops++;
 		return;
 	}
