@@ -337,6 +337,16 @@ uint32_t subs_expire(struct subs *t, uint64_t now_ns, uint64_t ttl_ns)
 
 /* ---- who may be a subscriber ---------------------------------------------------- */
 
+static bool listed(const struct sockaddr_storage *v, size_t n, const struct sockaddr *a)
+{
+	struct sockaddr_storage ss = { 0 };
+	memcpy(&ss, a, a->sa_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6));
+	for (size_t i = 0; i < n; i++)
+		if (relay_same_addr(&v[i], &ss))
+			return true;
+	return false;
+}
+
 /* The host's addresses, and after them (from nlocal on) the broadcast
  * addresses of its IPv4 networks (refused as subscribers, like 255.255.255.255). */
 int control_local_addrs(struct relay *r)
@@ -362,8 +372,11 @@ int control_local_addrs(struct relay *r)
 				memcpy(&v[k++], i->ifa_addr, i->ifa_addr->sa_family == AF_INET ? sizeof(struct sockaddr_in)
 												  : sizeof(struct sockaddr_in6));
 			else if ((i->ifa_flags & IFF_BROADCAST) && i->ifa_broadaddr &&
-				 i->ifa_broadaddr->sa_family == AF_INET && (++b, true))
+				 i->ifa_broadaddr->sa_family == AF_INET && !listed(v, k - b, i->ifa_broadaddr)) {
+				/* an address with no brd set shows its own address here */
 				memcpy(&v[k++], i->ifa_broadaddr, sizeof(struct sockaddr_in));
+				b++;
+			}
 		}
 	}
 	freeifaddrs(ifa);
