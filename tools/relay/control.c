@@ -54,6 +54,9 @@
 #include <strings.h>
 #include <sodium.h>
 
+_Static_assert(SUBS_KEY_BYTES == crypto_shorthash_KEYBYTES, "SipHash key size");
+_Static_assert(crypto_shorthash_BYTES == sizeof(uint64_t), "SipHash output size");
+
 static uint64_t rnd(struct subs *t)
 {
 	uint64_t x = t->seed; /* xorshift64* */
