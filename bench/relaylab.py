@@ -67,7 +67,7 @@ class RelayLab:
         self.k += 1
         sock = f"/tmp/{self.lab.prefix}-relay{self.k}.sock"
         argv = [self.bin, "relay", "--rtp", "-p", RTP_PORT, "--cpu", 0, "--engine", engine, "--status", 0,
-                "--stats-socket", sock, "--expire", 0, *args]
+                "--stats-socket", sock, "--expire", 0, "--producer", self.p_addr, *args]
         for r, cnt in zip(self.star.receivers, self.split(subscribers)):
             if cnt:
                 argv.append(f"{r.v4}/{PORT_BASE}+{cnt}")

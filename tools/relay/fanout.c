@@ -57,6 +57,23 @@ int relay_group_send(struct relay *r, int fd, const struct iovec *shared,
 	int e = errno;
 	r->c.send_ns += thread_cpu_ns() - t0;
 	r->c.group_sends++;
+	if (sent < 0 && n > 1 && (e == EINVAL || e == EAFNOSUPPORT)) {
+		/* A library that refuses the whole call for one bad member would
+		 * stop the broadcast: send one by one, so only that member fails.
+		 * (Members are checked before they enter a table; this is the
+		 * belt to those braces, and it costs nothing when all is well.) */
+		sent = 0;
+		for (size_t i = 0; i < n; i++) {
+			t0 = thread_cpu_ns();
+			int one = gc_sendgroup(fd, shared, &rec[i], 1, MSG_DONTWAIT | MSG_NOSIGNAL, &gerrno[i]);
+			if (one < 0)
+				gerrno[i] = errno;
+			r->c.send_ns += thread_cpu_ns() - t0;
+			r->c.group_sends++;
+			sent += one > 0;
+		}
+		return sent;
+	}
 	if (sent < 0) { /* the whole call was refused: every recipient failed alike */
 		for (size_t i = 0; i < n; i++)
 			gerrno[i] = e;
@@ -154,6 +171,71 @@ static int grow_batch(struct sendsock *s, size_t n)
 	return 0;
 }
 
+/* Receiver identity for the carry-over: address, port, interval, flags, TTL. */
+static uint64_t rcv_hash(const struct receiver *v, uint64_t seed)
+{
+	const uint8_t *b = (const uint8_t *)&v->addr;
+	uint64_t h = seed ^ 14695981039346656037ull; /* FNV-1a, seeded per reload */
+	for (size_t i = 0; i < relay_addrlen(&v->addr); i++)
+		h = (h ^ b[i]) * 1099511628211ull;
+	h = (h ^ v->freq) * 1099511628211ull;
+	h = (h ^ v->flags) * 1099511628211ull;
+	return (h ^ v->ttl) * 1099511628211ull;
+}
+
+static bool rcv_same(const struct receiver *a, const struct receiver *b)
+{
+	return memcmp(&a->addr, &b->addr, sizeof(a->addr)) == 0 && a->freq == b->freq && a->flags == b->flags &&
+	       a->ttl == b->ttl;
+}
+
+/*
+ * Each receiver of s that o had too takes o's sampling state and counters:
+ * one pass to hash o's receivers, one to look s's up, O(n + m).  A receiver
+ * listed k times pairs with its k-th old copy (each old one is taken once).
+ * The hash is seeded per call from the clock: config files are the
+ * operator's, but nothing here should degrade on a crafted file either.
+ */
+int carry_receivers(struct source *s, const struct source *o)
+{
+	if (!s->n || !o->n)
+		return 0;
+	size_t nb = 16;
+	while (nb < 2 * o->n)
+		nb *= 2;
+	int32_t *head = malloc(nb * sizeof(*head)), *next = malloc(o->n * sizeof(*next));
+	if (!head || !next) {
+		free(head);
+		free(next);
+		return -1;
+	}
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	uint64_t seed = (uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15ull ^ (uint64_t)ts.tv_sec;
+	for (size_t j = 0; j < nb; j++)
+		head[j] = -1;
+	for (size_t j = o->n; j-- > 0;) { /* backwards: chains list the old ones in order */
+		size_t b = rcv_hash(&o->rcv[j], seed) & (nb - 1);
+		next[j] = head[b];
+		head[b] = (int32_t)j;
+	}
+	for (size_t k = 0; k < s->n; k++) {
+		struct receiver *a = &s->rcv[k];
+		for (int32_t *pp = &head[rcv_hash(a, seed) & (nb - 1)]; *pp >= 0; pp = &next[*pp]) {
+			const struct receiver *b = &o->rcv[*pp];
+			if (rcv_same(a, b)) {
+				a->freqcount = b->freqcount;
+				a->st = b->st;
+				*pp = next[*pp]; /* taken */
+				break;
+			}
+		}
+	}
+	free(head);
+	free(next);
+	return 0;
+}
+
 /*
  * Give every receiver of conf its path and send socket, prebuild the
  * recipients of plain sources, carry sampling state and counters over from
@@ -215,16 +297,9 @@ int fanout_install(struct relay *r, struct rc_conf *conf, char *err, size_t errl
 			continue;
 		s->matched = o->matched;
 		s->matched_octets = o->matched_octets;
-		for (size_t k = 0; k < s->n; k++) {
-			for (size_t j = 0; j < o->n; j++) {
-				struct receiver *a = &s->rcv[k], *b = &o->rcv[(k + j) % o->n];
-				if (memcmp(&a->addr, &b->addr, sizeof(a->addr)) == 0 && a->freq == b->freq &&
-				    a->flags == b->flags && a->ttl == b->ttl) {
-					a->freqcount = b->freqcount;
-					a->st = b->st;
-					break;
-				}
-			}
+		if (carry_receivers(s, o)) {
+			snprintf(err, errlen, "out of memory");
+			return -1;
 		}
 	}
 	rc_free(old);
