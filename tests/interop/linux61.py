@@ -49,6 +49,7 @@ CLI: linux61.py fetch | boot-time [--boots N] | run CMD [CMD...]
 from __future__ import annotations
 
 import argparse
+import base64
 import ctypes
 import fcntl
 import hashlib
@@ -283,15 +284,24 @@ ip link set eth0 up || fail "no eth0"
 # Only the link's own subnets: no default route, nothing beyond the lab.
 [ -n "$ip4" ] && { ip addr add "$ip4" dev eth0 || fail "ip4 $ip4"; }
 [ -n "$ip6" ] && { ip -6 addr add "$ip6" dev eth0 nodad || fail "ip6 $ip6"; }
-stty -F /dev/ttyS1 raw -echo || fail "no control port"
+stty -F /dev/ttyS1 icanon -echo -isig -iexten -icrnl -ixon -opost || fail "no control port"
 exec 3<>/dev/ttyS1
 say "ready $(cut -d' ' -f1 /proc/uptime)"
 echo "@@gc-ready $(cut -d' ' -f1 /proc/uptime)" >&3
-# Control protocol on ttyS1: the host writes "ID TIMEOUT COMMAND" lines; each
-# command runs in the background and its output comes back as one block
-# "@@gc-begin ID" OUTPUT "@@gc-end ID RC" (a lock keeps blocks whole).
-while read -r id tmo cmd <&3; do
-  [ "$id" = poweroff ] && break
+# Control protocol on ttyS1: the host writes "ID TIMEOUT BASE64(COMMAND)."
+# lines; each command runs in the background and its output comes back as one
+# block "@@gc-begin ID" OUTPUT "@@gc-end ID RC" (a lock keeps blocks whole).
+# Lines are read by dd from the tty in canonical mode (one read(), one line):
+# sh's own read builtin loses bytes when a finished job's SIGCHLD interrupts it.
+fails=0
+while [ $fails -lt 50 ]; do
+  line=$(dd bs=4096 count=1 2>/dev/null <&3)
+  [ -n "$line" ] || { fails=$((fails + 1)); continue; }
+  fails=0
+  case "$line" in *.) ;; *) say "bad control line: $line"; continue ;; esac
+  set -- ${line%.}
+  [ "$1" = poweroff ] && break
+  id=$1 tmo=$2 cmd=$(echo "$3" | base64 -d)
   (
     cd /tmp
     timeout -s KILL "$tmo" sh -c "$tools $cmd" > "/tmp/gc.$id" 2>&1 < /dev/null
@@ -462,7 +472,7 @@ class Linux61Guest:
         self.kernel = kernel or fetch(self.cache)
         self.files = files
         self.proc = None
-        self.console = ""
+        self._console = ""
         self.boot_s = self.uptime_s = None
         self._jobs: dict[int, Job] = {}
         self._next_id = 1
@@ -549,7 +559,7 @@ class Linux61Guest:
         if self.proc is not None and self.proc.poll() is None:
             try:
                 if self._conn is not None:
-                    self._conn.sendall(b"poweroff\n")
+                    self._conn.sendall(b"poweroff.\n")
                 self.proc.wait(timeout=10)
             except (OSError, subprocess.TimeoutExpired):
                 self.proc.kill()
@@ -558,7 +568,7 @@ class Linux61Guest:
             self._conn.close()
             self._conn = None
         if self._dir is not None:
-            self.console = self._read_console()
+            self._console = self._read_console()
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
         for job in self._jobs.values():
@@ -571,15 +581,16 @@ class Linux61Guest:
     def start(self, cmd: str, timeout: int = 60) -> Job:
         """Run `cmd` (sh -c, in the guest's /tmp) in the background; the guest
         kills it after `timeout` seconds."""
-        if "\n" in cmd or "\r" in cmd:
-            raise ValueError("cmd: one line only")
+        if len(cmd) > 2000:  # the guest's tty takes lines of up to 4095 bytes, base64 included
+            raise ValueError("cmd: longer than 2000 characters")
         if self._conn is None:
             raise GuestError("the guest is not running")
         with self._lock:
             job = Job(self._next_id, cmd, self, timeout=int(timeout))
             self._next_id += 1
             self._jobs[job.id] = job
-        self._conn.sendall(f"{job.id} {int(timeout)} {cmd}\n".encode())
+        encoded = base64.b64encode(cmd.encode()).decode()
+        self._conn.sendall(f"{job.id} {int(timeout)} {encoded}.\n".encode())
         return job
 
     def run(self, cmd: str, timeout: int = 30, check: bool = True) -> Result:
@@ -633,14 +644,19 @@ class Linux61Guest:
         for job in self._jobs.values():
             job.done.set()
 
+    @property
+    def console(self) -> str:
+        """The guest's serial console so far (kernel log, /init's lines)."""
+        return self._read_console() if self._dir else self._console
+
     def _read_console(self):
         try:
             return (self._dir / "console.log").read_text(errors="replace")
         except (OSError, TypeError):
-            return self.console
+            return self._console
 
     def _tail(self):
-        text = self._read_console() if self._dir else self.console
+        text = self.console
         qemu = ""
         if self._dir and (self._dir / "qemu.log").exists():
             qemu = (self._dir / "qemu.log").read_text(errors="replace")

@@ -1,0 +1,127 @@
+"""Self-test of the Linux 6.1 peer harness (linux61.py): no groupcast DCCP yet.
+
+1. Inside the guest, over its loopback: dccp_peer server and client, CCID 2
+   and CCID 3, IPv4 and IPv6.  Proves the modules, the negotiation and the
+   program.
+2. Across the tap link: the guest's client connects to the host namespace,
+   where a raw protocol-33 socket (opened before the guest sends, or the host
+   answers with ICMP) receives its DCCP-Request, and tcpdump captures it for
+   tshark.  This is where groupcast's DCCP will sit in the interop tests.
+"""
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+import dccp_packet
+from linux61 import netns_socket
+
+COUNT = 200
+
+
+@pytest.mark.parametrize("family", [4, 6])
+@pytest.mark.parametrize("ccid", [2, 3])
+def test_guest_loopback(guest, ccid, family):
+    addr, bind = ("127.0.0.1", "0.0.0.0") if family == 4 else ("::1", "::")
+    port = 5000 + 10 * ccid + family
+    # A receive buffer that holds the whole run: DCCP drops what overflows it.
+    srv = guest.start(f"dccp_peer server {port} --bind {bind} --ccid {ccid} --service 7 --count {COUNT} "
+                       f"--rcvbuf {1 << 22}", timeout=30)
+    guest.wait_output(srv, "listening")
+    # CCID 3 is paced at 1 ms: Linux 6.1's CCID 3 misbehaves at sub-millisecond send intervals.
+    cli = guest.run(f"dccp_peer client {addr} {port} --ccid {ccid} --service 7 --count {COUNT} "
+                    f"--size 1000 --interval-us {1000 if ccid == 3 else 0}", timeout=30).json
+    s = srv.wait().json
+    assert cli["sent"] == COUNT and cli["ended"] == "count"
+    assert s["ended"] == "count" and s["received"] == COUNT and s["distinct"] == COUNT, json.dumps([s, cli])
+    assert s["lost"] == 0 and s["duplicates"] == 0 and s["bytes"] == COUNT * 1000
+    assert s["family"] == family and s["service"] == 7
+    for side in (cli, s):
+        assert (side["tx_ccid"], side["rx_ccid"]) == (ccid, ccid), side
+    if ccid == 3:
+        assert s["tfrc_rx"]["x_recv"] > 0  # the receiver measured a rate
+
+
+def test_guest_refuses_bad_arguments(guest):
+    r = guest.run("dccp_peer client 1.2.3 5000", check=False)
+    assert r.rc == 2 and "ADDR: 1.2.3 is not an IPv4 or IPv6 address" in r.output
+    r = guest.run("dccp_peer server 5000 --ccid 4", check=False)
+    assert r.rc == 2 and "--ccid" in r.output
+
+
+def _tcpdump(guest, pcap):
+    """tcpdump on the tap, started and listening before this returns."""
+    proc = guest.lab.popen(guest.ns, ["tcpdump", "-i", guest.tap, "-n", "-U", "--immediate-mode", "-Z", "root",
+                                      "-w", str(pcap), "ip proto 33 or ip6 proto 33"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    line = proc.stderr.readline()  # "listening on gctapN, ..." once capturing
+    assert "listening on" in line, line
+    return proc
+
+
+def _tshark(pcap):
+    """tshark's reading of every DCCP packet in pcap, run as an unprivileged user
+    (Wireshark loads Lua plugins only when not root)."""
+    fields = ["dccp.type", "dccp.srcport", "dccp.dstport", "dccp.service_code", "dccp.checksum.status",
+              "_ws.expert.message"]
+    out = subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--",
+                          "tshark", "-n", "-r", str(pcap), "-o", "dccp.check_checksum:TRUE", "-Y", "dccp",
+                          "-T", "fields", "-E", "separator=/t", "-E", "occurrence=a", *[a for f in fields for a in ("-e", f)]],
+                         capture_output=True, text=True, timeout=60, env={"PATH": os.environ["PATH"], "HOME": "/tmp"})
+    assert out.returncode == 0, out.stderr
+    return [dict(zip(fields, line.split("\t"))) for line in out.stdout.splitlines()]
+
+
+@pytest.mark.parametrize("family", [4, 6])
+def test_guest_request_reaches_host(guest, family):
+    host, peer = (guest.host_v4, guest.guest_v4) if family == 4 else (guest.host_v6, guest.guest_v6)
+    af = socket.AF_INET if family == 4 else socket.AF_INET6
+    port, service, ccid = 6000 + family, 0x47430000 + family, 2
+    work = Path(tempfile.mkdtemp(prefix="gc-interop-"))
+    os.chmod(work, 0o755)  # tshark reads the capture as nobody
+    pcap = work / "request.pcap"
+    raw = netns_socket(guest.ns, af, socket.SOCK_RAW, dccp_packet.IPPROTO_DCCP)
+    dump = _tcpdump(guest, pcap)
+    try:
+        raw.settimeout(20)
+        # Nobody answers: the client retransmits its Request until its guest-side timeout kills it.
+        cli = guest.start(f"dccp_peer client {host} {port} --ccid {ccid} --service {service} --count 1", timeout=4)
+        while True:
+            data, (src, *_) = raw.recvfrom(65535)
+            if family == 4:  # IPv4 raw sockets hand over the IP header too
+                data = data[(data[0] & 0xF) * 4:]
+            if src == peer:
+                break
+        pkt = dccp_packet.parse(data, peer, host)
+        assert pkt.type == dccp_packet.REQUEST, pkt.type_name
+        assert pkt.dport == port and 1024 <= pkt.sport <= 65535
+        assert pkt.service == service and pkt.x and pkt.checksum_ok and pkt.cscov == 0
+        # The client asks for the CCID it was given, for both half-connections.
+        assert pkt.changes(dccp_packet.CHANGE_L)[dccp_packet.FEAT_CCID][0][0] == ccid
+        assert pkt.changes(dccp_packet.CHANGE_R)[dccp_packet.FEAT_CCID][0][0] == ccid
+        r = cli.wait(timeout=30, check=False)
+        assert r.rc != 0  # no handshake: the client cannot have completed
+    finally:
+        raw.close()
+        time.sleep(0.2)
+        dump.send_signal(signal.SIGINT)
+        dump.wait(timeout=10)
+    try:
+        os.chmod(pcap, 0o644)
+        packets = _tshark(pcap)
+        assert packets, "tshark found no DCCP packet in the capture"
+        for p in packets:
+            assert p["dccp.type"] == "0", p  # Request, every retransmission too
+            assert int(p["dccp.srcport"]) == pkt.sport and int(p["dccp.dstport"]) == port
+            assert int(p["dccp.service_code"]) == service
+            assert p["dccp.checksum.status"] == "1", p  # Good
+            assert p["_ws.expert.message"] == "", p
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
