@@ -14,6 +14,8 @@ pkgs=(
   nftables                           # kernel engine e2e: AUTO must respect an OUTPUT drop rule
   libsodium-dev                      # relay: SipHash (crypto_shorthash) keys the JOIN cookies
   libcap-dev                         # relay and engine daemon: drop capabilities after setup
+  qemu-system-x86 busybox-static     # DCCP interop: Linux 6.1 guest under TCG (qboot.rom comes with qemu-system-data)
+  tcpdump tshark                     # DCCP interop: capture, and tshark as the judge of the wire format
 )
 
 missing=()

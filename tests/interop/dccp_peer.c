@@ -24,6 +24,7 @@
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -295,8 +296,23 @@ static int client(const char *addr, const char *port, const struct opts *o)
 	socklen_t sl = parse_addr(addr, port, &ss);
 	int fd = dccp_socket(ss.ss_family, o);
 	int64_t start = now_ms(), deadline = start + o->timeout_ms;
-	if (connect(fd, (struct sockaddr *)&ss, sl) < 0)
+	/* Connect without blocking, so that a peer that never answers (the
+	 * Request is retransmitted every few seconds) costs at most --timeout-ms. */
+	int fl = fcntl(fd, F_GETFL);
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+		die("fcntl(O_NONBLOCK)");
+	if (connect(fd, (struct sockaddr *)&ss, sl) < 0 && errno != EINPROGRESS)
 		die("connect");
+	if (!wait_fd(fd, POLLOUT, deadline)) {
+		printf("{\"mode\":\"client\",\"ended\":\"connect-timeout\",\"sent\":0}\n");
+		return 1;
+	}
+	int err = 0;
+	socklen_t el = sizeof(err);
+	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) < 0 || (errno = err) != 0)
+		die("connect");
+	if (fcntl(fd, F_SETFL, fl) < 0)
+		die("fcntl");
 	int64_t connected = now_ms();
 
 	static unsigned char buf[MAX_SIZE];

@@ -226,6 +226,9 @@ def _prepare(cache: Path, package: str) -> Kernel:
             staging.rename(kdir)
         (kdir / "ready").write_text(f"{time.time()}\n")
         _log(f"prepared {package} in {time.monotonic() - t0:.1f} s")
+        for old in cache.glob("linux-image-6.1.0-*/ready"):  # superseded, and not just fetched by a running test
+            if old.parent != kdir and time.time() - old.stat().st_mtime > 3600:
+                shutil.rmtree(old.parent, ignore_errors=True)
     order = tuple((kdir / "load_order").read_text().split())
     return Kernel(package, (kdir / "release").read_text().strip(), kdir / "vmlinux",
                   {n: kdir / "modules" / f"{n}.ko" for n in order}, order)
@@ -466,8 +469,10 @@ class Linux61Guest:
     guest 10.R.i.2 and fd00:R:i::2.  No route leads anywhere else."""
 
     def __init__(self, lab: Lab, ns: str, kernel: Kernel | None = None, mem: int = 256,
-                 boot_timeout: float = 120, files: dict | None = None, cache: Path | None = None):
+                 boot_timeout: float = 120, files: dict | None = None, cache: Path | None = None,
+                 append: tuple = ()):
         self.lab, self.ns, self.mem, self.boot_timeout = lab, ns, mem, boot_timeout
+        self.append = tuple(append)
         self.cache = Path(cache or default_cache())
         self.kernel = kernel or fetch(self.cache)
         self.files = files
@@ -511,6 +516,10 @@ class Linux61Guest:
 
     def boot(self):
         t0 = time.monotonic()
+        missing = [str(p) for p in (QBOOT, BUSYBOX, *map(Path, HOST_TOOLS)) if not p.exists()]
+        missing += [] if shutil.which("qemu-system-x86_64") else ["qemu-system-x86_64"]
+        if missing:
+            raise GuestError(f"missing {', '.join(missing)}: run scripts/install-deps.sh")
         self._reserve_link()
         self.lab.ip(self.ns, "tuntap", "add", "dev", self.tap, "mode", "tap")
         self.lab.ip(self.ns, "addr", "add", f"{self.host_v4}/24", "dev", self.tap)
@@ -524,9 +533,9 @@ class Linux61Guest:
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         listener.bind(str(ctl_path))
         listener.listen(1)
-        listener.settimeout(self.boot_timeout)
+        listener.settimeout(0.5)
         append = ["console=ttyS0", "panic=-1", "cryptomgr.notests", "nokaslr",
-                  f"gc.ip4={self.guest_v4}/24", f"gc.ip6={self.guest_v6}/64"]
+                  f"gc.ip4={self.guest_v4}/24", f"gc.ip6={self.guest_v6}/64", *self.append]
         argv = ["qemu-system-x86_64", "-accel", "tcg", "-m", str(self.mem), "-nographic", "-nodefaults",
                 "-no-reboot", "-monitor", "none", "-bios", str(QBOOT),
                 "-kernel", str(self.kernel.vmlinux), "-initrd", str(initrd), "-append", " ".join(append),
@@ -537,14 +546,17 @@ class Linux61Guest:
         t_qemu = time.monotonic()
         self.proc = self.lab.popen(self.ns, argv, stdin=subprocess.DEVNULL,
                                    stdout=open(self._dir / "qemu.log", "w"), stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + self.boot_timeout
         try:
-            self._conn, _ = listener.accept()
-        except socket.timeout:
-            raise GuestError(f"qemu did not connect its control port{self._tail()}")
+            while self._conn is None:
+                try:
+                    self._conn, _ = listener.accept()
+                except socket.timeout:
+                    if self.proc.poll() is not None or time.monotonic() > deadline:
+                        raise GuestError(f"qemu did not connect its control port{self._tail()}")
         finally:
             listener.close()
         threading.Thread(target=self._reader, daemon=True).start()
-        deadline = time.monotonic() + self.boot_timeout
         while not self._ready.wait(0.2):
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 raise GuestError(f"guest not ready ({'qemu exited' if self.proc.poll() is not None else 'timeout'})"
@@ -558,8 +570,9 @@ class Linux61Guest:
         remove the tap; keep the console log in .console."""
         if self.proc is not None and self.proc.poll() is None:
             try:
-                if self._conn is not None:
-                    self._conn.sendall(b"poweroff.\n")
+                if self._conn is None or not self._ready.is_set():
+                    raise OSError("not booted: nothing to power off")
+                self._conn.sendall(b"poweroff.\n")
                 self.proc.wait(timeout=10)
             except (OSError, subprocess.TimeoutExpired):
                 self.proc.kill()
@@ -671,6 +684,7 @@ def main(argv=None):
     sub.add_parser("fetch", help="download and unpack the newest linux-image-6.1.0-*-amd64-unsigned")
     bt = sub.add_parser("boot-time", help="boot, run nothing, power off; print timings")
     bt.add_argument("--boots", type=int, default=1)
+    bt.add_argument("--append", default="", help="more kernel command line")
     rn = sub.add_parser("run", help="boot and run shell commands in the guest, one after the other")
     rn.add_argument("commands", nargs="+")
     rn.add_argument("--timeout", type=int, default=60)
@@ -688,7 +702,7 @@ def main(argv=None):
         with Lab() as lab:
             ns = lab.add_ns("host")
             t1 = time.monotonic()
-            with Linux61Guest(lab, ns, kernel) as g:
+            with Linux61Guest(lab, ns, kernel, append=getattr(args, "append", "").split()) as g:
                 print(json.dumps({"boot_s": round(g.boot_s, 2), "guest_uptime_s": g.uptime_s,
                                   "prepare_s": round(g.prepare_s, 2)}))
                 for cmd in getattr(args, "commands", []):

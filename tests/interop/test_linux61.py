@@ -10,6 +10,7 @@
 """
 import json
 import os
+import select
 import shutil
 import signal
 import socket
@@ -61,8 +62,9 @@ def _tcpdump(guest, pcap):
     proc = guest.lab.popen(guest.ns, ["tcpdump", "-i", guest.tap, "-n", "-U", "--immediate-mode", "-Z", "root",
                                       "-w", str(pcap), "ip proto 33 or ip6 proto 33"],
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    line = proc.stderr.readline()  # "listening on gctapN, ..." once capturing
-    assert "listening on" in line, line
+    ready, _, _ = select.select([proc.stderr], [], [], 20)
+    line = proc.stderr.readline() if ready else "(nothing in 20 s)"
+    assert "listening on" in line, f"tcpdump: {line}"  # "listening on gctapN, ..." once capturing
     return proc
 
 
@@ -91,8 +93,9 @@ def test_guest_request_reaches_host(guest, family):
     dump = _tcpdump(guest, pcap)
     try:
         raw.settimeout(20)
-        # Nobody answers: the client retransmits its Request until its guest-side timeout kills it.
-        cli = guest.start(f"dccp_peer client {host} {port} --ccid {ccid} --service {service} --count 1", timeout=4)
+        # Nobody answers: the client retransmits its Request (every 3 s) until its connect times out.
+        cli = guest.start(f"dccp_peer client {host} {port} --ccid {ccid} --service {service} --count 1 "
+                          f"--timeout-ms 1500", timeout=10)
         while True:
             data, (src, *_) = raw.recvfrom(65535)
             if family == 4:  # IPv4 raw sockets hand over the IP header too
@@ -107,7 +110,7 @@ def test_guest_request_reaches_host(guest, family):
         assert pkt.changes(dccp_packet.CHANGE_L)[dccp_packet.FEAT_CCID][0][0] == ccid
         assert pkt.changes(dccp_packet.CHANGE_R)[dccp_packet.FEAT_CCID][0][0] == ccid
         r = cli.wait(timeout=30, check=False)
-        assert r.rc != 0  # no handshake: the client cannot have completed
+        assert r.rc == 1 and r.json == {"mode": "client", "ended": "connect-timeout", "sent": 0}, r
     finally:
         raw.close()
         time.sleep(0.2)
