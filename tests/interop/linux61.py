@@ -58,7 +58,6 @@ import lzma
 import os
 import re
 import shutil
-import signal
 import socket
 import stat
 import struct

@@ -128,3 +128,20 @@ def test_guest_request_reaches_host(guest, family):
             assert p["_ws.expert.message"] == "", p
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def test_guest_netem_delay(guest):
+    """netem inside the guest (the host kernel has none): 20 ms each way on
+    the guest's loopback shows up in CCID 3's RTT estimate."""
+    guest.run("tc qdisc add dev lo root netem delay 20ms")
+    try:
+        assert "delay 20ms" in guest.run("tc qdisc show dev lo").output
+        srv = guest.start("dccp_peer server 5100 --ccid 3 --count 50 --rcvbuf 4194304", timeout=30)
+        guest.wait_output(srv, "listening")
+        cli = guest.run("dccp_peer client 127.0.0.1 5100 --ccid 3 --count 50 --size 500 --interval-us 2000",
+                        timeout=30).json
+        assert srv.wait().json["received"] == 50
+        assert cli["connect_ms"] >= 40  # the handshake crossed the delay twice
+        assert 40000 <= cli["tfrc_tx"]["rtt_us"] < 400000, cli
+    finally:
+        guest.run("tc qdisc del dev lo root")
