@@ -26,15 +26,17 @@ API
   fetch(cache=None) -> Kernel       download and unpack the newest 6.1 package
                                     (cache: $GC_INTEROP_CACHE or /var/cache/groupcast-interop)
   build_peer(cache=None) -> Path    the static dccp_peer binary (cc -static -O2)
-  Linux61Guest(lab, ns, kernel=None, mem=256, boot_timeout=120, files=None)
-      context manager; boots on enter, powers off (or kills qemu) on exit.
-      .run(cmd, timeout=30, check=True) -> Result   run a shell command in the guest
+  Linux61Guest(lab, ns, kernel=None, mem=256, boot_timeout=120, files=None, cache=None, append=())
+      context manager; boots on enter, powers off (or kills qemu) on exit, and
+      on any failure; `append`: more kernel command-line words.
+      .run(cmd, timeout=30, check=True) -> Result   run a shell command in the guest;
+                                                     the guest kills it (rc 137) after timeout s
       .start(cmd, timeout=60) -> Job                 the same, in the background
       Job.wait(timeout=None, check=True) -> Result
       .wait_output(job, text, timeout=10)            until job's output contains text
       .guest_v4, .guest_v6, .host_v4, .host_v6, .tap, .ns, .link (a netlab Link)
       .boot_s (qemu start to guest ready, s), .uptime_s (guest's own clock at ready)
-      .console (the guest's kernel log and /init lines, complete after exit)
+      .console (the guest's serial console so far: kernel log and /init's "@@gc-guest" lines)
   Result: .rc, .output (stdout and stderr together), .json (last line that parses
       as a JSON object, or None); check=True raises GuestError if rc != 0.
   netns_socket(ns, family, type, proto) -> socket   a socket inside namespace ns
@@ -44,7 +46,7 @@ the host's iproute2 (busybox's tc cannot do netem), `dccp_peer`, and the
 modules loaded: virtio_net, dccp, dccp_ipv4, dccp_ipv6, sch_netem, sch_tbf.
 `files={"/bin/name": Path}` adds more (static) programs to the initramfs.
 
-CLI: linux61.py fetch | boot-time [--boots N] | run CMD [CMD...]
+CLI (root): linux61.py fetch | boot-time [--boots N] [--append ARGS] | run CMD [CMD...]
 """
 from __future__ import annotations
 
@@ -130,27 +132,18 @@ def _extract_vmlinux(bzimage: bytes) -> bytes:
     pm = (setup_sects + 1) * 512
     off, length = struct.unpack_from("<II", bzimage, 0x248)
     payload = bzimage[pm + off:pm + off + length]
-    if payload.startswith(b"\xfd7zXZ\x00"):
-        out = lzma.LZMADecompressor().decompress(payload)
-    elif payload.startswith(b"\x28\xb5\x2f\xfd"):
-        out = subprocess.run(["zstd", "-dc"], input=payload, capture_output=True, check=True).stdout
-    elif payload.startswith(b"\x1f\x8b"):
-        import gzip
-        out = gzip.GzipFile(fileobj=__import__("io").BytesIO(payload)).read()
-    else:
-        raise GuestError(f"vmlinuz: unknown payload compression {payload[:6].hex()}")
+    if not payload.startswith(b"\xfd7zXZ\x00"):  # Debian's 6.1 kernels: CONFIG_KERNEL_XZ
+        raise GuestError(f"vmlinuz: payload is not xz ({payload[:6].hex()})")
+    out = lzma.LZMADecompressor().decompress(payload)  # stops at the end of the stream
     if not out.startswith(b"\x7fELF"):
         raise GuestError("vmlinuz: payload is not an ELF kernel")
     return out
 
 
 def _ko_bytes(path: Path) -> bytes:
+    """A module as insmod takes it (busybox's cannot unpack .ko.xz)."""
     data = path.read_bytes()
-    if path.name.endswith(".xz"):
-        return lzma.decompress(data)
-    if path.name.endswith(".zst"):
-        return subprocess.run(["zstd", "-dc", str(path)], capture_output=True, check=True).stdout
-    return data
+    return lzma.decompress(data) if path.name.endswith(".xz") else data
 
 
 def _modinfo_depends(ko: bytes) -> list[str]:
@@ -167,15 +160,20 @@ def fetch(cache: Path | None = None) -> Kernel:
     with open(cache / "lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # other test processes wait here
         package = newest_package()
-        if package is None:
+        if package is None:  # a fresh machine's apt may not have its lists yet
             _sh(["apt-get", "update", "-qq"])
             package = newest_package()
-        if package is None:
-            prepared = sorted(cache.glob("linux-image-6.1.0-*/ready"))
-            if not prepared:
+        prepared = sorted((int(PACKAGE_RE.match(r.parent.name).group(1)), r.parent.name)
+                          for r in cache.glob("linux-image-6.1.0-*-amd64-unsigned/ready"))
+        try:
+            if package is None:
                 raise GuestError("apt knows no linux-image-6.1.0-*-amd64-unsigned package")
-            package = prepared[-1].parent.name
-        return _prepare(cache, package)
+            return _prepare(cache, package)
+        except GuestError as e:
+            if not prepared:
+                raise
+            _log(f"{e}; using the {prepared[-1][1]} fetched earlier")
+            return _prepare(cache, prepared[-1][1])
 
 
 def _prepare(cache: Path, package: str) -> Kernel:
@@ -184,8 +182,10 @@ def _prepare(cache: Path, package: str) -> Kernel:
         t0 = time.monotonic()
         shutil.rmtree(kdir, ignore_errors=True)
         with tempfile.TemporaryDirectory(dir=cache) as tmp:
-            if _user_exists("_apt"):  # apt's sandbox user downloads into it
-                shutil.chown(tmp, user="_apt")
+            try:
+                shutil.chown(tmp, user="_apt")  # apt's sandbox user downloads into it
+            except LookupError:
+                pass
             _sh(["apt-get", "download", "-qq", package], cwd=tmp)
             deb, = Path(tmp).glob(f"{package}_*.deb")
             _log(f"downloaded {deb.name} ({deb.stat().st_size >> 20} MiB) in {time.monotonic() - t0:.1f} s")
@@ -204,7 +204,7 @@ def _prepare(cache: Path, package: str) -> Kernel:
             (staging / "vmlinux").write_bytes(_extract_vmlinux(vmlinuz.read_bytes()))
             index = {}
             for ko in (root / "lib" / "modules" / release / "kernel").rglob("*.ko*"):
-                index[re.sub(r"\.ko(\.xz|\.zst)?$", "", ko.name).replace("-", "_")] = ko
+                index[re.sub(r"\.ko(\.xz)?$", "", ko.name).replace("-", "_")] = ko
             order = []
 
             def visit(name, path=()):
@@ -231,15 +231,6 @@ def _prepare(cache: Path, package: str) -> Kernel:
     order = tuple((kdir / "load_order").read_text().split())
     return Kernel(package, (kdir / "release").read_text().strip(), kdir / "vmlinux",
                   {n: kdir / "modules" / f"{n}.ko" for n in order}, order)
-
-
-def _user_exists(name):
-    import pwd
-    try:
-        pwd.getpwnam(name)
-        return True
-    except KeyError:
-        return False
 
 
 def build_peer(cache: Path | None = None) -> Path:
@@ -543,8 +534,9 @@ class Linux61Guest:
                 "-netdev", f"tap,id=n0,ifname={self.tap},script=no,downscript=no",
                 "-device", "virtio-net-pci,netdev=n0"]
         t_qemu = time.monotonic()
-        self.proc = self.lab.popen(self.ns, argv, stdin=subprocess.DEVNULL,
-                                   stdout=open(self._dir / "qemu.log", "w"), stderr=subprocess.STDOUT)
+        with open(self._dir / "qemu.log", "w") as qemu_log:  # qemu keeps its own copy of the fd
+            self.proc = self.lab.popen(self.ns, argv, stdin=subprocess.DEVNULL, stdout=qemu_log,
+                                       stderr=subprocess.STDOUT)
         deadline = time.monotonic() + self.boot_timeout
         try:
             while self._conn is None:
