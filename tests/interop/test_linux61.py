@@ -116,6 +116,7 @@ def test_guest_request_reaches_host(guest, family):
         time.sleep(0.2)
         dump.send_signal(signal.SIGINT)
         dump.wait(timeout=10)
+        dump.stderr.close()
     try:
         os.chmod(pcap, 0o644)
         packets = _tshark(pcap)
