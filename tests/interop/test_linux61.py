@@ -6,22 +6,18 @@
 2. Across the tap link: the guest's client connects to the host namespace,
    where a raw protocol-33 socket (opened before the guest sends, or the host
    answers with ICMP) receives its DCCP-Request, and tcpdump captures it for
-   tshark.  This is where groupcast's DCCP will sit in the interop tests.
+   tshark (as nobody).  This is where groupcast's DCCP will sit in the
+   interop tests.
+3. netem inside the guest: the delay the later tests will need.
 """
 import json
-import os
-import select
-import shutil
-import signal
 import socket
-import subprocess
-import tempfile
-import time
-from pathlib import Path
+import struct
 
 import pytest
 
 import dccp_packet
+from capture import Capture, tshark
 from linux61 import netns_socket
 
 COUNT = 200
@@ -57,78 +53,46 @@ def test_guest_refuses_bad_arguments(guest):
     assert r.rc == 2 and "--ccid" in r.output
 
 
-def _tcpdump(guest, pcap):
-    """tcpdump on the tap, started and listening before this returns."""
-    proc = guest.lab.popen(guest.ns, ["tcpdump", "-i", guest.tap, "-n", "-U", "--immediate-mode", "-Z", "root",
-                                      "-w", str(pcap), "ip proto 33 or ip6 proto 33"],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    ready, _, _ = select.select([proc.stderr], [], [], 20)
-    line = proc.stderr.readline() if ready else "(nothing in 20 s)"
-    assert "listening on" in line, f"tcpdump: {line}"  # "listening on gctapN, ..." once capturing
-    return proc
-
-
-def _tshark(pcap):
-    """tshark's reading of every DCCP packet in pcap, run as an unprivileged user
-    (Wireshark loads Lua plugins only when not root)."""
-    fields = ["dccp.type", "dccp.srcport", "dccp.dstport", "dccp.service_code", "dccp.checksum.status",
-              "_ws.expert.message"]
-    out = subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--",
-                          "tshark", "-n", "-r", str(pcap), "-o", "dccp.check_checksum:TRUE", "-Y", "dccp",
-                          "-T", "fields", "-E", "separator=/t", "-E", "occurrence=a", *[a for f in fields for a in ("-e", f)]],
-                         capture_output=True, text=True, timeout=60, env={"PATH": os.environ["PATH"], "HOME": "/tmp"})
-    assert out.returncode == 0, out.stderr
-    return [dict(zip(fields, line.split("\t"))) for line in out.stdout.splitlines()]
-
-
 @pytest.mark.parametrize("family", [4, 6])
-def test_guest_request_reaches_host(guest, family):
+def test_guest_request_reaches_host(guest, family, tmp_path):
     host, peer = (guest.host_v4, guest.guest_v4) if family == 4 else (guest.host_v6, guest.guest_v6)
     af = socket.AF_INET if family == 4 else socket.AF_INET6
     port, service, ccid = 6000 + family, 0x47430000 + family, 2
-    work = Path(tempfile.mkdtemp(prefix="gc-interop-"))
-    os.chmod(work, 0o755)  # tshark reads the capture as nobody
-    pcap = work / "request.pcap"
     raw = netns_socket(guest.ns, af, socket.SOCK_RAW, dccp_packet.IPPROTO_DCCP)
-    dump = _tcpdump(guest, pcap)
     try:
-        raw.settimeout(20)
-        # Nobody answers: the client retransmits its Request (every 3 s) until its connect times out.
-        cli = guest.start(f"dccp_peer client {host} {port} --ccid {ccid} --service {service} --count 1 "
-                          f"--timeout-ms 1500", timeout=10)
-        while True:
-            data, (src, *_) = raw.recvfrom(65535)
-            if family == 4:  # IPv4 raw sockets hand over the IP header too
-                data = data[(data[0] & 0xF) * 4:]
-            if src == peer:
-                break
-        pkt = dccp_packet.parse(data, peer, host)
-        assert pkt.type == dccp_packet.REQUEST, pkt.type_name
-        assert pkt.dport == port and 1024 <= pkt.sport <= 65535
-        assert pkt.service == service and pkt.x and pkt.checksum_ok and pkt.cscov == 0
-        # The client asks for the CCID it was given, for both half-connections.
-        assert pkt.changes(dccp_packet.CHANGE_L)[dccp_packet.FEAT_CCID][0][0] == ccid
-        assert pkt.changes(dccp_packet.CHANGE_R)[dccp_packet.FEAT_CCID][0][0] == ccid
-        r = cli.wait(timeout=30, check=False)
-        assert r.rc == 1 and r.json == {"mode": "client", "ended": "connect-timeout", "sent": 0}, r
+        with Capture(guest.lab, guest.ns, guest.tap, tmp_path / "request.pcap") as cap:
+            raw.settimeout(20)
+            # Nobody answers: the client retransmits its Request (every 3 s) until its connect times out.
+            cli = guest.start(f"dccp_peer client {host} {port} --ccid {ccid} --service {service} --count 1 "
+                              f"--timeout-ms 1500", timeout=10)
+            while True:
+                data, (src, *_) = raw.recvfrom(65535)
+                if family == 4:  # IPv4 raw sockets hand over the IP header too
+                    data = data[(data[0] & 0xF) * 4:]
+                if src == peer:
+                    break
+            r = cli.wait(timeout=30, check=False)
     finally:
         raw.close()
-        time.sleep(0.2)
-        dump.send_signal(signal.SIGINT)
-        dump.wait(timeout=10)
-        dump.stderr.close()
-    try:
-        os.chmod(pcap, 0o644)
-        packets = _tshark(pcap)
-        assert packets, "tshark found no DCCP packet in the capture"
-        for p in packets:
-            assert p["dccp.type"] == "0", p  # Request, every retransmission too
-            assert int(p["dccp.srcport"]) == pkt.sport and int(p["dccp.dstport"]) == port
-            assert int(p["dccp.service_code"]) == service
-            assert p["dccp.checksum.status"] == "1", p  # Good
-            assert p["_ws.expert.message"] == "", p
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    pkt = dccp_packet.parse(data, peer, host)
+    assert pkt.type == dccp_packet.REQUEST, pkt.type_name
+    assert pkt.dport == port and 1024 <= pkt.sport <= 65535
+    assert pkt.service == service and pkt.x and pkt.checksum_ok and pkt.cscov == 0
+    # The client asks for the CCID it was given, for both half-connections.
+    assert pkt.changes(dccp_packet.CHANGE_L)[dccp_packet.FEAT_CCID][0][0] == ccid
+    assert pkt.changes(dccp_packet.CHANGE_R)[dccp_packet.FEAT_CCID][0][0] == ccid
+    assert r.rc == 1 and r.json == {"mode": "client", "ended": "connect-timeout", "sent": 0}, r
+
+    packets = tshark(cap.pcap, ["dccp.type", "dccp.srcport", "dccp.dstport", "dccp.service_code",
+                                "dccp.checksum.status", "_ws.expert.message"],
+                     prefs=("dccp.check_checksum:TRUE",))
+    assert packets, "tshark found no DCCP packet in the capture"
+    for p in packets:
+        assert p["dccp.type"] == "0", p  # Request, every retransmission too
+        assert int(p["dccp.srcport"]) == pkt.sport and int(p["dccp.dstport"]) == port
+        assert int(p["dccp.service_code"]) == service
+        assert p["dccp.checksum.status"] == "1", p  # Good
+        assert p["_ws.expert.message"] == "", p
 
 
 def test_guest_netem_delay(guest):
@@ -146,3 +110,32 @@ def test_guest_netem_delay(guest):
         assert 40000 <= cli["tfrc_tx"]["rtt_us"] < 400000, cli
     finally:
         guest.run("tc qdisc del dev lo root")
+
+
+def _request(sport, dport, service, src, dst, good=True):
+    """A DCCP-Request (X=1, seq 1, no options) in an IPv4 header, checksum right or not."""
+    dccp = bytearray(struct.pack("!HHBBHBB6sI", sport, dport, 5, 0, 0, dccp_packet.REQUEST << 1 | 1, 0,
+                                 (1).to_bytes(6, "big"), service))
+    csum = dccp_packet.checksum(bytes(dccp), src, dst, 0) ^ (0 if good else 0x0101)
+    struct.pack_into("!H", dccp, 6, csum)
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(dccp), 0, 0x4000, 64, dccp_packet.IPPROTO_DCCP, 0,
+                     socket.inet_aton(src), socket.inet_aton(dst))
+    return ip + bytes(dccp)
+
+
+def test_judges_tell_a_bad_checksum(tmp_path):
+    """dccp_packet and tshark (the judges of the tests above) both accept a
+    right checksum and both refuse a wrong one: their verdicts are not vacuous."""
+    src, dst = "10.1.2.3", "10.1.2.4"
+    pcap = tmp_path / "two.pcap"
+    with open(pcap, "wb") as f:
+        f.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 101))  # LINKTYPE_RAW: IP packets
+        for good in (True, False):
+            pkt = _request(40000, 5001, 42, src, dst, good)
+            f.write(struct.pack("<IIII", 0, 0, len(pkt), len(pkt)) + pkt)
+            assert dccp_packet.parse(pkt[20:], src, dst).checksum_ok is good
+    rows = tshark(pcap, ["dccp.service_code", "dccp.checksum.status", "_ws.expert.message"],
+                  prefs=("dccp.check_checksum:TRUE",))
+    assert [r["dccp.service_code"] for r in rows] == ["42", "42"], rows
+    assert rows[0]["dccp.checksum.status"] == "1" and rows[0]["_ws.expert.message"] == ""
+    assert rows[1]["dccp.checksum.status"] == "0" and "checksum" in rows[1]["_ws.expert.message"].lower(), rows
