@@ -47,7 +47,7 @@ e2e: build
 
 # Linux 6.1's own DCCP as the peer, in a QEMU guest (tests/interop).  The first
 # run fetches Debian's 6.1 kernel package (about 70 MB) into
-# $$GC_INTEROP_CACHE (default /var/cache/groupcast-interop); about 1 minute
+# GC_INTEROP_CACHE (default /var/cache/groupcast-interop); about 1 minute
 # from a fresh machine, 20-40 s after that.
 interop: build
 	GC_BUILD_DIR=$(abspath $(BUILD)) python3 -m pytest -q tests/interop
