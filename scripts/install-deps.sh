@@ -15,9 +15,10 @@ pkgs=(
   libsodium-dev                      # relay: SipHash (crypto_shorthash) keys the JOIN cookies
   libcap-dev                         # relay and engine daemon: drop capabilities after setup
   abigail-tools                      # ctest abi: the library's ABI against abi/libgroupcast.abi
-  tshark                             # DCCP wire check (tests/e2e/test_dccp_wire.py)
   libclang-rt-14-dev                 # -DGC_FUZZ=ON: libFuzzer and the sanitizer runtimes for clang
   libcap2 libsystemd0                # what the unpacked smcrouted needs at run time (see below)
+  qemu-system-x86 busybox-static     # DCCP interop: Linux 6.1 guest under TCG (qboot.rom comes with qemu-system-data)
+  tcpdump tshark                     # tshark judges DCCP wire formats (test_dccp_wire.py, interop); tcpdump captures
 )
 
 missing=()
