@@ -313,15 +313,15 @@ static int errs_reserve(struct gc_sock *s, size_t n)
 	return grow((void **)&s->errs, &s->errs_cap, n, sizeof(*s->errs));
 }
 
-int gc_scratch_reserve(struct gc_sock *s, size_t n, size_t mmsg_elem)
+/* The engine scratch: a struct mmsghdr and 3 iovecs per recipient, for n. */
+static int scratch_reserve(struct gc_sock *s, size_t n)
 {
-	size_t cap = s->scratch_cap;
 	void *m;
 	struct iovec *iov;
 
-	if (n <= cap)
+	if (n <= s->scratch_cap)
 		return 0;
-	m = realloc(s->mmsg, n * mmsg_elem);
+	m = realloc(s->mmsg, n * sizeof(struct mmsghdr));
 	if (!m)
 		return -1;
 	s->mmsg = m;
@@ -352,6 +352,28 @@ int gc_fill_msg(struct msghdr *msg, struct iovec *iov, const struct gc_batch *b,
 	msg->msg_controllen = 0;
 	msg->msg_flags = 0;
 	return k;
+}
+
+size_t gc_for_each_chunk(struct gc_sock *s, const struct gc_batch *b, size_t max, gc_chunk_fn *fn,
+			 void *ctx)
+{
+	size_t chunk = b->n < max ? b->n : max, sent = 0;
+	struct mmsghdr *m;
+
+	if (scratch_reserve(s, chunk)) {
+		for (size_t k = 0; k < b->n; k++)
+			b->gerrno[k] = ENOMEM;
+		return 0;
+	}
+	m = s->mmsg;
+	for (size_t i = 0; i < b->n; i += chunk) {
+		size_t cnt = b->n - i < chunk ? b->n - i : chunk;
+
+		for (size_t k = 0; k < cnt; k++)
+			gc_fill_msg(&m[k].msg_hdr, &s->iov[3 * k], b, i + k);
+		sent += fn(s, b, m, i, cnt, ctx);
+	}
+	return sent;
 }
 
 /* ---- the API --------------------------------------------------------- */
