@@ -77,6 +77,7 @@ static void relay_usage(FILE *f)
 "  --stats-socket PATH   serve JSON counters on a Unix socket at PATH\n"
 "  --query PATH          print the JSON of the relay serving PATH, and exit\n"
 "  --json                print the final counters as JSON on stdout at exit\n"
+"  --time-sends          measure the CPU time inside the sends (send_ns; costs two clock calls per send)\n"
 "  --duration SECONDS    exit cleanly after SECONDS\n"
 "  --max-size BYTES      same as -u\n"
 "  --sndbuf BYTES        send buffer of every send socket (default 8388608)\n"
@@ -119,7 +120,7 @@ struct args {
 
 static void parse_args(struct relay *r, struct args *a, int argc, char **argv)
 {
-	enum { O_ENGINE = 256, O_CPU, O_STATUS, O_STATS, O_QUERY, O_JSON, O_DURATION, O_MAXSIZE,
+	enum { O_ENGINE = 256, O_CPU, O_STATUS, O_STATS, O_QUERY, O_JSON, O_TIME_SENDS, O_DURATION, O_MAXSIZE,
 	       O_SNDBUF, O_RTP, O_CONTROL, O_RTCP, O_MAXSUBS, O_EXPIRE, O_CLOCK, O_PRODUCER, O_ANYPROD,
 	       O_ALLOWLOCAL, O_PERSOURCE, O_CTLRATE, O_COOKIE, O_USER };
 	static const struct option lo[] = {
@@ -129,6 +130,7 @@ static void parse_args(struct relay *r, struct args *a, int argc, char **argv)
 		{ "stats-socket", required_argument, NULL, O_STATS },
 		{ "query", required_argument, NULL, O_QUERY },
 		{ "json", no_argument, NULL, O_JSON },
+		{ "time-sends", no_argument, NULL, O_TIME_SENDS },
 		{ "duration", required_argument, NULL, O_DURATION },
 		{ "max-size", required_argument, NULL, O_MAXSIZE },
 		{ "sndbuf", required_argument, NULL, O_SNDBUF },
@@ -196,6 +198,7 @@ static void parse_args(struct relay *r, struct args *a, int argc, char **argv)
 		case O_STATS: r->stats_socket = optarg; break;
 		case O_QUERY: exit(stats_query(optarg));
 		case O_JSON: r->json = true; break;
+		case O_TIME_SENDS: r->time_sends = true; break;
 		case O_DURATION: {
 			char *end;
 			errno = 0;

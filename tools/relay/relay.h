@@ -290,6 +290,7 @@ struct relay {
 	unsigned status_s;
 	const char *stats_socket;
 	bool json;
+	bool time_sends;             /* --time-sends: measure send_ns (two clock calls per send) */
 	double duration_s;
 	/* config files (-c), each with the options in force where it was given */
 	struct { const char *path; struct rc_opts o; } cfile[16];

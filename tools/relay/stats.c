@@ -159,12 +159,15 @@ void stats_status_line(struct relay *r, FILE *f)
 	const struct relay_counters *c = &r->c;
 	double dcpu = (double)(cpu - cpu0), dsend = (double)(c->send_ns - send0);
 	uint64_t din = c->in - in0;
+	char sendpct[16] = "-"; /* without --time-sends nothing measures it */
+	if (r->time_sends)
+		snprintf(sendpct, sizeof(sendpct), "%.0f%%", dcpu > 0 ? 100.0 * dsend / dcpu : 0.0);
 	fprintf(f, "relay: in %.0f/s %.2f Mbit/s  out %.0f/s  %s %u  drops %llu  oversize %llu  errors %llu  "
-		   "cpu %.1f%%  send %.0f%%  %.1f us/datagram  engine %s\n",
+		   "cpu %.1f%%  send %s  %.1f us/datagram  engine %s\n",
 		(double)din / dt, (double)(c->in_octets - oct0) * 8 / dt / 1e6, (double)(c->out - out0) / dt,
 		r->rtp ? "subscribers" : "receivers", r->rtp ? r->subs.nactive : (unsigned)r->conf.receivers,
 		(unsigned long long)c->ingest_drops, (unsigned long long)c->oversize,
-		(unsigned long long)c->errors, dcpu / dt / 1e7, dcpu > 0 ? 100.0 * dsend / dcpu : 0.0,
+		(unsigned long long)c->errors, dcpu / dt / 1e7, sendpct,
 		din ? dcpu / (double)din / 1e3 : 0.0, engine_resolved(r));
 	fflush(f);
 	t0 = now;
