@@ -38,7 +38,9 @@ struct gc_khead {
 	__u16 family;     /* 4 or 6 */
 	__u8 saddr[16];   /* the user socket's bound address, if bound */
 	__u8 bound;       /* 1: use saddr; 0: the route's source for each member */
-	__u8 tos, ttl, pad[5];
+	__u8 tos, ttl, pad;
+	__u16 pmtu_min;   /* no path MTU is below this: bigger packets are checked per send */
+	__u16 pad2;
 };
 
 /* One member.  The library writes the first part; the program caches the
