@@ -129,6 +129,7 @@ static __always_inline int resolve(struct fan *f, struct gc_kslot *m, __u32 tot)
 	}
 	m->ifindex = fib.ifindex;
 	m->mtu = fib.mtu_result ? fib.mtu_result : 1280; /* 0 never comes with tot_len: be safe */
+	m->mtu_ns = f->now;
 	__builtin_memcpy(m->dmac, fib.dmac, 6);
 	__builtin_memcpy(m->smac, fib.smac, 6);
 	if (fib.family == 2)
@@ -140,20 +141,22 @@ static __always_inline int resolve(struct fan *f, struct gc_kslot *m, __u32 tot)
 }
 
 /*
- * Whether a packet of tot bytes still fits member m's path now.  The cached
- * MTU may be up to GC_KRESOLVE_NS old, and a path MTU learned since (an ICMP
+ * Whether a packet of tot bytes still fits member m's path.  The cached MTU
+ * may be up to GC_KRESOLVE_NS old, and a path MTU learned since (an ICMP
  * "fragmentation needed" / "packet too big" answering an earlier copy or a
- * sendto()) lowers it.  No path MTU goes below head->pmtu_min, so a packet
- * up to that size needs no look-up; a bigger one gets a route look-up without
- * the neighbour part on every send, which sees the exception at once.
+ * sendto()) lowers it: such an exception is seen within GC_KMTU_NS, by a route
+ * look-up without the neighbour part.  No path MTU goes below
+ * head->pmtu_min, so packets up to that size never need one; bigger ones pay
+ * one look-up per member per GC_KMTU_NS, not per send.
  */
 static __always_inline int fits_now(struct fan *f, struct gc_kslot *m, __u32 tot)
 {
 	struct bpf_fib_lookup fib = {};
 	long rc;
 
-	if (tot <= f->head->pmtu_min || (m->flags & GC_KF_LOCAL) || m->resolved_ns == f->now)
+	if (tot <= f->head->pmtu_min || (m->flags & GC_KF_LOCAL) || f->now - m->mtu_ns < GC_KMTU_NS)
 		return 1;
+	m->mtu_ns = f->now;
 	fib.family = f->head->family == 4 ? 2 : 10;
 	fib.l4_protocol = 17;
 	fib.tot_len = (__u16)tot;
@@ -163,8 +166,11 @@ static __always_inline int fits_now(struct fan *f, struct gc_kslot *m, __u32 tot
 		__builtin_memcpy(fib.ipv6_dst, m->daddr, 16);
 	fib.ifindex = 1;
 	rc = bpf_fib_lookup(f->skb, &fib, sizeof(fib), BPF_FIB_LOOKUP_SKIP_NEIGH);
-	if (rc == BPF_FIB_LKUP_RET_SUCCESS && fib.ifindex == m->ifindex)
+	if (rc == BPF_FIB_LKUP_RET_SUCCESS && fib.ifindex == m->ifindex) {
+		if (fib.mtu_result)
+			m->mtu = fib.mtu_result;
 		return 1;
+	}
 	if (rc == BPF_FIB_LKUP_RET_FRAG_NEEDED && fib.mtu_result)
 		m->mtu = fib.mtu_result;
 	else
