@@ -133,7 +133,7 @@ static int auto_engine(struct gc_sock *s, enum gc_engine *out)
 }
 
 /* AUTO may change its mind between sends: kpolicy.c keeps an answer for
- * GC_KPOLICY_NS, so this costs a clock read until then. */
+ * GC_KPOLICY_SOCKET_NS (its namespace part longer), so this costs a clock read until then. */
 static void auto_switch(struct gc_sock *s)
 {
 	enum gc_engine e;

@@ -21,14 +21,18 @@
  *    where that dump is not available, nftables chains (NFT_MSG_GETCHAIN
  *    dump) and legacy iptables tables (/proc/net/ip{,6}_tables_names);
  *    policy-routing rules other than the defaults (an l3mdev rule, which
- *    every VRF adds, included); xfrm policies in the out direction;
+ *    every VRF adds, included); routes with an MTU that is not locked
+ *    (bpf_fib_lookup() sees only locked ones); xfrm policies in the out
+ *    direction;
  *  - the process's cgroup: effective BPF programs at INET_EGRESS and
  *    UDP{4,6}_SENDMSG (BPF_PROG_QUERY, BPF_F_QUERY_EFFECTIVE);
  *  - the socket: SO_BINDTODEVICE, SO_MARK, IP_FREEBIND / IP_TRANSPARENT,
  *    IP options or IPv6 extension headers, a bound address that is not (or
  *    no longer) local.
- * An answer is kept for GC_KPOLICY_NS: a change made after a check is seen
- * by the first send after that time (the window, documented in groupcast(7)).
+ * The socket's answer is kept for GC_KPOLICY_SOCKET_NS, the namespace's and
+ * cgroup's (shared by the process's sockets) for GC_KPOLICY_NETNS_NS: a change
+ * made after a check is seen by the first send after that time (the window,
+ * documented in groupcast(7)).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -340,6 +344,71 @@ static int rules(int family, char *why, size_t len)
 	return r;
 }
 
+/*
+ * One route of an RTM_GETROUTE dump: an MTU metric that is not locked counts.
+ * sendto() fragments at it, but bpf_fib_lookup() honours a route's MTU only
+ * when it is locked (ip route ... mtu lock N); learned path MTUs it does see.
+ */
+struct routes {
+	struct found f;
+	unsigned seen;
+};
+
+#define GC_KPOLICY_MAX_ROUTES 20000 /* a bigger table is not dumped every second */
+
+static int route_cb(const struct nlmsghdr *h, void *arg)
+{
+	struct routes *r = arg;
+	const struct rtmsg *rt = NLMSG_DATA(h);
+	const struct nlattr *tb[RTA_MAX + 1], *mx[RTAX_MAX + 1];
+	__u32 mtu, lock = 0;
+	char dst[INET6_ADDRSTRLEN] = "default";
+
+	if (h->nlmsg_type != RTM_NEWROUTE || h->nlmsg_len < NLMSG_LENGTH(sizeof(*rt)))
+		return 0;
+	if (++r->seen > GC_KPOLICY_MAX_ROUTES) {
+		snprintf(r->f.why, r->f.len, "more than %d %s routes: their MTUs are not checked",
+			 GC_KPOLICY_MAX_ROUTES, r->f.family == AF_INET ? "IPv4" : "IPv6");
+		return 1;
+	}
+	attrs(RTM_RTA(rt), (int)RTM_PAYLOAD(h), tb, RTA_MAX);
+	if (!tb[RTA_METRICS])
+		return 0;
+	attrs(NLA_DATA(tb[RTA_METRICS]), NLA_LEN(tb[RTA_METRICS]), mx, RTAX_MAX);
+	if (!mx[RTAX_MTU] || NLA_LEN(mx[RTAX_MTU]) < 4)
+		return 0;
+	mtu = *(const __u32 *)NLA_DATA(mx[RTAX_MTU]);
+	if (mx[RTAX_LOCK] && NLA_LEN(mx[RTAX_LOCK]) >= 4)
+		lock = *(const __u32 *)NLA_DATA(mx[RTAX_LOCK]);
+	if (lock & (1u << RTAX_MTU))
+		return 0;
+	if (tb[RTA_DST])
+		inet_ntop(r->f.family, NLA_DATA(tb[RTA_DST]), dst, sizeof(dst));
+	snprintf(r->f.why, r->f.len, "route %s/%u has mtu %u (not locked: the kernel engine would not see it)", dst,
+		 rt->rtm_dst_len, mtu);
+	return 1;
+}
+
+static int routes(int family, char *why, size_t len)
+{
+	struct {
+		struct nlmsghdr n;
+		struct rtmsg r;
+	} req = {
+		.n = { .nlmsg_len = sizeof(req), .nlmsg_type = RTM_GETROUTE,
+		       .nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP, .nlmsg_seq = 1 },
+		.r = { .rtm_family = (unsigned char)family },
+	};
+	struct routes r = { { why, len, 0, family }, 0 };
+	int ret = nl_dump(NETLINK_ROUTE, &req, sizeof(req), route_cb, &r);
+
+	if (ret < 0) {
+		snprintf(why, len, "cannot list the %s routes: %s", family == AF_INET ? "IPv4" : "IPv6", strerror(-ret));
+		return 1;
+	}
+	return ret;
+}
+
 /* One policy of an XFRM_MSG_GETPOLICY dump: one in the out direction counts. */
 static int xfrm_cb(const struct nlmsghdr *h, void *arg)
 {
@@ -474,12 +543,12 @@ static int namespace_declines(int family, uint64_t now, char *why, size_t len)
 	int i = family == AF_INET6, d;
 
 	pthread_mutex_lock(&NS.lock);
-	if (!NS.at[i] || now - NS.at[i] >= GC_KPOLICY_NS) {
+	if (!NS.at[i] || now - NS.at[i] >= GC_KPOLICY_NETNS_NS) {
 		char *w = NS.why[i];
 		size_t wl = sizeof(NS.why[i]);
 
-		NS.declined[i] = netfilter(family, w, wl) || rules(family, w, wl) || xfrm(family, w, wl) ||
-				 cgroup_bpf(family, w, wl);
+		NS.declined[i] = netfilter(family, w, wl) || rules(family, w, wl) || routes(family, w, wl) ||
+				 xfrm(family, w, wl) || cgroup_bpf(family, w, wl);
 		NS.at[i] = now;
 	}
 	d = NS.declined[i];
@@ -593,7 +662,7 @@ int gc_kpolicy_declines(struct gc_sock *s)
 	uint64_t now = now_ns();
 	char why[WHY_LEN];
 
-	if (s->auto_checked_ns && now - s->auto_checked_ns < GC_KPOLICY_NS)
+	if (s->auto_checked_ns && now - s->auto_checked_ns < GC_KPOLICY_SOCKET_NS)
 		return s->auto_declined;
 	s->auto_checked_ns = now;
 	why[0] = 0;
