@@ -262,6 +262,8 @@ static int run_dir(void)
 		return gc_seterr(EPERM, "engine kernel: %s is not a directory of uid %u or 0 that only its owner "
 			   "may write (mode 0700)", GC_RUN_DIR, (unsigned)geteuid());
 	}
+	if ((st.st_mode & 077) && st.st_uid == geteuid())
+		fchmod(fd, 0700); /* made by an older version with 0755: nobody else needs to look */
 	return K.dirfd = fd;
 }
 
