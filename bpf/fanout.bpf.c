@@ -144,17 +144,20 @@ static __always_inline int resolve(struct fan *f, struct gc_kslot *m, __u32 tot)
  * Whether a packet of tot bytes still fits member m's path.  The cached MTU
  * may be up to GC_KRESOLVE_NS old, and a path MTU learned since (an ICMP
  * "fragmentation needed" / "packet too big" answering an earlier copy or a
- * sendto()) lowers it: such an exception is seen within GC_KMTU_NS, by a route
- * look-up without the neighbour part.  No path MTU goes below
- * head->pmtu_min, so packets up to that size never need one; bigger ones pay
- * one look-up per member per GC_KMTU_NS, not per send.
+ * sendto()) lowers it.  For a packet above head->check_above (1280, or a
+ * higher net.ipv4.route.min_pmtu) such an exception is seen within
+ * GC_KMTU_NS, by a route look-up without the neighbour part, once per member
+ * per GC_KMTU_NS.  Smaller packets skip that look-up, which costs as much as
+ * a third of a copy when sends are paced: no IPv6 path MTU is below 1280, and
+ * an IPv4 one below it (down to min_pmtu) is seen by the next resolve(),
+ * within GC_KRESOLVE_NS.
  */
 static __always_inline int fits_now(struct fan *f, struct gc_kslot *m, __u32 tot)
 {
 	struct bpf_fib_lookup fib = {};
 	long rc;
 
-	if (tot <= f->head->pmtu_min || (m->flags & GC_KF_LOCAL) || f->now - m->mtu_ns < GC_KMTU_NS)
+	if (tot <= f->head->check_above || (m->flags & GC_KF_LOCAL) || f->now - m->mtu_ns < GC_KMTU_NS)
 		return 1;
 	m->mtu_ns = f->now;
 	fib.family = f->head->family == 4 ? 2 : 10;

@@ -40,7 +40,7 @@ struct gc_khead {
 	__u8 saddr[16];   /* the user socket's bound address, if bound */
 	__u8 bound;       /* 1: use saddr; 0: the route's source for each member */
 	__u8 tos, ttl, pad;
-	__u16 pmtu_min;   /* no path MTU is below this: bigger packets are checked per send */
+	__u16 check_above; /* packets above this get their path MTU checked every GC_KMTU_NS */
 	__u16 pad2;
 };
 

@@ -132,7 +132,8 @@ static int fill_head(struct gc_sock *s, struct gc_kern *k, struct gc_khead *h)
 		h->tos = getsockopt(s->fd, IPPROTO_IP, IP_TOS, &v, &len) ? 0 : (__u8)v;
 		len = sizeof(v);
 		h->ttl = getsockopt(s->fd, IPPROTO_IP, IP_TTL, &v, &len) ? 64 : (__u8)v;
-		h->pmtu_min = (__u16)read_int("/proc/sys/net/ipv4/route/min_pmtu", 68);
+		v = read_int("/proc/sys/net/ipv4/route/min_pmtu", 552);
+		h->check_above = (__u16)(v > 1280 ? v : 1280);
 		k->bound_lo = (ntohl(a->sin_addr.s_addr) >> 24) == 127;
 	} else {
 		struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
@@ -144,7 +145,7 @@ static int fill_head(struct gc_sock *s, struct gc_kern *k, struct gc_khead *h)
 		h->tos = getsockopt(s->fd, IPPROTO_IPV6, IPV6_TCLASS, &v, &len) ? 0 : (__u8)v;
 		len = sizeof(v);
 		h->ttl = getsockopt(s->fd, IPPROTO_IPV6, IPV6_UNICAST_HOPS, &v, &len) || v < 0 ? 64 : (__u8)v;
-		h->pmtu_min = 1280; /* IPV6_MIN_MTU */
+		h->check_above = 1280; /* IPV6_MIN_MTU: no IPv6 path MTU is below it */
 		k->bound_lo = IN6_IS_ADDR_LOOPBACK(&a->sin6_addr);
 	}
 	/* The copies are clones of the trigger: give it the user socket's DF
