@@ -57,6 +57,11 @@ struct gc_sock {
 	size_t scratch_cap;
 	struct gc_uring *uring;
 	struct gc_kern *kern;
+
+	/* AUTO and the kernel engine: the last check of kpolicy.c */
+	uint64_t auto_checked_ns; /* 0: check at the next send */
+	int auto_declined;
+	char auto_why[256];       /* why AUTO took the kernel engine, or not */
 };
 
 struct gc_engine_ops {
