@@ -70,6 +70,22 @@ def wait_bound(lab, ns, port, proc, timeout=15):
     raise RuntimeError(f"nothing bound port {port} in {timeout} s")
 
 
+def wait_idle(pid, quiet_ns=1_000_000, step=0.2, timeout=10):
+    """Wait until pid has used less than quiet_ns of CPU over `step` seconds:
+    a replicator binds its port before it has finished starting (the relay
+    may still be loading its BPF program), and that start must not be
+    billed to the datagrams."""
+    deadline = time.monotonic() + timeout
+    last = task_cpu_ns(pid)
+    while time.monotonic() < deadline:
+        time.sleep(step)
+        now = task_cpu_ns(pid)
+        if now - last < quiet_ns:
+            return
+        last = now
+    raise RuntimeError(f"pid {pid} did not go idle in {timeout} s")
+
+
 def one_run(rl, method, argv_tail, n, rate, count, size):
     """One measured run; returns a row dict."""
     lab = rl.lab
@@ -78,6 +94,7 @@ def one_run(rl, method, argv_tail, n, rate, count, size):
     proc = lab.popen(rl.relay_ns, argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         wait_bound(lab, rl.relay_ns, IN_PORT, proc)
+        wait_idle(proc.pid)
         c0, b0, w0 = task_cpu_ns(proc.pid), relaylab.machine_busy(), time.monotonic()
         tx = lab.popen(rl.p_ns, ["taskset", "-c", "1", sys.executable, relaylab.TOOL, "tx", "--to",
                                  f"{rl.relay_addr}:{IN_PORT}", "--count", count, "--rate", rate,
