@@ -208,17 +208,35 @@ static void register_gaps(struct ltp_window *w, uint64_t now)
 	}
 }
 
+static size_t due_ranges(struct ltp_window *w, uint64_t now, struct ltp_nak *naks, size_t max,
+			 size_t n, bool *freed);
+
 size_t ltp_window_due(struct ltp_window *w, uint64_t now, struct ltp_nak *naks, size_t max)
 {
 	size_t n = 0;
 
 	if (!w->started)
 		return 0;
-	register_gaps(w, now);
+	/* Twice when ranges were freed: gaps that waited for one go out now. */
+	for (int pass = 0; pass < 2; pass++) {
+		uint32_t before = w->nranges;
+		bool freed = false;
+		register_gaps(w, now);
+		n = due_ranges(w, now, naks, max, n, &freed);
+		if (!freed || before < w->max_ranges)
+			break;
+	}
+	return n;
+}
+
+static size_t due_ranges(struct ltp_window *w, uint64_t now, struct ltp_nak *naks, size_t max,
+			 size_t n, bool *freed)
+{
 	for (uint32_t i = 0; i < w->nranges;) {
 		struct ltp_range *r = &w->range[i];
 		if (r->hi < w->base) {
 			remove_range(w, i);
+			*freed = true;
 			continue;
 		}
 		if (r->deadline_ns > now || n == max) {
@@ -245,6 +263,7 @@ size_t ltp_window_due(struct ltp_window *w, uint64_t now, struct ltp_nak *naks, 
 		}
 		if (!missing) {
 			remove_range(w, i);
+			*freed = true;
 			continue;
 		}
 		r->lo = first;
@@ -256,6 +275,7 @@ size_t ltp_window_due(struct ltp_window *w, uint64_t now, struct ltp_nak *naks, 
 			}
 			w->st->lost += missing;
 			remove_range(w, i);
+			*freed = true;
 			continue;
 		}
 		r->tries++;
