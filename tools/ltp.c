@@ -46,12 +46,13 @@ static void ltp_usage(FILE *f)
 		"       [--unordered --payload N] [--session N] [--timeout-ms N] [--linger-ms N]\n"
 		"       [--nak-ms N] [--max-tries N] [--escalate-after N] [--window-bytes N]\n"
 		"       [--cache-bytes N] [--max-ranges N] [--req-rate N] [--req-rate-all N]\n"
-		"       [--repair-rate N] [--ttl N]\n"
+		"       [--repair-rate N] [--ttl N] [--replier-cost N [--report-ms N]]\n"
 		"      print {\"ready\":true} once joined; write the stream to PATH in order\n"
 		"      (--unordered: at seq * --payload); stop at its end (then keep answering\n"
 		"      requests --linger-ms, for repliers), after --timeout-ms (default 60000) or\n"
 		"      on SIGTERM; print one JSON line: complete, bytes, lost ranges, stats,\n"
-		"      recovery latency percentiles.\n"
+		"      recovery latency percentiles.  --replier-cost: a replier reports itself\n"
+		"      to its router (lmsd's LMS-HIER) every --report-ms (default 100).\n"
 		"Needs CAP_NET_RAW (requests carry an IP option; repairs are raw dmcasts).\n");
 }
 
@@ -111,7 +112,7 @@ static void print_stats(const struct gc_ltp *l)
 	       "\"escalations_sent\":%llu,\"gaps_detected\":%llu,\"lost\":%llu,\"window_drops\":%llu,"
 	       "\"requests_received\":%llu,\"repairs_sent\":%llu,\"repairs_missing\":%llu,"
 	       "\"requests_limited\":%llu,\"repairs_limited\":%llu,\"bad_packets\":%llu,"
-	       "\"recovered\":%llu,\"recovery_us_sum\":%llu,\"recovery_us_max\":%llu}",
+	       "\"recovered\":%llu,\"recovery_us_sum\":%llu,\"recovery_us_max\":%llu,\"reports_sent\":%llu}",
 	       (unsigned long long)s.data_sent, (unsigned long long)s.bytes_sent,
 	       (unsigned long long)s.heartbeats_sent, (unsigned long long)s.data_received,
 	       (unsigned long long)s.bytes_delivered, (unsigned long long)s.duplicates,
@@ -122,7 +123,8 @@ static void print_stats(const struct gc_ltp *l)
 	       (unsigned long long)s.repairs_sent, (unsigned long long)s.repairs_missing,
 	       (unsigned long long)s.requests_limited, (unsigned long long)s.repairs_limited,
 	       (unsigned long long)s.bad_packets, (unsigned long long)s.recovered,
-	       (unsigned long long)s.recovery_us_sum, (unsigned long long)s.recovery_us_max);
+	       (unsigned long long)s.recovery_us_sum, (unsigned long long)s.recovery_us_max,
+	       (unsigned long long)s.reports_sent);
 	static uint32_t us[65536];
 	size_t n = gc_ltp_recovery_samples(l, us, 65536);
 	qsort(us, n, sizeof(us[0]), cmp_u32);
@@ -263,7 +265,7 @@ int cmd_ltp(int argc, char **argv)
 {
 	enum { O_GROUP = 256, O_PORT, O_IF, O_FILE, O_SIZE, O_RATE, O_PAYLOAD, O_SESSION, O_LINGER,
 	       O_CACHE, O_TTL, O_SOURCE, O_OUT, O_REPLIER, O_UNORDERED, O_TIMEOUT, O_NAK, O_TRIES,
-	       O_ESC, O_WINDOW, O_RANGES, O_REQ, O_REQALL, O_REPAIR };
+	       O_ESC, O_WINDOW, O_RANGES, O_REQ, O_REQALL, O_REPAIR, O_COST, O_REPORT };
 	static const struct option opts[] = {
 		{ "group", required_argument, 0, O_GROUP }, { "port", required_argument, 0, O_PORT },
 		{ "if", required_argument, 0, O_IF }, { "file", required_argument, 0, O_FILE },
@@ -282,6 +284,8 @@ int cmd_ltp(int argc, char **argv)
 		{ "req-rate", required_argument, 0, O_REQ },
 		{ "req-rate-all", required_argument, 0, O_REQALL },
 		{ "repair-rate", required_argument, 0, O_REPAIR },
+		{ "replier-cost", required_argument, 0, O_COST },
+		{ "report-ms", required_argument, 0, O_REPORT },
 		{ "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
 	};
 	if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
@@ -322,6 +326,8 @@ int cmd_ltp(int argc, char **argv)
 		case O_REQ: a.c.req_rate_peer = (uint32_t)cli_u64("--req-rate", optarg, 1, 1000000); break;
 		case O_REQALL: a.c.req_rate_all = (uint32_t)cli_u64("--req-rate-all", optarg, 1, 1000000); break;
 		case O_REPAIR: a.c.repair_rate = (uint32_t)cli_u64("--repair-rate", optarg, 1, 10000000); break;
+		case O_COST: a.c.replier_cost = (uint32_t)cli_u64("--replier-cost", optarg, 1, UINT32_MAX - 1); break;
+		case O_REPORT: a.c.report_ms = (uint32_t)cli_u64("--report-ms", optarg, 10, 60000); break;
 		case 'h': ltp_usage(stdout); return 0;
 		default: cli_getopt_error(ch, argv);
 		}
@@ -343,5 +349,7 @@ int cmd_ltp(int argc, char **argv)
 	}
 	if (!have_source)
 		cli_usage_error("recv needs --source S");
+	if (a.c.replier_cost && !(a.c.flags & GC_LTP_REPLIER))
+		cli_usage_error("--replier-cost needs --replier");
 	return ltp_recv(&a);
 }

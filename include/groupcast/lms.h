@@ -268,7 +268,10 @@ struct gc_ltp_config {
 	/* request limits at repliers and the source (token buckets) */
 	uint32_t req_rate_peer;  /* requests/s from one requester address; 0: 1000 */
 	uint32_t req_rate_all;   /* requests/s from everyone; 0: 5000 */
-	uint32_t repair_rate;    /* repair packets/s sent; 0: 20000 */
+	uint32_t repair_rate;    /* repair packets/s sent; 0: 5000 */
+	/* LMS-HIER (lmsd(8)): a replier with a cost reports itself to its router */
+	uint32_t replier_cost;   /* 0: no reports (the router's configuration names repliers) */
+	uint32_t report_ms;      /* report interval; the router forgets it after 3; 0: 100 */
 };
 
 struct gc_ltp;
@@ -317,6 +320,7 @@ struct gc_ltp_stats {
 	uint64_t requests_received, repairs_sent, repairs_missing; /* replier/source: missing: not cached */
 	uint64_t requests_limited, repairs_limited, bad_packets;   /* rate limits, rejected datagrams */
 	uint64_t recovered, recovery_us_sum, recovery_us_max;  /* gap seen -> repair arrived */
+	uint64_t reports_sent;                                 /* LMS-HIER replier reports */
 };
 int gc_ltp_stats(const struct gc_ltp *l, struct gc_ltp_stats *st);
 /* Copy up to max of the most recent recovery latencies (microseconds, at

@@ -33,9 +33,11 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+#include <linux/types.h>
 
 #include "lms/internal.h"
 #include "lms/ltp.h"
+#include "lms.h" /* bpf/lms.h: the LMS-HIER report */
 
 #define LTP_PEERS 64         /* requesters with their own bucket (least recently used goes) */
 #define LTP_READ_BATCH 256   /* datagrams per gc_ltp_process() */
@@ -76,6 +78,9 @@ struct gc_ltp {
 	struct ltp_cache cache;
 	struct ltp_peer peer[LTP_PEERS];
 	struct ltp_bucket req_all, repairs;
+	/* LMS-HIER replier reports */
+	int hierfd;
+	uint64_t next_report_ns;
 	/* receivers */
 	struct ltp_window win;
 	uint32_t reqseq;
@@ -160,6 +165,15 @@ static int open_socket(struct gc_ltp *l)
 		if (l->rawfd < 0)
 			return -1;
 	}
+	if ((c->flags & GC_LTP_REPLIER) && c->replier_cost) {
+		/* Reports stay on the link: TTL 1, to the all-routers group. */
+		l->hierfd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+		if (l->hierfd < 0 ||
+		    setsockopt(l->hierfd, IPPROTO_IP, IP_MULTICAST_TTL, &one, sizeof(one)) != 0 ||
+		    (c->ifaddr.s_addr && setsockopt(l->hierfd, IPPROTO_IP, IP_MULTICAST_IF, &c->ifaddr,
+						    sizeof(c->ifaddr)) != 0))
+			return gc_seterr(errno, "replier report socket");
+	}
 	return 0;
 }
 
@@ -200,6 +214,7 @@ GC_EXPORT struct gc_ltp *gc_ltp_open(const struct gc_ltp_config *cfg)
 	c.req_rate_peer = or_default(c.req_rate_peer, 1000);
 	c.req_rate_all = or_default(c.req_rate_all, 5000);
 	c.repair_rate = or_default(c.repair_rate, 5000);
+	c.report_ms = or_default(c.report_ms, 100);
 
 	struct gc_ltp *l = calloc(1, sizeof(*l));
 	if (!l) {
@@ -207,7 +222,7 @@ GC_EXPORT struct gc_ltp *gc_ltp_open(const struct gc_ltp_config *cfg)
 		return NULL;
 	}
 	l->c = c;
-	l->fd = l->rawfd = -1;
+	l->fd = l->rawfd = l->hierfd = -1;
 	uint64_t now = now_ns();
 	if (c.flags & GC_LTP_SENDER) {
 		l->session = c.session;
@@ -245,10 +260,27 @@ GC_EXPORT struct gc_ltp *gc_ltp_open(const struct gc_ltp_config *cfg)
 	return l;
 }
 
+static void report(struct gc_ltp *l, bool leave)
+{
+	struct gc_lms_hier m = { .magic = { 'L', 'H' }, .version = GC_LMS_HIER_VERSION,
+				 .flags = leave ? GC_LMS_HIER_LEAVE : 0, .src = l->c.source.s_addr,
+				 .group = l->c.group.s_addr, .replier = l->c.ifaddr.s_addr,
+				 .cost = htonl(l->c.replier_cost), .hold_ms = htonl(3 * l->c.report_ms) };
+	struct sockaddr_in to = { .sin_family = AF_INET, .sin_port = htons(GC_LMS_HIER_PORT),
+				  .sin_addr.s_addr = htonl(GC_LMS_HIER_GROUP) };
+
+	if (sendto(l->hierfd, &m, sizeof(m), 0, (struct sockaddr *)&to, sizeof(to)) == sizeof(m))
+		l->st.reports_sent++;
+}
+
 GC_EXPORT void gc_ltp_close(struct gc_ltp *l)
 {
 	if (!l)
 		return;
+	if (l->hierfd >= 0) {
+		report(l, true); /* withdraw at once rather than after the hold time */
+		close(l->hierfd);
+	}
 	if (l->fd >= 0)
 		close(l->fd);
 	if (l->rawfd >= 0)
@@ -583,6 +615,10 @@ GC_EXPORT int gc_ltp_process(struct gc_ltp *l)
 	}
 	if ((l->c.flags & GC_LTP_SENDER) && (l->next_seq || l->finished) && now >= l->next_hb_ns)
 		heartbeat(l, now);
+	if (l->hierfd >= 0 && now >= l->next_report_ns) {
+		report(l, false);
+		l->next_report_ns = now + (uint64_t)l->c.report_ms * 1000000ull;
+	}
 	return 0;
 }
 
@@ -603,6 +639,8 @@ GC_EXPORT int gc_ltp_timeout(struct gc_ltp *l)
 		uint64_t t = ltp_window_deadline(&l->win, now);
 		d = t < d ? t : d;
 	}
+	if (l->hierfd >= 0 && l->next_report_ns < d)
+		d = l->next_report_ns;
 	if (d == UINT64_MAX)
 		return -1;
 	if (d <= now)

