@@ -23,7 +23,9 @@
  *     authenticated, and answering it would make the source a reflector.
  * Every request is charged to its requester's bucket and to a global one
  * first; over either, it is dropped and counted (requests_limited).  One
- * request gets at most LTP_NAK_MAX_RANGES repairs.
+ * request gets at most LTP_NAK_MAX_RANGES repairs, and at most four times
+ * that many sequence numbers are looked up for it (a request for 2^31
+ * datagrams costs no more than one for 256).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -463,8 +465,10 @@ static void answer(struct gc_ltp *l, const struct ltp_hdr *h, const uint8_t *bod
 	if (!admit(l, from->sin_addr.s_addr, now))
 		return;
 	l->st.requests_received++;
-	unsigned budget = LTP_NAK_MAX_RANGES; /* repairs per request */
-	for (uint16_t i = 0; i < n && budget; i++) {
+	/* Bounded work per request, whatever it asks for: at most 64 repairs
+	 * sent and 256 sequence numbers looked up. */
+	unsigned budget = LTP_NAK_MAX_RANGES, lookups = 4 * LTP_NAK_MAX_RANGES;
+	for (uint16_t i = 0; i < n && budget && lookups; i++) {
 		struct ltp_pair pr;
 		memcpy(&pr, body + i * sizeof(pr), sizeof(pr));
 		uint32_t lo = ntohl(pr.lo), hi = ntohl(pr.hi);
@@ -472,7 +476,7 @@ static void answer(struct gc_ltp *l, const struct ltp_hdr *h, const uint8_t *bod
 			l->st.bad_packets++;
 			return;
 		}
-		for (uint32_t s = lo; budget; s++) {
+		for (uint32_t s = lo; budget && lookups; s++, lookups--) {
 			size_t len;
 			const uint8_t *pkt = cache_get(&l->cache, s, &len);
 			if (!pkt) {
