@@ -47,12 +47,14 @@ static void ltp_usage(FILE *f)
 		"       [--nak-ms N] [--max-tries N] [--escalate-after N] [--window-bytes N]\n"
 		"       [--cache-bytes N] [--max-ranges N] [--req-rate N] [--req-rate-all N]\n"
 		"       [--repair-rate N] [--ttl N] [--replier-cost N [--report-ms N]]\n"
+		"       [--samples FILE]\n"
 		"      print {\"ready\":true} once joined; write the stream to PATH in order\n"
 		"      (--unordered: at seq * --payload); stop at its end (then keep answering\n"
 		"      requests --linger-ms, for repliers), after --timeout-ms (default 60000) or\n"
 		"      on SIGTERM; print one JSON line: complete, bytes, lost ranges, stats,\n"
 		"      recovery latency percentiles.  --replier-cost: a replier reports itself\n"
 		"      to its router (lmsd's LMS-HIER) every --report-ms (default 100).\n"
+		"      --samples: write every recovery latency (us) to FILE, one a line.\n"
 		"Needs CAP_NET_RAW (requests carry an IP option; repairs are raw dmcasts).\n");
 }
 
@@ -102,6 +104,21 @@ static int cmp_u32(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* Every kept recovery latency (us), one per line, oldest first. */
+static void write_samples(const struct gc_ltp *l, const char *path)
+{
+	static uint32_t us[65536];
+	size_t n = gc_ltp_recovery_samples(l, us, 65536);
+	FILE *f = fopen(path, "w");
+
+	if (!f)
+		cli_fail("--samples %s: %s", path, strerror(errno));
+	for (size_t i = 0; i < n; i++)
+		fprintf(f, "%u\n", us[i]);
+	if (fclose(f))
+		cli_fail("--samples %s: %s", path, strerror(errno));
+}
+
 static void print_stats(const struct gc_ltp *l)
 {
 	struct gc_ltp_stats s;
@@ -141,7 +158,7 @@ static void print_stats(const struct gc_ltp *l)
 
 struct ltp_args {
 	struct gc_ltp_config c;
-	const char *file, *out, *ifname;
+	const char *file, *out, *ifname, *samples;
 	uint64_t size, timeout_ms, linger_ms;
 	unsigned payload;
 	bool linger_set;
@@ -251,6 +268,8 @@ static int ltp_recv(struct ltp_args *a)
 	for (uint64_t i = 0; i < nlost && i < 16; i++)
 		printf("%s[%llu,%llu]", i ? "," : "", (unsigned long long)lost[i][0],
 		       (unsigned long long)lost[i][1]);
+	if (a->samples)
+		write_samples(l, a->samples);
 	printf("],\"end\":%s,", end ? "true" : "false");
 	print_stats(l);
 	printf("}\n");
@@ -265,7 +284,7 @@ int cmd_ltp(int argc, char **argv)
 {
 	enum { O_GROUP = 256, O_PORT, O_IF, O_FILE, O_SIZE, O_RATE, O_PAYLOAD, O_SESSION, O_LINGER,
 	       O_CACHE, O_TTL, O_SOURCE, O_OUT, O_REPLIER, O_UNORDERED, O_TIMEOUT, O_NAK, O_TRIES,
-	       O_ESC, O_WINDOW, O_RANGES, O_REQ, O_REQALL, O_REPAIR, O_COST, O_REPORT };
+	       O_ESC, O_WINDOW, O_RANGES, O_REQ, O_REQALL, O_REPAIR, O_COST, O_REPORT, O_SAMPLES };
 	static const struct option opts[] = {
 		{ "group", required_argument, 0, O_GROUP }, { "port", required_argument, 0, O_PORT },
 		{ "if", required_argument, 0, O_IF }, { "file", required_argument, 0, O_FILE },
@@ -286,6 +305,7 @@ int cmd_ltp(int argc, char **argv)
 		{ "repair-rate", required_argument, 0, O_REPAIR },
 		{ "replier-cost", required_argument, 0, O_COST },
 		{ "report-ms", required_argument, 0, O_REPORT },
+		{ "samples", required_argument, 0, O_SAMPLES },
 		{ "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
 	};
 	if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
@@ -328,6 +348,7 @@ int cmd_ltp(int argc, char **argv)
 		case O_REPAIR: a.c.repair_rate = (uint32_t)cli_u64("--repair-rate", optarg, 1, 10000000); break;
 		case O_COST: a.c.replier_cost = (uint32_t)cli_u64("--replier-cost", optarg, 1, UINT32_MAX - 1); break;
 		case O_REPORT: a.c.report_ms = (uint32_t)cli_u64("--report-ms", optarg, 10, 60000); break;
+		case O_SAMPLES: a.samples = optarg; break;
 		case 'h': ltp_usage(stdout); return 0;
 		default: cli_getopt_error(ch, argv);
 		}
