@@ -192,6 +192,10 @@ GC_EXPORT struct gc_ltp *gc_ltp_open(const struct gc_ltp_config *cfg)
 		? "cfg->flags: a sender is not also a receiver or replier (it answers requests anyway)"
 		: c.flags & ~(GC_LTP_SENDER | GC_LTP_RECEIVER | GC_LTP_REPLIER | GC_LTP_UNORDERED)
 		? "cfg->flags: unknown bits"
+		: (c.flags & (GC_LTP_REPLIER | GC_LTP_UNORDERED)) && !(c.flags & GC_LTP_RECEIVER)
+		? "cfg->flags: GC_LTP_REPLIER and GC_LTP_UNORDERED need GC_LTP_RECEIVER"
+		: c.replier_cost && (!(c.flags & GC_LTP_REPLIER) || c.ifaddr.s_addr == INADDR_ANY)
+		? "cfg->replier_cost: needs GC_LTP_REPLIER and cfg->ifaddr (the address reported)"
 		: !gc_lms_is_mcast(c.group)		? "cfg->group: not a multicast address"
 		: c.port == 0				? "cfg->port: 0"
 		: c.source.s_addr == INADDR_ANY || gc_lms_is_mcast(c.source) ? "cfg->source: not a unicast address"
