@@ -28,6 +28,9 @@ byte for byte.  Per loss rate it reports, per receiver and pooled:
                      (the only losses the source must answer) and in all
   repair bytes       repairs the source sent, per data byte
   goodput            delivered bytes / (end - first datagram)
+  per link           repair bytes (multicast repairs and dmcasts) and requests
+                     crossing each link, each direction, from TC egress
+                     counters (bench/l2_count.bpf.c) on both ends of every veth
 """
 import argparse
 import json
@@ -47,6 +50,54 @@ TREE = {"s": ["r1"], "r1": ["r2", "r3"], "r2": ["h1", "h2"], "r3": ["h3", "h4"]}
 REPLIERS = {"r1": ("r2", "h1"), "r2": ("h1", "h1"), "r3": ("h3", "h3")}
 HOSTS = ["h1", "h2", "h3", "h4"]
 WIRE = 1400 + 20 + 28  # LTP payload + header + UDP/IPv4
+KINDS = ["data", "repair", "dmcast", "request", "heartbeat", "other"]  # as in l2_count.bpf.c
+
+
+class LinkCounters:
+    """bench/l2_count.bpf.c at the egress of both ends of every link of t:
+    per link and direction, packets and bytes by kind."""
+
+    def __init__(self, lab, t, build):
+        self.lab, self.t = lab, t
+        self.obj = os.path.join(lab.workdir(), "l2_count.o")
+        subprocess.run(["clang", "-O2", "-g", "-Wall", "-Werror", "-target", "bpf", "-D__TARGET_ARCH_x86",
+                        "-I", os.path.join(build, "bpf"), "-c", os.path.join(HERE, "l2_count.bpf.c"),
+                        "-o", self.obj], check=True)
+
+    def attach(self):
+        """(Re)attach everywhere: fresh maps, counters at zero."""
+        self.maps = {}
+        for c, link in self.t.uplinks.items():
+            name = f"{self.t.parent[c]}-{c}"
+            for end, direction in ((link.a, "down"), (link.b, "up")):
+                run = lambda *a: self.lab.run(end.ns, list(a), capture_output=True, text=True)
+                run("tc", "qdisc", "replace", "dev", end.ifname, "clsact")
+                run("tc", "filter", "replace", "dev", end.ifname, "egress", "prio", "1", "handle", "1",
+                    "bpf", "da", "obj", self.obj, "sec", "tc")
+                shown = json.loads(run("tc", "-j", "filter", "show", "dev", end.ifname, "egress",
+                                       "prio", "1").stdout)
+                prog = next(f["options"]["prog"]["id"] for f in shown if "options" in f)
+                info = json.loads(subprocess.run(["bpftool", "-j", "prog", "show", "id", str(prog)],
+                                                 check=True, capture_output=True, text=True).stdout)
+                self.maps[(name, direction)] = info["map_ids"][0]
+
+    def read(self):
+        """{link: {direction: {kind: [packets, bytes]}}}"""
+        out = {}
+        for (name, direction), mid in self.maps.items():
+            dump = json.loads(subprocess.run(["bpftool", "-j", "map", "dump", "id", str(mid)],
+                                             check=True, capture_output=True, text=True).stdout)
+            per = {}
+            for e in dump:
+                k = int.from_bytes(bytes(int(b, 16) for b in e["key"]), "little")
+                tot = [0, 0]
+                for cpu in e["values"]:
+                    raw = bytes(int(b, 16) for b in cpu["value"])
+                    tot[0] += int.from_bytes(raw[:8], "little")
+                    tot[1] += int.from_bytes(raw[8:16], "little")
+                per[KINDS[k]] = tot
+            out.setdefault(name, {})[direction] = per
+        return out
 
 
 def pct(v, p):
@@ -54,7 +105,7 @@ def pct(v, p):
     return v[min(len(v) - 1, int(len(v) * p))] if v else None
 
 
-def run(lab, t, build, loss, size, rate, session):
+def run(lab, t, build, loss, size, rate, session, counters):
     tool = gcbench.tool(build)
     wd = lab.workdir()
     data = os.urandom(size)
@@ -62,6 +113,7 @@ def run(lab, t, build, loss, size, rate, session):
     for h in HOSTS:
         lab.add_loss(t.ns[h], t.uplinks[h].b.ifname, loss, os.path.join(build, "bpf", "loss.bpf.o"))
     secs = size / rate
+    counters.attach()
     rx = {}
     for h in HOSTS:
         argv = [tool, "ltp", "recv", "--group", G, "--port", PORT, "--source", t.addr("s"),
@@ -82,6 +134,7 @@ def run(lab, t, build, loss, size, rate, session):
         res[n] = json.loads(out.splitlines()[-1])
         if p.returncode:
             raise RuntimeError(f"{n}: {err}")
+    res["links"] = counters.read()
     for h in HOSTS:
         res[h]["exact"] = (wd / f"{h}.out").read_bytes() == data
         res[h]["samples"] = [int(x) for x in (wd / f"{h}.us").read_text().split()]
@@ -107,7 +160,16 @@ def summarize(loss, res, size):
             "goodput_Bps": st["bytes_delivered"] / res[h]["seconds"] if res[h]["seconds"] else None,
         }
     top = res["h1"]["stats"]["gaps_detected"]
+    links = res["links"]
+    data_bytes = links["s-r1"]["down"].get("data", [0, 0])[1]
+    per_link = {name: {d: {"repair_bytes": v.get("repair", [0, 0])[1] + v.get("dmcast", [0, 0])[1],
+                           "requests": v.get("request", [0, 0])[0]}
+                       for d, v in dirs.items()} for name, dirs in links.items()}
     return {
+        "links": links, "per_link": per_link,
+        "source_link_repair_bytes_per_data_byte":
+            per_link["s-r1"]["down"]["repair_bytes"] / max(1, data_bytes),
+        "source_link_requests_up": per_link["s-r1"]["up"]["requests"],
         "loss": loss, "bytes": size, "receivers": rows,
         "recovery_ms_mean": statistics.mean(pooled) / 1000 if pooled else None,
         "recovery_ms_p50": pct(pooled, .5) / 1000 if pooled else None,
@@ -139,6 +201,18 @@ def plot(results, path):
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=120)
+
+
+def link_table(results):
+    order = ["s-r1", "r1-r2", "r1-r3", "r2-h1", "r2-h2", "r3-h3", "r3-h4"]
+    lines = ["| loss | link | repair bytes down (mcast + dmcast) | repair bytes up (dmcast) | requests down | requests up |",
+             "|---|---|---|---|---|---|"]
+    for r in results:
+        for name in order:
+            p = r["per_link"][name]
+            lines.append(f"| {r['loss'] * 100:g} % | {name} | {p['down']['repair_bytes']} | {p['up']['repair_bytes']} | "
+                         f"{p['down']['requests']} | {p['up']['requests']} |")
+    return "\n".join(lines)
 
 
 def table(results):
@@ -179,8 +253,9 @@ def main():
                 for r, (via, host) in REPLIERS.items()]
         for d in lmsd:
             d.wait(lambda st: st.get("routes") and not st["routes"][0]["fallback"])
+        counters = LinkCounters(lab, t, a.build)
         for i, loss in enumerate(float(x) for x in a.loss.split(",")):
-            res = run(lab, t, a.build, loss, size, a.rate, 9000 + i)
+            res = run(lab, t, a.build, loss, size, a.rate, 9000 + i, counters)
             results.append(summarize(loss, res, size))
             print(json.dumps({k: v for k, v in results[-1].items() if k != "samples"}), flush=True)
     with open(os.path.join(a.out, "results.json"), "w") as f:
@@ -188,12 +263,14 @@ def main():
     with open(os.path.join(a.out, "samples.json"), "w") as f:
         json.dump({str(r["loss"]): r["samples"] for r in results}, f)
     with open(os.path.join(a.out, "table.md"), "w") as f:
-        f.write(table(results) + "\n")
+        f.write(table(results) + "\n\nPer link (TC egress counters, bench/l2_count.bpf.c):\n\n"
+                + link_table(results) + "\n")
     with open(os.path.join(a.out, "command.txt"), "w") as f:
         f.write("sudo python3 bench/ltp.py " + " ".join(sys.argv[1:]) + "\n")
     plot(results, os.path.join(a.out, "l2_recovery_cdf.png"))
     gcbench.portable(a.out)
     print(table(results))
+    print(link_table(results))
 
 
 if __name__ == "__main__":
