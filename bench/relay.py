@@ -317,7 +317,7 @@ def main():
         fo.write(f"date: {time.strftime('%Y-%m-%d %H:%M:%S %z')}\nkernel: {facts['kernel']}\n"
                  f"cpu: {facts.get('cpu', '?')} x {facts['cpus']}\npython: {platform.python_version()}\n"
                  f"engines: {engines}, AUTO -> {best}\nelapsed: {elapsed:.0f} s\n"
-                 f"relay: groupcast relay --rtp -p 5004 --cpu 0 --engine ENGINE --expire 0 "
+                 f"relay: groupcast relay --rtp -p 5004 --cpu 0 --engine ENGINE --expire 0 --producer PRODUCER "
                  f"ADDR1/20000+N/2 ADDR2/20000+N/2 (static subscribers)\n"
                  f"producer: tests/e2e/relaytool.py tx --rtp --rate R --size 1000, on CPU 1\n"
                  f"blast: {' '.join(map(str, bl.argv))}\n")

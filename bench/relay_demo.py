@@ -23,32 +23,33 @@ import relaylab  # noqa: E402
 
 CONTROL = relaylab.RTP_PORT + 2
 
+# Each namespace's subscribers join through the control protocol's handshake
+# (padded JOIN, COOKIE, JOIN cookie=: tests/e2e/relaytool.py); prints how many got OK.
 JOINER = """
 import socket, sys
+sys.path.insert(0, sys.argv[6])
+import relaytool
 addr, relay, port, first, count = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 s.bind((addr, 0))
-s.settimeout(2)
-ok = 0
-for p in range(first, first + count):
-    s.sendto(b"JOIN %d" % p, (relay, port))
-for _ in range(count):
-    try:
-        ok += s.recv(200).startswith(b"OK JOIN")
-    except socket.timeout:
-        break
-print(ok)
+got = relaytool.handshake(s, (relay, port), range(first, first + count), wait=2)
+print(sum(v["reply"].startswith("OK JOIN") for v in got.values()))
 """
 
 
 def phase(rl, engine, label, subs, rate, seconds, log):
-    proc, sock = rl.start_relay(engine, ["--expire", 30])
+    # one address per namespace joins subs/namespaces ports: raise the
+    # per-source limits (defaults: 64 subscribers, 200 requests/s) to fit
+    per_ns = max(rl.split(subs))
+    proc, sock = rl.start_relay(engine, ["--expire", 30, "--max-per-source", max(64, per_ns),
+                                         "--control-rate", max(200, 4 * per_ns)])
     try:
         joined = 0
         for i, (r, cnt) in enumerate(zip(rl.star.receivers, rl.split(subs))):
             relay_addr = f"10.{rl.lab.octet}.{i + 1}.1"   # the relay's end of this subscriber's link
             out = rl.lab.run(r.ns, [sys.executable, "-c", JOINER, r.v4, relay_addr, CONTROL,
-                                    relaylab.PORT_BASE, cnt], capture_output=True, text=True, timeout=30)
+                                    relaylab.PORT_BASE, cnt, os.path.dirname(relaylab.TOOL)],
+                             capture_output=True, text=True, timeout=30)
             joined += int(out.stdout.strip() or 0)
         s0 = rl.query(sock)
         count = int(rate * seconds)

@@ -7,7 +7,7 @@ Fairness (DESIGN.md): the relay is pinned to CPU 0, and its input is received
 there (RPS); the subscribers' receive work is steered to CPU 1 by RPS, and the
 sinks and the producer run there too.  The relay's CPU is its own CLOCK_PROCESS_CPUTIME_ID (exported in its
 stats), cross-checked with utime+stime from /proc/PID/stat; the time inside
-gc_sendgroup() is measured by the relay itself (send_ns).  Every subscriber
+gc_sendgroup() is measured by the relay itself (send_ns, with --time-sends).  Every subscriber
 port is counted by `groupcast sink`: a run with any datagram missing says so.
 """
 import json
@@ -67,7 +67,7 @@ class RelayLab:
         self.k += 1
         sock = f"/tmp/{self.lab.prefix}-relay{self.k}.sock"
         argv = [self.bin, "relay", "--rtp", "-p", RTP_PORT, "--cpu", 0, "--engine", engine, "--status", 0,
-                "--stats-socket", sock, "--expire", 0, *args]
+                "--stats-socket", sock, "--expire", 0, "--producer", self.p_addr, "--time-sends", *args]
         for r, cnt in zip(self.star.receivers, self.split(subscribers)):
             if cnt:
                 argv.append(f"{r.v4}/{PORT_BASE}+{cnt}")

@@ -88,11 +88,18 @@ static __always_inline __u16 fold(__u32 s)
 	return (__u16)s;
 }
 
-/* Route, MACs, source and MTU of a member, cached in its slot. */
-static __always_inline int resolve(struct fan *f, struct gc_kslot *m)
+/*
+ * Route, MACs, source and MTU of a member, cached in its slot for
+ * GC_KRESOLVE_NS.  tot is the length of the member's IP packet: with it
+ * bpf_fib_lookup() checks the MTU the output path would use (the route's,
+ * lowered by a learned path MTU: the nexthop exception) and returns it in
+ * mtu_result, or BPF_FIB_LKUP_RET_FRAG_NEEDED when the packet does not fit.
+ * Returns 0, or -1 when user space must send (no neighbour yet, a local
+ * address, no route, an encapsulating route, needs fragmenting).
+ */
+static __always_inline int resolve(struct fan *f, struct gc_kslot *m, __u32 tot)
 {
 	struct bpf_fib_lookup fib = {};
-	__u32 mtu = 0;
 	long rc;
 
 	if (m->ifindex && f->now - m->resolved_ns < GC_KRESOLVE_NS)
@@ -107,6 +114,7 @@ static __always_inline int resolve(struct fan *f, struct gc_kslot *m)
 	}
 	fib.family = f->head->family == 4 ? 2 /* AF_INET */ : 10 /* AF_INET6 */;
 	fib.l4_protocol = 17;
+	fib.tot_len = (__u16)tot;
 	if (fib.family == 2)
 		fib.ipv4_dst = *(__u32 *)m->daddr;
 	else
@@ -115,12 +123,13 @@ static __always_inline int resolve(struct fan *f, struct gc_kslot *m)
 	 * lo's forwarding): the output-side lookup would pin the route to lo */
 	fib.ifindex = 1;
 	rc = bpf_fib_lookup(f->skb, &fib, sizeof(fib), BPF_FIB_LOOKUP_SRC);
-	if (rc != BPF_FIB_LKUP_RET_SUCCESS)
-		return -1; /* no neighbour yet, a local address, no route: user space will say */
-	if (bpf_check_mtu(f->skb, fib.ifindex, &mtu, 0, 0) < 0)
+	if (rc != BPF_FIB_LKUP_RET_SUCCESS) {
+		m->ifindex = 0; /* resolve again next time */
 		return -1;
+	}
 	m->ifindex = fib.ifindex;
-	m->mtu = mtu ? mtu : 1500;
+	m->mtu = fib.mtu_result ? fib.mtu_result : 1280; /* 0 never comes with tot_len: be safe */
+	m->mtu_ns = f->now;
 	__builtin_memcpy(m->dmac, fib.dmac, 6);
 	__builtin_memcpy(m->smac, fib.smac, 6);
 	if (fib.family == 2)
@@ -128,6 +137,47 @@ static __always_inline int resolve(struct fan *f, struct gc_kslot *m)
 	else
 		__builtin_memcpy(m->saddr, fib.ipv6_src, 16);
 	m->resolved_ns = f->now;
+	return 0;
+}
+
+/*
+ * Whether a packet of tot bytes still fits member m's path.  The cached MTU
+ * may be up to GC_KRESOLVE_NS old, and a path MTU learned since (an ICMP
+ * "fragmentation needed" / "packet too big" answering an earlier copy or a
+ * sendto()) lowers it.  For a packet above head->check_above (1280, or a
+ * higher net.ipv4.route.min_pmtu) such an exception is seen within
+ * GC_KMTU_NS, by a route look-up without the neighbour part, once per member
+ * per GC_KMTU_NS.  Smaller packets skip that look-up, which costs as much as
+ * a third of a copy when sends are paced: no IPv6 path MTU is below 1280, and
+ * an IPv4 one below it (down to min_pmtu) is seen by the next resolve(),
+ * within GC_KRESOLVE_NS.
+ */
+static __always_inline int fits_now(struct fan *f, struct gc_kslot *m, __u32 tot)
+{
+	struct bpf_fib_lookup fib = {};
+	long rc;
+
+	if (tot <= f->head->check_above || (m->flags & GC_KF_LOCAL) || f->now - m->mtu_ns < GC_KMTU_NS)
+		return 1;
+	m->mtu_ns = f->now;
+	fib.family = f->head->family == 4 ? 2 : 10;
+	fib.l4_protocol = 17;
+	fib.tot_len = (__u16)tot;
+	if (fib.family == 2)
+		fib.ipv4_dst = *(__u32 *)m->daddr;
+	else
+		__builtin_memcpy(fib.ipv6_dst, m->daddr, 16);
+	fib.ifindex = 1;
+	rc = bpf_fib_lookup(f->skb, &fib, sizeof(fib), BPF_FIB_LOOKUP_SKIP_NEIGH);
+	if (rc == BPF_FIB_LKUP_RET_SUCCESS && fib.ifindex == m->ifindex) {
+		if (fib.mtu_result)
+			m->mtu = fib.mtu_result;
+		return 1;
+	}
+	if (rc == BPF_FIB_LKUP_RET_FRAG_NEEDED && fib.mtu_result)
+		m->mtu = fib.mtu_result;
+	else
+		m->ifindex = 0; /* the route changed: resolve again */
 	return 0;
 }
 
@@ -216,13 +266,15 @@ static long one_member(__u32 i, void *ctx)
 		return 0;
 	plen = m->plen;
 	alen = m->alen;
-	if (plen > GC_KDATA || alen > GC_KDATA || resolve(f, m)) {
+	if (plen > GC_KDATA || alen > GC_KDATA) {
 		m->result = GC_KRES_USER;
 		return 0;
 	}
 	l4len = 8 + plen + f->slen + alen;
-	if (f->l3len + l4len > m->mtu) {
-		m->result = GC_KRES_USER; /* needs fragmenting: the user path does that */
+	/* too big for the member's route or path MTU: the copy would carry DF
+	 * (or be refused); the user path fragments or fails as sendto() does */
+	if (resolve(f, m, f->l3len + l4len) || f->l3len + l4len > m->mtu || !fits_now(f, m, f->l3len + l4len)) {
+		m->result = GC_KRES_USER;
 		return 0;
 	}
 	if (splice_room(f, plen, alen)) {

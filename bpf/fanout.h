@@ -20,6 +20,7 @@
 #define GC_KSOCKS 256        /* kernel-engine sockets per process */
 #define GC_KCLONE_MARK 0x67631a7eu /* skb->mark of our clones: the hook lets them pass */
 #define GC_KRESOLVE_NS 1000000000ull /* re-resolve a member's route and MACs after 1 s */
+#define GC_KMTU_NS 10000000ull      /* re-check a member's path MTU after 10 ms (big packets only) */
 
 /* Slot flags (library) */
 #define GC_KF_LOCAL 1 /* loopback destination: out of lo, no MACs, source = destination */
@@ -38,7 +39,9 @@ struct gc_khead {
 	__u16 family;     /* 4 or 6 */
 	__u8 saddr[16];   /* the user socket's bound address, if bound */
 	__u8 bound;       /* 1: use saddr; 0: the route's source for each member */
-	__u8 tos, ttl, pad[5];
+	__u8 tos, ttl, pad;
+	__u16 check_above; /* packets above this get their path MTU checked every GC_KMTU_NS */
+	__u16 pad2;
 };
 
 /* One member.  The library writes the first part; the program caches the
@@ -55,6 +58,7 @@ struct gc_kslot {
 	__u32 ifindex;    /* 0: not resolved */
 	__u32 mtu;
 	__u64 resolved_ns;
+	__u64 mtu_ns;     /* when mtu was last looked up */
 	__u8 dmac[6], smac[6];
 	__u8 saddr[16];
 	__u32 pad;

@@ -17,6 +17,8 @@ pkgs=(
   abigail-tools                      # ctest abi: the library's ABI against abi/libgroupcast.abi
   libclang-rt-14-dev                 # -DGC_FUZZ=ON: libFuzzer and the sanitizer runtimes for clang
   libcap2 libsystemd0                # what the unpacked smcrouted needs at run time (see below)
+  qemu-system-x86 busybox-static     # DCCP interop: Linux 6.1 guest under TCG (qboot.rom comes with qemu-system-data)
+  tcpdump tshark                     # tshark judges DCCP wire formats (test_dccp_wire.py, interop); tcpdump captures
 )
 
 missing=()
@@ -30,6 +32,8 @@ if ((${#missing[@]})); then
   fi
   echo "install-deps: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
+  # tshark's wireshark-common asks whether non-root users may capture; no
+  echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
   apt-get update -qq
   # One retry: an interrupted dpkg run (seen here as unpack files vanishing
   # from /tmp) leaves packages unconfigured; configure them and try again.

@@ -237,7 +237,8 @@ static void engines_usage(FILE *f)
 	fprintf(f,
 		"Usage: groupcast engines [--json]\n"
 		"List the send engines, whether this machine allows each (and why not),\n"
-		"and the engine AUTO resolves to on a new UDP socket.\n"
+		"and the engine AUTO resolves to on a new UDP socket, with the reason it\n"
+		"took the kernel engine or not (an egress policy it would bypass).\n"
 		"  --json    one JSON object on stdout instead of a table\n");
 }
 
@@ -282,7 +283,10 @@ static int cmd_engines(int argc, char **argv)
 		}
 	}
 
+	/* AUTO decides per socket: on a plain new UDP socket of this process,
+	 * in this network namespace and cgroup (groupcast(7), "AUTO") */
 	const char *autoname = NULL, *autowhy = NULL;
+	char reason[256] = "";
 	int sd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (sd < 0) {
 		autowhy = strerror(errno);
@@ -292,19 +296,24 @@ static int cmd_engines(int argc, char **argv)
 			autowhy = gc_errmsg();
 		else
 			autoname = gc_engine_name(a);
+		if (autoname && gc_auto_reason(sd, reason, sizeof(reason)))
+			snprintf(reason, sizeof(reason), "%s", gc_errmsg());
 		gc_release(sd);
 		close(sd);
 	}
 	if (json) {
 		fputs("],\"auto\":", stdout);
 		cli_json_str(stdout, autoname);
-		if (!autoname) {
+		if (autoname) {
+			fputs(",\"auto_reason\":", stdout);
+			cli_json_str(stdout, reason);
+		} else {
 			fputs(",\"auto_error\":", stdout);
 			cli_json_str(stdout, autowhy);
 		}
 		fputs("}\n", stdout);
 	} else if (autoname) {
-		printf("auto -> %s\n", autoname);
+		printf("auto -> %s\n%s\n", autoname, reason);
 	} else {
 		printf("auto -> (error: %s)\n", autowhy ? autowhy : "unknown");
 	}

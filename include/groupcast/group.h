@@ -156,6 +156,11 @@ int gc_set_engine(int sd, enum gc_engine e);
 /* The engine that sends for sd (AUTO resolved), or GC_ENGINE_NONE with errno. */
 enum gc_engine gc_get_engine(int sd);
 
+/* Why AUTO took the kernel engine for sd, or why not (not available here, or
+ * declined because it would bypass an egress policy: groupcast(7)), as one
+ * line in buf (len bytes, truncated, always terminated).  0, or -1 with errno. */
+int gc_auto_reason(int sd, char *buf, size_t len);
+
 /* Whether engine e can be used on this machine: 0, or -1 with errno (ENOTSUP)
  * and the reason in gc_errmsg(). */
 int gc_engine_available(enum gc_engine e);

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "internal.h"
+#include "kpolicy.h"
 
 #define UDP4_MAX 65507u /* 65535 - 20 (IPv4) - 8 (UDP) */
 #define UDP6_MAX 65527u /* 65535 - 8 (UDP); the IPv6 header is outside the payload length */
@@ -120,6 +121,37 @@ static int resolve(enum gc_engine want, enum gc_engine *out)
 }
 
 /*
+ * AUTO on socket s: the first engine of auto_order available here, except
+ * that the kernel engine is taken only where kpolicy.c finds no egress policy
+ * it would bypass for s; mmsg then.  Checked when s's state is made, by
+ * gc_set_engine(AUTO), and again before sends (auto_switch()).
+ */
+static int auto_engine(struct gc_sock *s, enum gc_engine *out)
+{
+	if (resolve(GC_ENGINE_AUTO, out))
+		return -1;
+	if (*out == GC_ENGINE_KERNEL && gc_kpolicy_declines(s))
+		*out = GC_ENGINE_MMSG;
+	return 0;
+}
+
+/* AUTO may change its mind between sends: kpolicy.c keeps an answer for
+ * GC_KPOLICY_SOCKET_NS (its namespace part longer), so this costs a clock read until then. */
+static void auto_switch(struct gc_sock *s)
+{
+	enum gc_engine e;
+
+	if (s->engine != GC_ENGINE_KERNEL && !s->auto_declined)
+		return; /* the kernel engine is not available: nothing to decide */
+	e = gc_kpolicy_declines(s) ? GC_ENGINE_MMSG : GC_ENGINE_KERNEL;
+	if (e == s->engine)
+		return;
+	if (ops_of[s->engine]->release && ops_of[s->engine]->release != ops_of[e]->release)
+		ops_of[s->engine]->release(s);
+	s->engine = e;
+}
+
+/*
  * The table maps fd numbers to states.  tab_lock covers only the table and
  * taking a reference; nobody waits for a socket's lock while holding it, so
  * a long send on one socket (and a second thread queued behind it) never
@@ -147,7 +179,7 @@ static struct gc_sock *sock_new(int sd, uint64_t cookie)
 	s->cookie = cookie;
 	s->limit = GC_DEFAULT_LIMIT;
 	s->want = GC_ENGINE_AUTO;
-	if (identify(s) || resolve(GC_ENGINE_AUTO, &s->engine)) {
+	if (identify(s) || auto_engine(s, &s->engine)) {
 		free(s);
 		return NULL;
 	}
@@ -313,15 +345,15 @@ static int errs_reserve(struct gc_sock *s, size_t n)
 	return grow((void **)&s->errs, &s->errs_cap, n, sizeof(*s->errs));
 }
 
-int gc_scratch_reserve(struct gc_sock *s, size_t n, size_t mmsg_elem)
+/* The engine scratch: a struct mmsghdr and 3 iovecs per recipient, for n. */
+static int scratch_reserve(struct gc_sock *s, size_t n)
 {
-	size_t cap = s->scratch_cap;
 	void *m;
 	struct iovec *iov;
 
-	if (n <= cap)
+	if (n <= s->scratch_cap)
 		return 0;
-	m = realloc(s->mmsg, n * mmsg_elem);
+	m = realloc(s->mmsg, n * sizeof(struct mmsghdr));
 	if (!m)
 		return -1;
 	s->mmsg = m;
@@ -352,6 +384,28 @@ int gc_fill_msg(struct msghdr *msg, struct iovec *iov, const struct gc_batch *b,
 	msg->msg_controllen = 0;
 	msg->msg_flags = 0;
 	return k;
+}
+
+size_t gc_for_each_chunk(struct gc_sock *s, const struct gc_batch *b, size_t max, gc_chunk_fn *fn,
+			 void *ctx)
+{
+	size_t chunk = b->n < max ? b->n : max, sent = 0;
+	struct mmsghdr *m;
+
+	if (scratch_reserve(s, chunk)) {
+		for (size_t k = 0; k < b->n; k++)
+			b->gerrno[k] = ENOMEM;
+		return 0;
+	}
+	m = s->mmsg;
+	for (size_t i = 0; i < b->n; i += chunk) {
+		size_t cnt = b->n - i < chunk ? b->n - i : chunk;
+
+		for (size_t k = 0; k < cnt; k++)
+			gc_fill_msg(&m[k].msg_hdr, &s->iov[3 * k], b, i + k);
+		sent += fn(s, b, m, i, cnt, ctx);
+	}
+	return sent;
 }
 
 /* ---- the API --------------------------------------------------------- */
@@ -415,7 +469,11 @@ GC_EXPORT ssize_t gc_getgroup_size(int sd)
 /* Run batch b on s's engine and account for it; returns recipients sent to. */
 static size_t run(struct gc_sock *s, const struct gc_batch *b)
 {
-	size_t sent = ops_of[s->engine]->send(s, b), bytes = 0;
+	size_t sent, bytes = 0;
+
+	if (s->want == GC_ENGINE_AUTO)
+		auto_switch(s);
+	sent = ops_of[s->engine]->send(s, b);
 
 	for (size_t i = 0; i < b->n; i++) {
 		if (b->gerrno[i]) {
@@ -630,7 +688,8 @@ GC_EXPORT int gc_set_engine(int sd, enum gc_engine e)
 		return gc_seterr(EINVAL, "e: %d is not an engine", (int)e);
 	if (sock_get(sd, &s))
 		return -1;
-	if (resolve(e, &got) == 0) {
+	s->auto_checked_ns = 0; /* AUTO looks at the policy afresh */
+	if ((e == GC_ENGINE_AUTO ? auto_engine(s, &got) : resolve(e, &got)) == 0) {
 		const struct gc_engine_ops *new = ops_of[got], *old = ops_of[s->engine];
 
 		/* An engine asked for by name gets its resources now, so that the
@@ -662,6 +721,26 @@ GC_EXPORT enum gc_engine gc_get_engine(int sd)
 	e = s->engine;
 	sock_put(s);
 	return e;
+}
+
+GC_EXPORT int gc_auto_reason(int sd, char *buf, size_t len)
+{
+	struct gc_sock *s;
+
+	if (!buf || !len)
+		return gc_seterr(EINVAL, "buf, len: no room for the reason");
+	if (sock_get(sd, &s))
+		return -1;
+	if (s->want != GC_ENGINE_AUTO)
+		snprintf(buf, len, "AUTO not in use: engine %s set with gc_set_engine()", names[s->want]);
+	else if (gc_kernel_ops.available())
+		snprintf(buf, len, "kernel: not available: %s", gc_errmsg());
+	else {
+		auto_switch(s); /* a fresh answer if the last one is old */
+		snprintf(buf, len, "%s", s->auto_why);
+	}
+	sock_put(s);
+	return 0;
 }
 
 GC_EXPORT const char *gc_engine_name(enum gc_engine e)

@@ -57,6 +57,11 @@ struct gc_sock {
 	size_t scratch_cap;
 	struct gc_uring *uring;
 	struct gc_kern *kern;
+
+	/* AUTO and the kernel engine: the last check of kpolicy.c */
+	uint64_t auto_checked_ns; /* 0: check at the next send */
+	int auto_declined;
+	char auto_why[256];       /* why AUTO took the kernel engine, or not */
 };
 
 struct gc_engine_ops {
@@ -89,7 +94,17 @@ int gc_seterr(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)
 socklen_t gc_addrlen(const struct sockaddr_storage *ss);
 /* Fill msg/iov (3 slots) for recipient r of batch b; returns the iov count used. */
 int gc_fill_msg(struct msghdr *msg, struct iovec *iov, const struct gc_batch *b, size_t r);
-/* Ensure the engine scratch holds at least n recipients. */
-int gc_scratch_reserve(struct gc_sock *s, size_t n, size_t mmsg_elem);
+/*
+ * Batch engines: call fn for each chunk of at most max recipients of b, with
+ * m[0..cnt) filled for recipients base..base+cnt-1 (msg_name, iovecs into the
+ * caller's buffers).  fn sends them, sets their gerrno and returns how many
+ * were sent.  If the scratch cannot grow, every recipient gets ENOMEM.
+ * Returns the recipients sent to.
+ */
+struct mmsghdr;
+typedef size_t gc_chunk_fn(struct gc_sock *s, const struct gc_batch *b, struct mmsghdr *m, size_t base,
+			   size_t cnt, void *ctx);
+size_t gc_for_each_chunk(struct gc_sock *s, const struct gc_batch *b, size_t max, gc_chunk_fn *fn,
+			 void *ctx);
 
 #endif

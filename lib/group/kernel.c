@@ -9,7 +9,8 @@
  *
  * Per socket: a trigger socket of the library's own (no UDP checksum, so the
  * program writes the full checksum; connected to loopback), a pipe, and an
- * mmapable map of member slots.  A payload above GC_SPLICE_MIN bytes goes
+ * mmapable map of member slots.  The trigger goes to port 0 of the loopback
+ * address, where no socket can listen.  A payload above GC_SPLICE_MIN bytes goes
  * write() -> pipe -> splice() -> trigger, so it sits in page fragments and
  * each clone copies only its headers.
  *
@@ -51,6 +52,7 @@ struct gc_kern {
 	size_t *user_idx;
 	int *user_err;
 	size_t user_cap;
+	int bound_lo;           /* the user socket is bound to a loopback address */
 };
 
 /* ---- per socket ------------------------------------------------------ */
@@ -85,8 +87,23 @@ static void kernel_release(struct gc_sock *s)
 	kern_free(k);
 }
 
-/* Source port, bound address, TOS and TTL of the user socket, for the head. */
-static int fill_head(struct gc_sock *s, struct gc_khead *h)
+static int read_int(const char *path, int dflt)
+{
+	char buf[32];
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
+
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0)
+		return dflt;
+	buf[n] = 0;
+	return atoi(buf);
+}
+
+/* Source port, bound address, TOS, TTL, DF and priority of the user socket,
+ * for the head and the trigger socket k->trig. */
+static int fill_head(struct gc_sock *s, struct gc_kern *k, struct gc_khead *h)
 {
 	struct sockaddr_storage ss;
 	socklen_t len = sizeof(ss);
@@ -115,6 +132,9 @@ static int fill_head(struct gc_sock *s, struct gc_khead *h)
 		h->tos = getsockopt(s->fd, IPPROTO_IP, IP_TOS, &v, &len) ? 0 : (__u8)v;
 		len = sizeof(v);
 		h->ttl = getsockopt(s->fd, IPPROTO_IP, IP_TTL, &v, &len) ? 64 : (__u8)v;
+		v = read_int("/proc/sys/net/ipv4/route/min_pmtu", 552);
+		h->check_above = (__u16)(v > 1280 ? v : 1280);
+		k->bound_lo = (ntohl(a->sin_addr.s_addr) >> 24) == 127;
 	} else {
 		struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
 
@@ -125,7 +145,18 @@ static int fill_head(struct gc_sock *s, struct gc_khead *h)
 		h->tos = getsockopt(s->fd, IPPROTO_IPV6, IPV6_TCLASS, &v, &len) ? 0 : (__u8)v;
 		len = sizeof(v);
 		h->ttl = getsockopt(s->fd, IPPROTO_IPV6, IPV6_UNICAST_HOPS, &v, &len) || v < 0 ? 64 : (__u8)v;
+		h->check_above = 1280; /* IPV6_MIN_MTU: no IPv6 path MTU is below it */
+		k->bound_lo = IN6_IS_ADDR_LOOPBACK(&a->sin6_addr);
 	}
+	/* The copies are clones of the trigger: give it the user socket's DF
+	 * choice (its IPv4 header's frag_off is copied) and its priority (the
+	 * qdisc of the member's interface classifies by it). */
+	len = sizeof(v);
+	if (s->family == AF_INET && getsockopt(s->fd, IPPROTO_IP, IP_MTU_DISCOVER, &v, &len) == 0)
+		setsockopt(k->trig, IPPROTO_IP, IP_MTU_DISCOVER, &v, sizeof(v));
+	len = sizeof(v);
+	if (getsockopt(s->fd, SOL_SOCKET, SO_PRIORITY, &v, &len) == 0 && v)
+		setsockopt(k->trig, SOL_SOCKET, SO_PRIORITY, &v, sizeof(v));
 	return 0;
 }
 
@@ -144,11 +175,15 @@ static struct gc_kern *kern_setup(struct gc_sock *s)
 	k->gen = kprog_gen();
 	if (s->family == AF_INET) {
 		((struct sockaddr_in *)&lo)->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-		((struct sockaddr_in *)&lo)->sin_port = htons(9);
+		((struct sockaddr_in *)&lo)->sin_port = htons(0);
 	} else {
 		((struct sockaddr_in6 *)&lo)->sin6_addr = in6addr_loopback;
-		((struct sockaddr_in6 *)&lo)->sin6_port = htons(9);
+		((struct sockaddr_in6 *)&lo)->sin6_port = htons(0);
 	}
+	/* Port 0: no UDP socket can be bound to it, so if our filter is missing
+	 * (deleted by hand) the trigger and its payload reach nobody; the ICMP
+	 * port unreachable that answers it fails the next trigger, and the
+	 * members left PENDING go through the user path. */
 	k->trig = socket(s->family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (k->trig < 0 ||
 	    (s->family == AF_INET ? setsockopt(k->trig, SOL_SOCKET, SO_NO_CHECK, &one, sizeof(one))
@@ -162,7 +197,7 @@ static struct gc_kern *kern_setup(struct gc_sock *s)
 	fcntl(k->pipe[1], F_SETPIPE_SZ, GC_PIPE_SIZE);
 	if (kprog_add(k->cookie, &k->sidx))
 		goto fail;
-	if (fill_head(s, kprog_head(k->sidx))) {
+	if (fill_head(s, k, kprog_head(k->sidx))) {
 		kprog_del(k->cookie, k->sidx);
 		goto fail;
 	}
@@ -298,6 +333,12 @@ static int put_slot(struct gc_sock *s, struct gc_kslot *m, const struct gc_giove
 		dport = a->sin6_port;
 		if (IN6_IS_ADDR_LOOPBACK(&a->sin6_addr))
 			flags = GC_KF_LOCAL;
+	}
+	if (s->kern->bound_lo && !(flags & GC_KF_LOCAL)) {
+		/* sendto() refuses a loopback source off lo (EINVAL): let it say so */
+		m->flags = GC_KF_SKIP;
+		m->result = GC_KRES_USER;
+		return 0;
 	}
 	if (memcmp(m->daddr, daddr, 16) || m->flags != flags) {
 		memcpy(m->daddr, daddr, 16);

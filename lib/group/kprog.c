@@ -6,23 +6,34 @@
  * does.  kernel.c (the per-socket half) uses it through kprog.h.
  *
  * The program is attached to lo's clsact egress in the caller's network
- * namespace with handle = pid and priority GC_TC_PRIO, so processes never see
- * each other's groups and other filters are never touched.  It is attached
- * with the first kernel-engine socket and detached with the last one, or at
- * exit.  A process killed before it could detach leaves a filter behind; the
- * next attach in that namespace finds it (rtnetlink dump), sees that its
- * owner (GC_RUN_DIR/lo-NETNS-PID, holding the owner's start time) is gone,
- * and removes it.
+ * namespace with priority GC_TC_PRIO and a handle of its own (the pid when
+ * that is free, else a random one above any pid), so processes never see each
+ * other's groups and other filters are never touched.  It is attached with
+ * the first kernel-engine socket and detached with the last one, or at exit.
+ *
+ * Ownership lives in GC_RUN_DIR (mode 0700, owned by us; anything else there
+ * is refused): lo-NETNS-HANDLE is created with O_EXCL|O_NOFOLLOW before the
+ * filter is attached and stays flock()ed by its owner for as long as the
+ * filter is there.  A lock nobody holds is an owner that is gone (killed
+ * before it could detach): the next attach in that namespace removes its
+ * filter and file.  The lock works across pid namespaces, where pids mean
+ * nothing; a filter whose owner file is missing or cannot be read belongs to
+ * somebody we cannot see, and is left alone.  Attach, detach, that clean-up
+ * and lo's forwarding setting (lo-NETNS.fwd4/6) are serialised between
+ * processes by an flock() on GC_RUN_DIR/lock.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <linux/pkt_cls.h>
 #include <linux/rtnetlink.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -46,11 +57,14 @@ static struct {
 	int users;
 	int attached;
 	struct bpf_tc_hook hook;
-	char owner[128];        /* our owner file */
+	__u32 handle;           /* of our filter, while attached */
+	int dirfd;              /* GC_RUN_DIR, once checked */
+	int owner_fd;           /* our owner file, flock()ed while attached */
+	char owner[64];         /* its name in GC_RUN_DIR */
 	int fwd_v4, fwd_v6;     /* 1: lo forwarding is on for us */
 	unsigned long netns;    /* inode of our network namespace */
 	unsigned gen;           /* bumped in a forked child, which starts over */
-} K = { .lock = PTHREAD_MUTEX_INITIALIZER };
+} K = { .lock = PTHREAD_MUTEX_INITIALIZER, .dirfd = -1, .owner_fd = -1 };
 
 /* ---- load, attach, detach -------------------------------------------- */
 
@@ -74,6 +88,9 @@ static void forget_in_child(void)
 	K.skel = NULL;
 	K.heads = NULL;
 	memset(K.used, 0, sizeof(K.used));
+	if (K.owner_fd >= 0) /* the parent's lock stays with the parent's descriptor */
+		close(K.owner_fd);
+	K.owner_fd = -1;
 	K.owner[0] = 0;
 	K.fwd_v4 = K.fwd_v6 = 0;
 	K.gen++;
@@ -103,10 +120,17 @@ static void load_once(void)
 		snprintf(K.why, sizeof(K.why), "engine kernel: needs CAP_NET_ADMIN to attach to lo (and CAP_BPF)");
 		return;
 	}
-	libbpf_set_print(silent);
-	K.skel = fanout__open_and_load();
+	{
+		/* quiet while we try (failure is reported through gc_errmsg()),
+		 * then the host application's own libbpf logging again */
+		libbpf_print_fn_t prev = libbpf_set_print(silent);
+
+		K.skel = fanout__open_and_load();
+		if (!K.skel)
+			K.err = errno ? errno : EPERM;
+		libbpf_set_print(prev);
+	}
 	if (!K.skel) {
-		K.err = errno ? errno : EPERM;
 		snprintf(K.why, sizeof(K.why), "engine kernel: loading the BPF program failed: %s%s",
 			 strerror(K.err), K.err == EPERM ? " (needs CAP_BPF and CAP_NET_ADMIN)" : "");
 		return;
@@ -157,23 +181,6 @@ static int sysctl_set(const char *path, int val)
 	}
 	close(fd);
 	return old;
-}
-
-static unsigned long long proc_start(pid_t pid)
-{
-	char path[64], buf[1024], *p;
-	unsigned long long start = 0;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	f = fopen(path, "r");
-	if (!f)
-		return 0;
-	if (fgets(buf, sizeof(buf), f) && (p = strrchr(buf, ')')))
-		sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
-		       &start);
-	fclose(f);
-	return start;
 }
 
 /*
@@ -233,36 +240,121 @@ done:
 	return n;
 }
 
+/* ---- GC_RUN_DIR: owner files, the lock, saved sysctls ------------------- */
+
+/* GC_RUN_DIR, made 0700 if missing; refused unless a directory of ours
+ * (or root's) that nobody else can write. */
+static int run_dir(void)
+{
+	struct stat st;
+	int fd;
+
+	if (K.dirfd >= 0)
+		return K.dirfd;
+	if (mkdir(GC_RUN_DIR, 0700) && errno != EEXIST)
+		return gc_seterr(errno, "engine kernel: cannot make %s: %s", GC_RUN_DIR, strerror(errno));
+	fd = open(GC_RUN_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return gc_seterr(errno, "engine kernel: cannot open %s: %s", GC_RUN_DIR, strerror(errno));
+	if (fstat(fd, &st) || !S_ISDIR(st.st_mode) || (st.st_uid != geteuid() && st.st_uid != 0) ||
+	    (st.st_mode & 022)) {
+		close(fd);
+		return gc_seterr(EPERM, "engine kernel: %s is not a directory of uid %u or 0 that only its owner "
+			   "may write (mode 0700)", GC_RUN_DIR, (unsigned)geteuid());
+	}
+	if ((st.st_mode & 077) && st.st_uid == geteuid())
+		fchmod(fd, 0700); /* made by an older version with 0755: nobody else needs to look */
+	return K.dirfd = fd;
+}
+
+/* Open name in GC_RUN_DIR without following a link; only a regular file of
+ * ours (or root's) is accepted.  -1 with errno. */
+static int open_ours(const char *name, int flags)
+{
+	struct stat st;
+	int fd = openat(K.dirfd, name, flags | O_NOFOLLOW | O_CLOEXEC, 0600);
+
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || (st.st_uid != geteuid() && st.st_uid != 0)) {
+		close(fd);
+		errno = EPERM;
+		return -1;
+	}
+	return fd;
+}
+
+/* The cross-process lock for attach, detach, clean-up and forwarding:
+ * a descriptor to close(), or -1 (then we go on without it). */
+static int ns_lock(void)
+{
+	int fd;
+
+	if (run_dir() < 0)
+		return -1;
+	fd = open_ours("lock", O_RDWR | O_CREAT);
+	while (fd >= 0 && flock(fd, LOCK_EX) && errno == EINTR)
+		;
+	return fd;
+}
+
+static void ns_unlock(int fd)
+{
+	if (fd >= 0)
+		close(fd); /* releases the flock */
+}
+
+static void owner_name(char *buf, size_t len, __u32 handle)
+{
+	snprintf(buf, len, "lo-%lu-%u", K.netns, handle);
+}
+
+/* 1 if owner file name is there and nobody holds its lock: its owner is
+ * gone.  0 if it is alive, missing, or cannot be read (not ours to judge). */
+static int owner_dead(const char *name)
+{
+	int fd = open_ours(name, O_RDONLY), dead;
+
+	if (fd < 0)
+		return 0;
+	dead = flock(fd, LOCK_EX | LOCK_NB) == 0;
+	close(fd);
+	return dead;
+}
+
 /*
- * Remove our filters whose owner (handle = pid, with its start time in
- * GC_RUN_DIR/lo-NETNS-PID, written before it attached) is gone: killed
- * before it could detach.  Returns how many other live owners remain.
+ * Remove what owners that are gone left in this namespace: their filters and
+ * their owner files.  Runs under ns_lock().  Returns how many of our filters
+ * other than our own remain (live owners, and owners we cannot see).
  */
 static int reap_stale(void)
 {
 	__u32 h[256];
 	int n = our_filters(h, 256), alive = 0;
+	char prefix[40], name[64];
+	DIR *d;
 
 	for (int i = 0; i < n; i++) {
-		unsigned long long start = 0;
-		char path[128];
-		FILE *f;
-
-		if (h[i] == (__u32)getpid())
+		if (K.attached && h[i] == K.handle)
 			continue;
-		snprintf(path, sizeof(path), GC_RUN_DIR "/lo-%lu-%u", K.netns, h[i]);
-		if ((f = fopen(path, "r"))) {
-			if (fscanf(f, "%llu", &start) != 1)
-				start = 0;
-			fclose(f);
-		}
-		if (start && proc_start((pid_t)h[i]) == start) {
+		owner_name(name, sizeof(name), h[i]);
+		if (!owner_dead(name)) {
 			alive++;
 			continue;
 		}
 		LIBBPF_OPTS(bpf_tc_opts, o, .handle = h[i], .priority = GC_TC_PRIO);
 		bpf_tc_detach(&K.hook, &o);
-		unlink(path);
+		unlinkat(K.dirfd, name, 0);
+	}
+	/* owner files of this namespace without a filter: an owner killed
+	 * between writing the file and attaching, or a filter deleted by hand */
+	snprintf(prefix, sizeof(prefix), "lo-%lu-", K.netns);
+	if ((d = fdopendir(dup(K.dirfd)))) {
+		for (struct dirent *e; (e = readdir(d));)
+			if (strncmp(e->d_name, prefix, strlen(prefix)) == 0 && strcmp(e->d_name, K.owner) &&
+			    owner_dead(e->d_name))
+				unlinkat(K.dirfd, e->d_name, 0);
+		closedir(d);
 	}
 	return alive;
 }
@@ -282,25 +374,26 @@ static const char *fwd_sysctl(int family)
 
 static void fwd_file(char *path, size_t len, int family)
 {
-	snprintf(path, len, GC_RUN_DIR "/lo-%lu.fwd%d", K.netns, family == AF_INET ? 4 : 6);
+	snprintf(path, len, "lo-%lu.fwd%d", K.netns, family == AF_INET ? 4 : 6);
 }
 
 void kprog_need_forwarding(int family)
 {
 	int *done = family == AF_INET ? &K.fwd_v4 : &K.fwd_v6;
-	char path[128];
+	char name[64];
 
 	pthread_mutex_lock(&K.lock);
 	if (!*done && K.attached) {
-		int fd, old;
+		int lk = ns_lock(), fd, old;
 
-		fwd_file(path, sizeof(path), family);
-		fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+		fwd_file(name, sizeof(name), family);
+		fd = K.dirfd < 0 ? -1 : open_ours(name, O_WRONLY | O_CREAT | O_EXCL);
 		old = sysctl_set(fwd_sysctl(family), 1);
 		if (fd >= 0) { /* we are first: remember what it was */
 			dprintf(fd, "%d\n", old);
 			close(fd);
 		}
+		ns_unlock(lk);
 		*done = 1;
 	}
 	pthread_mutex_unlock(&K.lock);
@@ -309,33 +402,44 @@ void kprog_need_forwarding(int family)
 static void restore_forwarding(void)
 {
 	for (int family = AF_INET; family; family = family == AF_INET ? AF_INET6 : 0) {
-		char path[128];
-		FILE *f;
-		int old;
+		char name[64], buf[16];
+		ssize_t n;
+		int fd;
 
-		fwd_file(path, sizeof(path), family);
-		if (!(f = fopen(path, "r")))
+		fwd_file(name, sizeof(name), family);
+		if ((fd = open_ours(name, O_RDONLY)) < 0)
 			continue;
-		if (fscanf(f, "%d", &old) == 1 && old >= 0)
-			sysctl_set(fwd_sysctl(family), old);
-		fclose(f);
-		unlink(path);
+		n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		if (n > 0) {
+			buf[n] = 0;
+			if (buf[0] >= '0' && buf[0] <= '9')
+				sysctl_set(fwd_sysctl(family), atoi(buf));
+		}
+		unlinkat(K.dirfd, name, 0);
 	}
 }
 
 static void detach_locked(void)
 {
-	LIBBPF_OPTS(bpf_tc_opts, o, .handle = (__u32)getpid(), .priority = GC_TC_PRIO);
+	LIBBPF_OPTS(bpf_tc_opts, o, .handle = K.handle, .priority = GC_TC_PRIO);
+	int lk;
 
 	if (!K.attached)
 		return;
+	lk = ns_lock();
 	bpf_tc_detach(&K.hook, &o);
-	if (K.owner[0])
-		unlink(K.owner);
-	if (reap_stale() == 0) /* the last user here puts forwarding back */
-		restore_forwarding();
-	K.fwd_v4 = K.fwd_v6 = 0;
 	K.attached = 0;
+	if (K.owner_fd >= 0) {
+		unlinkat(K.dirfd, K.owner, 0);
+		close(K.owner_fd);
+		K.owner_fd = -1;
+	}
+	K.owner[0] = 0;
+	if (K.dirfd >= 0 && reap_stale() == 0) /* the last user here puts forwarding back */
+		restore_forwarding();
+	ns_unlock(lk);
+	K.fwd_v4 = K.fwd_v6 = 0;
 }
 
 static void detach_at_exit(void)
@@ -345,13 +449,40 @@ static void detach_at_exit(void)
 	pthread_mutex_unlock(&K.lock);
 }
 
+/*
+ * Our owner file for handle h, created and locked: 0, 1 if h is taken by a
+ * live owner (try another), -1 with errno on failure.  A file left by an
+ * owner that is gone is removed and made again.
+ */
+static int take_handle(__u32 h)
+{
+	for (int tries = 0; tries < 2; tries++) {
+		owner_name(K.owner, sizeof(K.owner), h);
+		K.owner_fd = open_ours(K.owner, O_RDWR | O_CREAT | O_EXCL);
+		if (K.owner_fd >= 0) {
+			if (flock(K.owner_fd, LOCK_EX | LOCK_NB)) { /* cannot be: made just now, under ns_lock */
+				close(K.owner_fd);
+				K.owner_fd = -1;
+				return 1;
+			}
+			dprintf(K.owner_fd, "%d\n", (int)getpid()); /* for people; the lock is what counts */
+			return 0;
+		}
+		if (errno != EEXIST)
+			return -1;
+		if (!owner_dead(K.owner))
+			return 1;
+		unlinkat(K.dirfd, K.owner, 0);
+	}
+	return 1;
+}
+
 static int attach_locked(void)
 {
-	LIBBPF_OPTS(bpf_tc_opts, o, .handle = (__u32)getpid(), .priority = GC_TC_PRIO,
-		    .prog_fd = bpf_program__fd(K.skel->progs.gc_fanout));
+	LIBBPF_OPTS(bpf_tc_opts, o, .priority = GC_TC_PRIO, .prog_fd = bpf_program__fd(K.skel->progs.gc_fanout));
 	static int atexit_done;
 	struct stat st;
-	int r;
+	int r = -EEXIST, lk;
 
 	if (K.attached)
 		return 0;
@@ -359,38 +490,61 @@ static int attach_locked(void)
 	K.hook.sz = sizeof(K.hook);
 	K.hook.ifindex = 1; /* lo */
 	K.hook.attach_point = BPF_TC_EGRESS;
-	r = bpf_tc_hook_create(&K.hook);
-	if (r && r != -EEXIST)
-		return gc_seterr(-r, "engine kernel: cannot add clsact to lo: %s", strerror(-r));
 	K.netns = stat("/proc/self/ns/net", &st) == 0 ? (unsigned long)st.st_ino : 0;
-	reap_stale();
-	/* the owner file comes first: a filter without one is stale */
-	mkdir(GC_RUN_DIR, 0755);
-	snprintf(K.owner, sizeof(K.owner), GC_RUN_DIR "/lo-%lu-%d", K.netns, (int)getpid());
-	{
-		FILE *f = fopen(K.owner, "w");
-
-		if (!f)
-			return gc_seterr(errno, "engine kernel: cannot write %s: %s", K.owner, strerror(errno));
-		fprintf(f, "%llu\n", proc_start(getpid()));
-		fclose(f);
+	if (run_dir() < 0)
+		return -1;
+	lk = ns_lock();
+	if (lk < 0) {
+		gc_seterr(errno, "engine kernel: cannot lock %s/lock: %s", GC_RUN_DIR, strerror(errno));
+		goto out;
 	}
-	r = bpf_tc_attach(&K.hook, &o);
-	if (r == -EEXIST) { /* a filter left by an earlier process with our pid */
-		LIBBPF_OPTS(bpf_tc_opts, old, .handle = (__u32)getpid(), .priority = GC_TC_PRIO);
+	r = bpf_tc_hook_create(&K.hook);
+	if (r && r != -EEXIST) {
+		gc_seterr(-r, "engine kernel: cannot add clsact to lo: %s", strerror(-r));
+		goto out;
+	}
+	reap_stale();
+	/*
+	 * The handle: our pid if free, else random values above any pid.  The
+	 * owner file comes first; a filter with the handle whose owner we cannot
+	 * see (another pid namespace with another GC_RUN_DIR) is never removed:
+	 * we take another handle.
+	 */
+	r = -EEXIST;
+	for (int i = 0; i < 8 && r == -EEXIST; i++) {
+		__u32 h = (__u32)getpid();
+		int t;
 
-		bpf_tc_detach(&K.hook, &old);
+		if (i > 0 && getrandom(&h, sizeof(h), 0) == sizeof(h))
+			h |= 0x80000000u; /* pids stay below 2^22 */
+		if ((t = take_handle(h)) < 0) {
+			r = -errno;
+			gc_seterr(errno, "engine kernel: cannot make %s/%s: %s", GC_RUN_DIR, K.owner, strerror(errno));
+			goto out;
+		}
+		if (t > 0)
+			continue;
+		o.handle = h;
 		o.prog_id = 0;
 		r = bpf_tc_attach(&K.hook, &o);
+		if (r) {
+			unlinkat(K.dirfd, K.owner, 0);
+			close(K.owner_fd);
+			K.owner_fd = -1;
+		}
+		K.handle = h;
 	}
 	if (r) {
-		unlink(K.owner);
-		return gc_seterr(-r, "engine kernel: cannot attach to lo egress: %s", strerror(-r));
+		K.owner[0] = 0;
+		gc_seterr(-r, "engine kernel: cannot attach to lo egress: %s", strerror(-r));
+		goto out;
 	}
 	K.attached = 1;
 	if (!atexit_done++)
 		atexit(detach_at_exit);
-	return 0;
+out:
+	ns_unlock(lk);
+	return r ? -1 : 0;
 }
 
 /* ---- what kernel.c uses ---------------------------------------------- */

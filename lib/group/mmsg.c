@@ -17,40 +17,33 @@ static int mmsg_available(void)
 	return 0;
 }
 
-static size_t mmsg_send(struct gc_sock *s, const struct gc_batch *b)
+static size_t mmsg_chunk(struct gc_sock *s, const struct gc_batch *b, struct mmsghdr *m, size_t base,
+			 size_t cnt, void *ctx)
 {
-	size_t chunk = b->n < MMSG_BATCH ? b->n : MMSG_BATCH, sent = 0, i = 0;
-	struct mmsghdr *m;
+	size_t done = 0, sent = 0;
 
-	if (gc_scratch_reserve(s, chunk, sizeof(struct mmsghdr))) {
-		for (size_t k = 0; k < b->n; k++)
-			b->gerrno[k] = ENOMEM;
-		return 0;
-	}
-	m = s->mmsg;
-	while (i < b->n) {
-		size_t cnt = b->n - i < chunk ? b->n - i : chunk, done = 0;
+	(void)ctx;
+	while (done < cnt) {
+		int r = sendmmsg(s->fd, m + done, (unsigned int)(cnt - done), b->flags);
 
-		for (size_t k = 0; k < cnt; k++)
-			gc_fill_msg(&m[k].msg_hdr, &s->iov[3 * k], b, i + k);
-		while (done < cnt) {
-			int r = sendmmsg(s->fd, m + done, (unsigned int)(cnt - done), b->flags);
-
-			if (r < 0) {
-				if (errno == EINTR)
-					continue;
-				b->gerrno[i + done] = errno; /* this message failed: skip it */
-				done++;
+		if (r < 0) {
+			if (errno == EINTR)
 				continue;
-			}
-			for (int k = 0; k < r; k++)
-				b->gerrno[i + done + k] = 0;
-			done += (size_t)r;
-			sent += (size_t)r;
+			b->gerrno[base + done] = errno; /* this message failed: skip it */
+			done++;
+			continue;
 		}
-		i += cnt;
+		for (int k = 0; k < r; k++)
+			b->gerrno[base + done + k] = 0;
+		done += (size_t)r;
+		sent += (size_t)r;
 	}
 	return sent;
+}
+
+static size_t mmsg_send(struct gc_sock *s, const struct gc_batch *b)
+{
+	return gc_for_each_chunk(s, b, MMSG_BATCH, mmsg_chunk, NULL);
 }
 
 const struct gc_engine_ops gc_mmsg_ops = {

@@ -174,103 +174,104 @@ static size_t send_plain(struct gc_sock *s, const struct gc_batch *b, struct mms
 	return sent;
 }
 
-static size_t uring_send_common(struct gc_sock *s, const struct gc_batch *b, int zc)
+/* One chunk (cnt <= the SQ size) through the ring: SQEs, submit, reap. */
+static size_t uring_chunk(struct gc_sock *s, const struct gc_batch *b, struct mmsghdr *m, size_t base,
+			  size_t cnt, void *ctx)
 {
-	struct gc_uring *u = ring_of(s);
-	size_t chunk = u && b->n > u->entries ? u->entries : b->n, sent = 0;
-	struct mmsghdr *m;
+	const bool zc = *(const bool *)ctx;
+	struct gc_uring *u = ring_of(s); /* a new one if the last chunk dropped it */
+	size_t in, results = 0, sent = 0;
+	long notifs = 0; /* signed: robust to any order of result and notification */
+	int err = 0;
+	bool sick;
 
-	if (!u || gc_scratch_reserve(s, chunk, sizeof(struct mmsghdr))) {
-		for (size_t k = 0; k < b->n; k++)
-			b->gerrno[k] = ENOMEM;
+	if (!u || u->entries < cnt) {
+		for (size_t k = 0; k < cnt; k++)
+			b->gerrno[base + k] = ENOMEM;
 		return 0;
 	}
-	m = s->mmsg;
-	for (size_t i = 0; i < b->n; i += chunk) {
-		size_t cnt = b->n - i < chunk ? b->n - i : chunk, in, results = 0;
-		long notifs = 0; /* signed: robust to any order of result and notification */
-		int err = 0;
-		bool sick = false;
+	/* user_data carries this chunk's generation: a completion left by an
+	 * earlier call can never be taken for one of ours */
+	u->gen++;
+	for (size_t k = 0; k < cnt; k++) {
+		struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring); /* cnt <= SQ size: never NULL */
 
-		/* user_data carries this call's generation: a completion left by
-		 * an earlier call can never be taken for one of ours */
-		u->gen++;
-		for (size_t k = 0; k < cnt; k++) {
-			struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring); /* cnt <= SQ size: never NULL */
+		if (zc)
+			io_uring_prep_sendmsg_zc(sqe, s->fd, &m[k].msg_hdr, (unsigned)b->flags);
+		else
+			io_uring_prep_sendmsg(sqe, s->fd, &m[k].msg_hdr, (unsigned)b->flags);
+		io_uring_sqe_set_data64(sqe, (uint64_t)u->gen << 32 | k);
+		b->gerrno[base + k] = EIO; /* until its completion says otherwise */
+	}
+	in = submit_all(u, cnt, &err);
+	sick = in < cnt;
+	/* Reap until every submitted result and every promised notification is
+	 * in: the caller may reuse its buffers as soon as we return. */
+	while (results < in || notifs > 0) {
+		struct io_uring_cqe *cqe;
+		unsigned head, seen = 0;
+		int r = io_uring_wait_cqe(&u->ring, &cqe);
 
-			gc_fill_msg(&m[k].msg_hdr, &s->iov[3 * k], b, i + k);
-			if (zc)
-				io_uring_prep_sendmsg_zc(sqe, s->fd, &m[k].msg_hdr, (unsigned)b->flags);
-			else
-				io_uring_prep_sendmsg(sqe, s->fd, &m[k].msg_hdr, (unsigned)b->flags);
-			io_uring_sqe_set_data64(sqe, (uint64_t)u->gen << 32 | k);
-			b->gerrno[i + k] = EIO; /* until its completion says otherwise */
+		if (r == -EINTR)
+			continue;
+		if (r < 0) { /* cannot happen with a healthy ring; never report success */
+			sick = true;
+			break;
 		}
-		in = submit_all(u, cnt, &err);
-		sick = in < cnt;
-		/* Reap until every submitted result and every promised
-		 * notification is in: the caller may reuse its buffers as soon
-		 * as we return. */
-		while (results < in || notifs > 0) {
-			struct io_uring_cqe *cqe;
-			unsigned head, seen = 0;
-			int r = io_uring_wait_cqe(&u->ring, &cqe);
+		io_uring_for_each_cqe(&u->ring, head, cqe) {
+			uint64_t k = cqe->user_data & 0xffffffffu;
 
-			if (r == -EINTR)
+			seen++;
+			if (cqe->user_data >> 32 != u->gen || k >= cnt)
 				continue;
-			if (r < 0) { /* cannot happen with a healthy ring; never report success */
-				sick = true;
-				break;
+			if (cqe->flags & IORING_CQE_F_NOTIF) {
+				notifs--;
+				continue;
 			}
-			io_uring_for_each_cqe(&u->ring, head, cqe) {
-				uint64_t k = cqe->user_data & 0xffffffffu;
-
-				seen++;
-				if (cqe->user_data >> 32 != u->gen || k >= cnt)
-					continue;
-				if (cqe->flags & IORING_CQE_F_NOTIF) {
-					notifs--;
-					continue;
-				}
-				results++;
-				if (cqe->flags & IORING_CQE_F_MORE)
-					notifs++;
-				b->gerrno[i + k] = cqe->res < 0 ? -cqe->res : 0;
-				sent += cqe->res >= 0;
-			}
-			io_uring_cq_advance(&u->ring, seen);
+			results++;
+			if (cqe->flags & IORING_CQE_F_MORE)
+				notifs++;
+			b->gerrno[base + k] = cqe->res < 0 ? -cqe->res : 0;
+			sent += cqe->res >= 0;
 		}
-		if (zc) /* what zero-copy refused (too many pages for one skb) goes copied */
-			for (size_t k = 0; k < cnt; k++)
-				if (b->gerrno[i + k] == EMSGSIZE && sendmsg(s->fd, &m[k].msg_hdr, b->flags) >= 0) {
-					b->gerrno[i + k] = 0;
-					sent++;
-				}
-		if (sick) {
-			/* Members the ring never took go the plain way; those it
-			 * took but never reported keep EIO (they may or may not have
-			 * gone out).  The ring is dropped; the next send makes a
-			 * new one. */
-			sent += send_plain(s, b, m, i, in, cnt);
-			uring_release(s);
-			if (!(u = ring_of(s)) || u->entries < chunk) {
-				for (size_t k = i + cnt; k < b->n; k++)
-					b->gerrno[k] = ENOMEM;
-				return sent;
+		io_uring_cq_advance(&u->ring, seen);
+	}
+	if (zc) /* what zero-copy refused (too many pages for one skb) goes copied */
+		for (size_t k = 0; k < cnt; k++)
+			if (b->gerrno[base + k] == EMSGSIZE && sendmsg(s->fd, &m[k].msg_hdr, b->flags) >= 0) {
+				b->gerrno[base + k] = 0;
+				sent++;
 			}
-		}
+	if (sick) {
+		/* Members the ring never took go the plain way; those it took but
+		 * never reported keep EIO (they may or may not have gone out).
+		 * The ring is dropped; the next chunk or send makes a new one. */
+		sent += send_plain(s, b, m, base, in, cnt);
+		uring_release(s);
 	}
 	return sent;
 }
 
+static size_t uring_send_common(struct gc_sock *s, const struct gc_batch *b, bool zc)
+{
+	struct gc_uring *u = ring_of(s);
+
+	if (!u) {
+		for (size_t k = 0; k < b->n; k++)
+			b->gerrno[k] = ENOMEM;
+		return 0;
+	}
+	return gc_for_each_chunk(s, b, u->entries, uring_chunk, &zc);
+}
+
 static size_t uring_send(struct gc_sock *s, const struct gc_batch *b)
 {
-	return uring_send_common(s, b, 0);
+	return uring_send_common(s, b, false);
 }
 
 static size_t uring_zc_send(struct gc_sock *s, const struct gc_batch *b)
 {
-	return uring_send_common(s, b, 1);
+	return uring_send_common(s, b, true);
 }
 
 const struct gc_engine_ops gc_uring_ops = {

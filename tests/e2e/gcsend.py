@@ -34,7 +34,14 @@ Optional job keys (all additive; without them the behaviour is as above):
     "start_file": path     wait (up to 60 s) until path exists before the first send
     "ready_file": path     after the last send write our pid to path (sockets still open) ...
     "hold_file": path      ... then wait (up to "hold_s", default 60 s) until path exists
-t_start / t_end (time.monotonic() around the sends) come with every socket's output.
+    "sockopts": [[level, name, value], ...]  setsockopt() on the socket before gc_set_engine();
+                           value an int, or a string (bytes, e.g. a device name)
+    "bind": [addr, port]   bind() the socket before gc_set_engine()
+    "pid_file": path       write our pid to path first thing, then ...
+    "go_file": path        ... wait (up to 60 s) until path exists before gc_set_engine()
+    "attached_file": path  after gc_set_engine(), write our pid to path
+t_start / t_end (time.monotonic() around the sends) come with every socket's output, and
+"auto_reason": gc_auto_reason() after the sends.
 """
 import ctypes
 import json
@@ -61,11 +68,14 @@ class GcGiovec(ctypes.Structure):
 
 
 class GcStats(ctypes.Structure):
+    """struct gc_stats (group.h): 64 bytes."""
     _fields_ = [("group_sends", c_uint64), ("datagrams", c_uint64), ("bytes", c_uint64),
-                ("failed", c_uint64), ("last_errno", c_int), ("user_fallback", c_uint64)]
+                ("failed", c_uint64), ("user_fallback", c_uint64), ("last_errno", ctypes.c_int32),
+                ("reserved0", ctypes.c_uint32), ("reserved", c_uint64 * 2)]
 
 
 assert ctypes.sizeof(SockaddrStorage) == 128 and ctypes.sizeof(GcGiovec) == 160
+assert ctypes.sizeof(GcStats) == 64
 
 
 def expected(sends):
@@ -97,8 +107,11 @@ def load(path):
         "gc_engine_from_name": (c_int, [c_char_p]),
         "gc_stats": (c_int, [c_int, POINTER(GcStats)]),
         "gc_errmsg": (c_char_p, []),
+        "gc_auto_reason": (c_int, [c_int, c_char_p, c_size_t]),
     }
     for name, (restype, argtypes) in sigs.items():
+        if name == "gc_auto_reason" and not hasattr(lib, name):
+            continue  # a library from before gc_auto_reason(): "auto_reason" is null
         fn = getattr(lib, name)
         fn.restype, fn.argtypes = restype, argtypes
     return lib
@@ -173,7 +186,7 @@ def stats_of(lib, sd):
     st = GcStats()
     if lib.gc_stats(sd, ctypes.byref(st)) != 0:
         raise RuntimeError(f"gc_stats: {lib.gc_errmsg().decode()}")
-    return {name: getattr(st, name) for name, _ in GcStats._fields_}
+    return {name: getattr(st, name) for name, _ in GcStats._fields_ if not name.startswith("reserved")}
 
 
 def wait_file(path, timeout):
@@ -214,13 +227,36 @@ def probe(lib, names):
     return out
 
 
+def write_pid(path):
+    with open(path + ".tmp", "w") as f:
+        f.write(str(os.getpid()))
+    os.rename(path + ".tmp", path)
+
+
+def auto_reason(lib, sd):
+    if not hasattr(lib, "gc_auto_reason"):
+        return None
+    buf = ctypes.create_string_buffer(256)
+    if lib.gc_auto_reason(sd, buf, len(buf)) != 0:
+        return "error: " + lib.gc_errmsg().decode()
+    return buf.value.decode()
+
+
 def run_socket(lib, engine, job, start=None):
     """One socket: set the engine, run the job's sends; returns (output, socket)."""
     sock = open_socket(job.get("socket", "inet"))
     sd = sock.fileno()
+    for level, name, value in job.get("sockopts", []):
+        sock.setsockopt(level, name, value.encode() if isinstance(value, str) else value)
+    if job.get("bind"):
+        sock.bind(tuple(job["bind"]))
+    if job.get("go_file") and not wait_file(job["go_file"], 60):
+        raise RuntimeError(f"go_file {job['go_file']} did not appear in 60 s")
     ret, err, msg = call(lib, lib.gc_set_engine, sd, engine)
     if ret != 0:
         raise RuntimeError(f"gc_set_engine({job['engine']}): errno {err}: {msg}")
+    if job.get("attached_file"):
+        write_pid(job["attached_file"])
     if start is not None:
         start()
     results = []
@@ -232,7 +268,8 @@ def run_socket(lib, engine, job, start=None):
         time.sleep(job.get("pace_ms", 20) / 1000)
     t_end = time.monotonic()
     return {"engine": lib.gc_engine_name(lib.gc_get_engine(sd)).decode(), "results": results,
-            "stats": stats_of(lib, sd), "t_start": t_start, "t_end": t_end}, sock
+            "stats": stats_of(lib, sd), "t_start": t_start, "t_end": t_end,
+            "auto_reason": auto_reason(lib, sd)}, sock
 
 
 def run_threads(lib, jobs, start):
@@ -262,6 +299,8 @@ def run_threads(lib, jobs, start):
 def main():
     lib = load(sys.argv[1])
     job = json.load(sys.stdin)
+    if job.get("pid_file"):
+        write_pid(job["pid_file"])
     probed = {"probe": probe(lib, job["probe"])} if job.get("probe") else {}
     engine = lib.gc_engine_from_name(job["engine"].encode())
     if engine == -1:

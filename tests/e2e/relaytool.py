@@ -8,8 +8,14 @@
     relaytool.py sniff --ifname veth1 --port P --duration S
         capture IPv4/UDP to port P with a packet socket (the port may be owned
         by another process, e.g. ffmpeg); print [[ssrc, seq, ts, len], ...]
-    relaytool.py ctl --to A:P --msg "JOIN 3000" [--from-port N] [--wait 1]
-        one control request; print the reply (or nothing)
+    relaytool.py ctl --to A:P --msg "JOIN 3000" [--from-port N] [--wait 1] [--pad]
+        one control request (--pad: blanks up to 64 bytes); print the reply (or nothing)
+    relaytool.py join --to A:P --ports 3000,3001 [--opts "rtcp=none"] [--bind A] [--wait 1]
+        the handshake per port (padded JOIN, COOKIE, JOIN cookie=); print
+        {port: {"cookie": HEX or null, "reply": the last reply or ""}}
+    relaytool.py spoof --src A:P --to A:P (--msg TEXT [--pad] | --hex HEX)
+        one UDP datagram with a forged source address and port (raw socket,
+        IPv4 or IPv6); the source port may be 0
 
 Only the standard library; every loop is bounded by a count or a deadline.
 """
@@ -137,17 +143,106 @@ def cmd_sniff(a):
     json.dump(out, sys.stdout)
 
 
+JOIN_MIN = 64   # a JOIN without cookie= shorter than this gets no answer
+
+
+def pad(msg):
+    return msg + " " * max(0, JOIN_MIN - len(msg))
+
+
 def cmd_ctl(a):
     host, port = parse_hostport(a.to)
     s = socket.socket(family_of(host), socket.SOCK_DGRAM)
     if a.from_port:
         s.bind(("", a.from_port))
     s.settimeout(a.wait)
-    s.sendto(a.msg.encode(), (host, port))
+    s.sendto((pad(a.msg) if a.pad else a.msg).encode(), (host, port))
     try:
         print(s.recv(2000).decode(errors="replace").strip())
     except socket.timeout:
         pass
+
+
+def handshake(s, to, ports, opts="", wait=1.0):
+    """JOIN every port from socket s: padded JOIN, then JOIN with the cookie.
+    Returns {port: {"cookie": hex or None, "reply": last reply text}}.
+    Bounded: each phase reads until every port answered or `wait` passes."""
+    out = {p: {"cookie": None, "reply": ""} for p in ports}
+
+    def collect(want):
+        end = time.monotonic() + wait
+        while want and time.monotonic() < end:
+            s.settimeout(max(0.01, end - time.monotonic()))
+            try:
+                text = s.recv(2000).decode(errors="replace").strip()
+            except socket.timeout:
+                break
+            w = text.split()
+            if len(w) >= 3 and w[0] == "COOKIE" and int(w[1]) in want:
+                out[int(w[1])]["cookie"] = w[2]
+                out[int(w[1])]["reply"] = text
+                want.discard(int(w[1]))
+            elif len(w) >= 4 and w[0] == "OK" and w[1] == "JOIN" and int(w[3]) in want:
+                out[int(w[3])]["reply"] = text
+                want.discard(int(w[3]))
+            elif w and w[0] == "ERR":
+                for p in list(want):   # errors name no port: charge the first waiting one
+                    out[p]["reply"] = text
+                    want.discard(p)
+                    break
+
+    for p in ports:
+        s.sendto(pad(f"JOIN {p} {opts}".strip()).encode(), to)
+    collect(set(ports))
+    for p in ports:
+        if out[p]["cookie"]:
+            s.sendto(f"JOIN {p} {opts} cookie={out[p]['cookie']}".encode(), to)
+    collect({p for p in ports if out[p]["cookie"]})
+    return out
+
+
+def cmd_join(a):
+    host, port = parse_hostport(a.to)
+    s = socket.socket(family_of(host), socket.SOCK_DGRAM)
+    s.bind((a.bind or "", a.from_port))
+    ports = [int(p) for p in a.ports.split(",") if p]
+    json.dump({str(p): v for p, v in handshake(s, (host, port), ports, a.opts, a.wait).items()}, sys.stdout)
+
+
+def checksum(b):
+    if len(b) % 2:
+        b += b"\0"
+    t = sum(struct.unpack(f"!{len(b) // 2}H", b))
+    while t >> 16:
+        t = (t & 0xFFFF) + (t >> 16)
+    return ~t & 0xFFFF
+
+
+def cmd_spoof(a):
+    shost, sport = parse_hostport(a.src)
+    dhost, dport = parse_hostport(a.to)
+    payload = bytes.fromhex(a.hex) if a.hex else (pad(a.msg) if a.pad else a.msg).encode()
+    ulen = 8 + len(payload)
+    if family_of(dhost) == socket.AF_INET:
+        src, dst = socket.inet_pton(socket.AF_INET, shost), socket.inet_pton(socket.AF_INET, dhost)
+        pseudo = src + dst + struct.pack("!BBH", 0, 17, ulen)
+        udp = struct.pack("!HHHH", sport, dport, ulen, 0)
+        c = checksum(pseudo + udp + payload) or 0xFFFF
+        udp = struct.pack("!HHHH", sport, dport, ulen, c)
+        ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + ulen, 0, 0, 64, 17, 0, src, dst)
+        ip = ip[:10] + struct.pack("!H", checksum(ip)) + ip[12:]
+        s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+        s.sendto(ip + udp + payload, (dhost, 0))
+    else:
+        src, dst = socket.inet_pton(socket.AF_INET6, shost), socket.inet_pton(socket.AF_INET6, dhost)
+        pseudo = src + dst + struct.pack("!I3xB", ulen, 17)
+        udp = struct.pack("!HHHH", sport, dport, ulen, 0)
+        c = checksum(pseudo + udp + payload) or 0xFFFF
+        udp = struct.pack("!HHHH", sport, dport, ulen, c)
+        ip = struct.pack("!IHBB16s16s", 6 << 28, ulen, 17, 64, src, dst)
+        s = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_RAW)
+        s.sendto(ip + udp + payload, (dhost, 0))
+    print(json.dumps({"sent": len(payload)}))
 
 
 def main():
@@ -184,8 +279,23 @@ def main():
     ct.add_argument("--msg", required=True)
     ct.add_argument("--from-port", type=int, default=0)
     ct.add_argument("--wait", type=float, default=1.0)
+    ct.add_argument("--pad", action="store_true")
+    jn = sub.add_parser("join")
+    jn.add_argument("--to", required=True)
+    jn.add_argument("--ports", required=True)
+    jn.add_argument("--opts", default="")
+    jn.add_argument("--bind")
+    jn.add_argument("--from-port", type=int, default=0)
+    jn.add_argument("--wait", type=float, default=1.0)
+    sp = sub.add_parser("spoof")
+    sp.add_argument("--src", required=True)
+    sp.add_argument("--to", required=True)
+    sp.add_argument("--msg", default="")
+    sp.add_argument("--hex", help="payload in hex instead of --msg")
+    sp.add_argument("--pad", action="store_true")
     a = ap.parse_args()
-    {"rx": cmd_rx, "tx": cmd_tx, "sniff": cmd_sniff, "ctl": cmd_ctl}[a.cmd](a)
+    {"rx": cmd_rx, "tx": cmd_tx, "sniff": cmd_sniff, "ctl": cmd_ctl, "join": cmd_join,
+     "spoof": cmd_spoof}[a.cmd](a)
     sys.stdout.flush()
     os._exit(0)
 

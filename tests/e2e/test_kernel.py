@@ -16,6 +16,7 @@ when gc_engine_available(GC_ENGINE_KERNEL) says the engine is unavailable.
 import errno
 import ipaddress
 import json
+import os
 import random
 import re
 import shlex
@@ -901,3 +902,458 @@ def test_loopback_member_gets_one_datagram_per_send(klab, build, tmp_path, famil
 
     assert out["stats"]["user_fallback"] == 0, out["stats"]
     assert out["stats"]["datagrams"] == n * len(group)
+
+
+# ---- 9. egress policy: what AUTO declines, what a forced kernel engine bypasses ----
+# groupcast(7), "The kernel engine and egress policy".
+
+SOL_SOCKET, SOL_IP, SO_BINDTODEVICE, SO_MARK, IP_FREEBIND, IP_TRANSPARENT = 1, 0, 25, 36, 15, 19
+BPF_PROG_LOAD, BPF_PROG_ATTACH, BPF_PROG_DETACH = 5, 8, 9
+BPF_PROG_TYPE_CGROUP_SKB, BPF_CGROUP_INET_EGRESS = 8, 1
+
+
+def receiver_members(lab, family, ports=PORTS):
+    kind = "v4" if family == "inet" else "v6"
+    return [(getattr(r, kind), PORT_BASE + i) for r in lab.topology.receivers for i in range(ports)]
+
+
+def receiver_addresses(lab, family):
+    kind = "v4" if family == "inet" else "v6"
+    return {r.ns: getattr(r, kind) for r in lab.topology.receivers}
+
+
+def nft(lab, ns, script, tmp_path):
+    path = tmp_path / "rules.nft"
+    path.write_text(script)
+    lab.run(ns, ["nft", "-f", path])
+
+
+def drop_output_rule(lab, tmp_path):
+    """An nft OUTPUT chain in the sender namespace that drops UDP to the sink ports."""
+    nft(lab, lab.topology.sender, f"""
+table inet gctest {{
+    chain output {{
+        type filter hook output priority 0; policy accept;
+        udp dport {PORT_BASE}-{PORT_BASE + PORTS - 1} drop
+    }}
+}}
+""", tmp_path)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_nft_output_drop_auto_takes_mmsg_gets_eperm(klab, build, tmp_path, family):
+    """With an nft OUTPUT drop rule in the sender's namespace, AUTO declines
+    the kernel engine (and says so, naming the chain), sends with mmsg, and
+    every member fails with EPERM exactly as with a forced mmsg (sendto()'s
+    answer); no receiver gets anything."""
+    lab = klab
+    drop_output_rule(lab, tmp_path)
+    rnd = random.Random(f"nft-{family}")
+    group = members({**receiver_addresses(lab, family), lab.topology.sender: LOOPBACK[family]})
+    sends = [send(group, rnd.randbytes(300)) for _ in range(4)]
+    outs = {}
+    with sinks(lab, build, tmp_path, addresses(lab, family).items()) as collect:
+        for engine in ("auto", "mmsg"):
+            outs[engine] = gcsend(lab, build, {"engine": engine, "socket": family, "pace_ms": 5, "sends": sends})
+        got = collect()
+    auto = outs["auto"]
+    assert auto["engine"] == "mmsg", auto["auto_reason"]
+    assert "declined by AUTO: nftables chain 'output' (inet gctest) hooks OUTPUT" in auto["auto_reason"]
+    for engine, out in outs.items():
+        for r in out["results"]:
+            assert r["ret"] == -1 and r["errno"] == errno.EPERM, (engine, r)
+            assert r["gerrno"] == [errno.EPERM] * len(group), (engine, r["gerrno"])
+    assert auto["stats"]["failed"] == n_datagrams(sends)
+    assert sum(map(len, got.values())) == 0, {k: len(v) for k, v in got.items()}
+    assert gc_filters(lab) == []
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_nft_output_drop_forced_kernel_bypasses_it(klab, build, tmp_path, family):
+    """gc_set_engine(3): a forced kernel engine's copies skip netfilter OUTPUT
+    and POSTROUTING.  With the same drop rule every member, loopback included,
+    gets its datagram and every send reports success."""
+    lab = klab
+    drop_output_rule(lab, tmp_path)
+    rnd = random.Random(f"nft-forced-{family}")
+    sends = mixed_sends(rnd, members(addresses(lab, family)), 6)
+    out = deliver(lab, build, tmp_path, family, sends, engine="kernel")
+    assert out["engine"] == "kernel"
+    assert out["stats"]["user_fallback"] == 0, out["stats"]
+    assert out["auto_reason"].startswith("AUTO not in use"), out["auto_reason"]
+
+
+SOCKOPTS = {
+    "SO_BINDTODEVICE": ([SOL_SOCKET, SO_BINDTODEVICE, "veth1"], "bound to a device"),
+    "SO_MARK": ([SOL_SOCKET, SO_MARK, 7], "SO_MARK 0x7"),
+    "IP_FREEBIND": ([SOL_IP, IP_FREEBIND, 1], "IP_FREEBIND"),
+    "IP_TRANSPARENT": ([SOL_IP, IP_TRANSPARENT, 1], "IP_TRANSPARENT"),
+    "none": (None, "taken by AUTO"),
+}
+
+
+@pytest.mark.parametrize("option", SOCKOPTS)
+@pytest.mark.parametrize("family", FAMILIES)
+def test_auto_declines_kernel_for_socket_options(klab, build, tmp_path, family, option):
+    """A socket with SO_BINDTODEVICE, SO_MARK, IP_FREEBIND or IP_TRANSPARENT
+    gets mmsg from AUTO, with that option named as the reason; the same
+    socket without options gets the kernel engine.  Delivery is exact either way."""
+    lab = klab
+    opt, reason = SOCKOPTS[option]
+    rnd = random.Random(f"opt-{family}-{option}")
+    r1 = lab.topology.receivers[0]  # behind veth1, the device SO_BINDTODEVICE names
+    addr = r1.v4 if family == "inet" else r1.v6
+    group = [(addr, PORT_BASE + i) for i in range(PORTS)]
+    sends = [send(group, rnd.randbytes(200)) for _ in range(3)]
+    job = {"engine": "auto", "socket": family, "pace_ms": 5, "sends": sends}
+    if opt:
+        job["sockopts"] = [opt]
+    with sinks(lab, build, tmp_path, [(r1.ns, addr)]) as collect:
+        out = gcsend(lab, build, job)
+        got = collect()
+    assert out["engine"] == ("kernel" if option == "none" else "mmsg"), out["auto_reason"]
+    assert reason in out["auto_reason"], out["auto_reason"]
+    assert_all_sent(out, sends)
+    check_delivery([expected(sends)], got)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_loopback_bound_socket_kernel_reports_like_sendto(klab, build, tmp_path, family):
+    """A socket bound to the loopback address: IPv4 sendto() refuses routed
+    members (EINVAL: a loopback source must not leave lo).  The kernel engine,
+    forced, hands those members to the user path, so each gets what sendto()
+    says (the same errno as with mmsg), in both families."""
+    lab = klab
+    group = receiver_members(lab, family, ports=2)
+    sends = [send(group, b"lo-bound")]
+    outs = {}
+    for engine in ("mmsg", "kernel"):
+        outs[engine] = gcsend(lab, build, {"engine": engine, "socket": family, "pace_ms": 0,
+                                           "bind": [LOOPBACK[family], 0], "sends": sends})
+    want = outs["mmsg"]["results"][0]["gerrno"]
+    if family == "inet":  # IPv6 lets sendto() send from ::1 (the receiver drops it as a martian)
+        assert want == [errno.EINVAL] * len(group), want
+    assert outs["kernel"]["results"][0]["gerrno"] == want, outs["kernel"]["results"]
+    assert outs["kernel"]["stats"]["user_fallback"] == len(group)
+
+
+# -- cgroup BPF ----------------------------------------------------------------
+
+def bpf(cmd, attr):
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    buf = ctypes.create_string_buffer(bytes(attr), 128)
+    r = libc.syscall(321, cmd, buf, 128)  # SYS_bpf on x86_64
+    if r < 0:
+        e = ctypes.get_errno()
+        raise OSError(e, f"bpf({cmd}): {errno.errorcode.get(e, e)}")
+    return r
+
+
+def load_cgroup_skb_allow_all():
+    """A cgroup_skb egress program that lets everything pass (r0 = 1; exit)."""
+    import ctypes
+    insns = ctypes.create_string_buffer(struct.pack("<BBhi", 0xb7, 0, 0, 1) + struct.pack("<BBhi", 0x95, 0, 0, 0))
+    lic = ctypes.create_string_buffer(b"GPL")
+    attr = bytearray(128)
+    struct.pack_into("<IIQQ", attr, 0, BPF_PROG_TYPE_CGROUP_SKB, 2, ctypes.addressof(insns), ctypes.addressof(lic))
+    struct.pack_into("<16s", attr, 48, b"gctest_egress")
+    struct.pack_into("<I", attr, 68, BPF_CGROUP_INET_EGRESS)
+    return bpf(BPF_PROG_LOAD, attr)
+
+
+def cgroup2_mount():
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        left, _, right = line.partition(" - ")
+        if right.split()[0] == "cgroup2":
+            return Path(left.split()[4])
+    pytest.skip("no cgroup2 mount")
+
+
+@contextmanager
+def temp_cgroup():
+    cg = cgroup2_mount() / f"gctest-{random.randrange(1 << 30):x}"
+    cg.mkdir()
+    try:
+        yield cg
+    finally:
+        for pid in (cg / "cgroup.procs").read_text().split():
+            (cg.parent / "cgroup.procs").write_text(pid)
+        cg.rmdir()
+
+
+def gcsend_in_cgroup(lab, build, cg, job, ip_netns_exec=False):
+    """gcsend.py in the sender namespace, moved into cgroup cg first.  With
+    nsenter the cgroup2 mount stays visible; `ip netns exec` mounts a fresh
+    /sys over it."""
+    inner = gcsend_argv(build)
+    enter = ["ip", "netns", "exec", lab.topology.sender] if ip_netns_exec else \
+        ["nsenter", f"--net=/run/netns/{lab.topology.sender}"]
+    script = f"echo $$ > {cg}/cgroup.procs && exec {shlex.join(enter + list(map(str, inner)))}"
+    p = subprocess.run(["sh", "-c", script], input=json.dumps(job), capture_output=True, text=True,
+                       timeout=120, check=False)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout)
+
+
+def test_cgroup_egress_program_declines_kernel(klab, build, tmp_path):
+    """A cgroup_skb egress program in effect for the sender's cgroup (attached
+    to a temporary cgroup the sender runs in): AUTO declines the kernel engine
+    and names it; found through the cgroup2 mount (BPF_PROG_QUERY, effective)
+    and, where `ip netns exec` hides that mount, by the loaded program alone.
+    In the same cgroup without the program AUTO takes the kernel engine."""
+    lab = klab
+    rnd = random.Random("cgroup")
+    group = receiver_members(lab, "inet")
+    sends = [send(group, rnd.randbytes(100)) for _ in range(2)]
+    job = {"engine": "auto", "socket": "inet", "pace_ms": 5, "sends": sends}
+    with temp_cgroup() as cg:
+        before = gcsend_in_cgroup(lab, build, cg, job)
+        prog = load_cgroup_skb_allow_all()
+        cgfd = os.open(cg, os.O_RDONLY | os.O_DIRECTORY)
+        attr = struct.pack("<IIII", cgfd, prog, BPF_CGROUP_INET_EGRESS, 0)
+        try:
+            bpf(BPF_PROG_ATTACH, attr)
+            try:
+                with sinks(lab, build, tmp_path, receiver_addresses(lab, "inet").items()) as collect:
+                    during = gcsend_in_cgroup(lab, build, cg, job)
+                    got = collect()
+                hidden = gcsend_in_cgroup(lab, build, cg, job, ip_netns_exec=True)
+            finally:
+                bpf(BPF_PROG_DETACH, attr)
+        finally:
+            os.close(cgfd)
+            os.close(prog)
+        after = gcsend_in_cgroup(lab, build, cg, job)
+    assert before["engine"] == "kernel", before["auto_reason"]
+    assert during["engine"] == "mmsg", during["auto_reason"]
+    assert "cgroup BPF program at cgroup_skb egress in effect" in during["auto_reason"], during["auto_reason"]
+    assert_all_sent(during, sends)
+    check_delivery([expected(sends)], got)
+    assert hidden["engine"] == "mmsg", hidden["auto_reason"]
+    assert "no cgroup2 mount is visible" in hidden["auto_reason"], hidden["auto_reason"]
+    assert after["engine"] == "kernel", after["auto_reason"]
+
+
+# ---- 10. route MTU and path MTU -----------------------------------------------
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_pmtu_1280_link_behind_router_not_silently_lost(klab, build, tmp_path, family):
+    """sender -- r1 (router) -- far, the r1--far link with MTU 1280.  1400-byte
+    datagrams carry DF; the first one learns the path MTU (ICMP from the
+    router), like sendto() does.  From then on the kernel engine hands the
+    member to the user path, which fragments: it delivers as many as mmsg
+    (all but at most the first), every one intact."""
+    lab = klab
+    s, r1 = lab.topology.sender, lab.topology.receivers[0]
+    far_ns = lab.add_ns("far")
+    link = lab.add_link(r1.ns, far_ns)
+    for ns in (r1.ns, far_ns):
+        lab.ip(ns, "link", "set", link.a.ifname, "mtu", 1280)
+    lab.set_sysctl("net.ipv4.ip_forward", 1, ns=r1.ns)
+    lab.set_sysctl("net.ipv6.conf.all.forwarding", 1, ns=r1.ns)
+    six = family == "inet6"
+    lab.ip(s, *(["-6"] if six else []), "route", "add", link.v6_net if six else link.v4_net,
+           "via", r1.v6 if six else r1.v4)
+    lab.ip(far_ns, *(["-6"] if six else []), "route", "add", "default", "via", link.a.v6 if six else link.a.v4)
+    dst = link.b.v6 if six else link.b.v4
+    lab.resolve(r1.ns, [dst], timeout=10)  # the router's neighbour: IPv6 waits for its link-local address
+    n = 40
+    rnd = random.Random(f"pmtu-{family}")
+    outs, gots = {}, {}
+    for engine in ("kernel", "mmsg"):
+        lab.ip(s, *(["-6"] if six else []), "route", "flush", "cache")  # forget the learned path MTU
+        sends = [send([(dst, PORT_BASE)], rnd.randbytes(1400)) for _ in range(n)]
+        with sinks(lab, build, tmp_path, [(far_ns, dst)], ports=1) as collect:
+            outs[engine] = gcsend(lab, build, {"engine": engine, "socket": family, "pace_ms": 20, "sends": sends})
+            got = collect()[dst, PORT_BASE]
+        want = [bytes.fromhex(x["payload_hex"]) for x in sends]
+        assert all(d in want for d in got), f"{engine}: a corrupt datagram"
+        errors = sum(1 for r in outs[engine]["results"] if r["ret"] == -1)
+        gots[engine] = len(got)
+        assert len(got) + errors >= n - 1, f"{engine}: {len(got)} of {n} delivered, {errors} errors reported"
+    assert gots["kernel"] >= gots["mmsg"] - 1, gots
+    assert outs["kernel"]["stats"]["user_fallback"] >= n - 2, outs["kernel"]["stats"]
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_route_mtu_unlocked_declined_locked_honoured(klab, build, tmp_path, family):
+    """bpf_fib_lookup() sees a route's MTU only when it is locked.  A route
+    with `mtu 1280` (not locked) to a member makes AUTO decline the kernel
+    engine (sendto() would fragment at 1280); with `mtu lock 1280` AUTO takes
+    it, and 1400-byte datagrams to that member go through the user path,
+    fragmented, all delivered intact."""
+    lab = klab
+    s, r1 = lab.topology.sender, lab.topology.receivers[0]
+    six = ["-6"] if family == "inet6" else []
+    dst = r1.v6 if six else r1.v4
+    host = dst + ("/128" if six else "/32")
+    rnd = random.Random(f"routemtu-{family}")
+    outs = {}
+    for lock in ([], ["lock"]):
+        lab.ip(s, *six, "route", "replace", host, "dev", r1.ifname, "mtu", *lock, 1280)
+        sends = [send([(dst, PORT_BASE)], rnd.randbytes(1400)) for _ in range(5)]
+        with sinks(lab, build, tmp_path, [(r1.ns, dst)], ports=1) as collect:
+            outs[bool(lock)] = out = gcsend(lab, build, {"engine": "auto", "socket": family, "pace_ms": 5,
+                                                         "sends": sends})
+            got = collect()
+        assert_all_sent(out, sends)
+        check_delivery([expected(sends)], got)
+    assert outs[False]["engine"] == "mmsg", outs[False]["auto_reason"]
+    assert "has mtu 1280 (not locked" in outs[False]["auto_reason"], outs[False]["auto_reason"]
+    assert outs[True]["engine"] == "kernel", outs[True]["auto_reason"]
+    assert outs[True]["stats"]["user_fallback"] == 5, outs[True]["stats"]
+
+
+# ---- 11. lifecycle under attack -------------------------------------------------
+
+def netns_inode(lab):
+    return Path("/run/netns", lab.topology.sender).stat().st_ino
+
+
+def test_owner_file_symlink_refused(klab, build, tmp_path):
+    """Symlinks planted in /run/groupcast under the names the next process
+    would use for its owner file and its saved lo-forwarding value are never
+    followed: the victim file is untouched, the process takes another handle
+    and sends through the kernel engine, and leaves no filter behind."""
+    lab = klab
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    pid_file, go = tmp_path / "pid", tmp_path / "go"
+    r1 = lab.topology.receivers[0]
+    sends = [send([(r1.v4, PORT_BASE)], b"symlink")]
+    job = {"engine": "kernel", "socket": "inet", "pace_ms": 0, "pid_file": str(pid_file), "go_file": str(go),
+           "sends": sends}
+    proc = lab.popen(lab.topology.sender, gcsend_argv(build), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                     stderr=subprocess.PIPE, text=True)
+    links = []
+    try:
+        proc.stdin.write(json.dumps(job))
+        proc.stdin.close()
+        proc.stdin = None
+        wait_files([(proc, pid_file)], "gcsend.py")
+        pid = int(pid_file.read_text())
+        RUN_DIR.mkdir(mode=0o700, exist_ok=True)
+        for name in (f"lo-{netns_inode(lab)}-{pid}", f"lo-{netns_inode(lab)}.fwd4"):
+            (RUN_DIR / name).symlink_to(victim)
+            links.append(RUN_DIR / name)
+        go.touch()
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+    finally:
+        for link in links:
+            link.unlink(missing_ok=True)
+    res = json.loads(out)
+    assert victim.read_text() == "precious\n"
+    assert res["engine"] == "kernel" and res["stats"]["user_fallback"] == 0, res
+    assert_all_sent(res, sends)
+    assert gc_filters(lab) == [], tc_egress(lab)
+
+
+LISTEN9 = """
+import socket, sys, time, pathlib
+socks = []
+for fam, addr in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
+    s = socket.socket(fam, socket.SOCK_DGRAM)
+    s.bind((addr, 9))
+    s.setblocking(False)
+    socks.append(s)
+pathlib.Path(sys.argv[1]).touch()
+n = 0
+deadline = time.monotonic() + float(sys.argv[2])
+while time.monotonic() < deadline and not pathlib.Path(sys.argv[3]).exists():
+    for s in socks:
+        try:
+            s.recv(65536)
+            n += 1
+        except BlockingIOError:
+            pass
+    time.sleep(0.005)
+print(n)
+"""
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_missing_filter_delivers_nothing_to_port_9(klab, build, tmp_path, family):
+    """Our filter deleted by hand after the engine attached: the trigger
+    datagrams (which carry the whole payload) reach no socket (a listener on
+    127.0.0.1:9 and [::1]:9 gets nothing), and every member still gets its
+    bytes through the user path."""
+    lab = klab
+    ready, stop, attached, start = (tmp_path / n for n in ("l.ready", "l.stop", "attached", "start"))
+    listener = lab.popen(lab.topology.sender, [sys.executable, "-c", LISTEN9, ready, 60, stop],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_files([(listener, ready)], "port-9 listener")
+    rnd = random.Random(f"nofilter-{family}")
+    sends = mixed_sends(rnd, members(addresses(lab, family)), 6)
+    with sinks(lab, build, tmp_path, addresses(lab, family).items()) as collect:
+        job = {"engine": "kernel", "socket": family, "pace_ms": 5, "attached_file": str(attached),
+               "start_file": str(start), "sends": sends}
+        proc = lab.popen(lab.topology.sender, gcsend_argv(build), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+        proc.stdin.write(json.dumps(job))
+        proc.stdin.close()
+        proc.stdin = None
+        wait_files([(proc, attached)], "gcsend.py")
+        filters = gc_filters(lab)
+        assert len(filters) == 1, tc_egress(lab)
+        lab.run(lab.topology.sender, ["tc", "filter", "del", "dev", "lo", "egress", "pref", TC_PREF,
+                                      "handle", hex(filters[0][1]), "bpf"])
+        start.touch()
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        got = collect()
+    stop.touch()
+    heard = listener.communicate(timeout=30)[0]
+    out = json.loads(out)
+    assert int(heard) == 0, f"{heard.strip()} datagrams reached port 9"
+    assert_all_sent(out, sends)
+    check_delivery([expected(sends)], got)
+    assert out["stats"]["user_fallback"] == n_datagrams(sends), out["stats"]
+
+
+def test_two_pid_namespaces_do_not_detach_each_other(klab, build, tmp_path):
+    """Two processes in their own pid namespaces (both pid 1 there) share the
+    sender's network namespace: each gets its own filter (distinct handles),
+    and the one that exits first removes only its own: the other still sends
+    every member through the kernel afterwards."""
+    lab = klab
+    rnd = random.Random("pidns")
+    group = members(receiver_addresses(lab, "inet"))
+    sends_a, sends_b = tagged_sends(rnd, group, 5, b"A"), tagged_sends(rnd, group, 5, b"B")
+    f = {n: tmp_path / n for n in ("b.attached", "b.start", "a.ready", "a.hold")}
+    pidns = ["unshare", "--pid", "--fork", "--kill-child"]
+
+    def spawn(job):
+        p = lab.popen(lab.topology.sender, pidns + list(map(str, gcsend_argv(build))), stdin=subprocess.PIPE,
+                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        p.stdin.write(json.dumps(job))
+        p.stdin.close()
+        p.stdin = None
+        return p
+
+    with sinks(lab, build, tmp_path, receiver_addresses(lab, "inet").items()) as collect:
+        b = spawn({"engine": "kernel", "socket": "inet", "pace_ms": 2, "attached_file": str(f["b.attached"]),
+                   "start_file": str(f["b.start"]), "sends": sends_b})
+        wait_files([(b, f["b.attached"])], "B")
+        a = spawn({"engine": "kernel", "socket": "inet", "pace_ms": 2, "ready_file": str(f["a.ready"]),
+                   "hold_file": str(f["a.hold"]), "sends": sends_a})
+        wait_files([(a, f["a.ready"])], "A", timeout=60)
+        both = gc_filters(lab)
+        assert int(f["b.attached"].read_text()) == int(f["a.ready"].read_text()) == 1
+        f["a.hold"].touch()
+        out_a, err = a.communicate(timeout=60)
+        assert a.returncode == 0, err
+        left = gc_filters(lab)
+        f["b.start"].touch()
+        out_b, err = b.communicate(timeout=60)
+        assert b.returncode == 0, err
+        got = collect()
+    out_a, out_b = json.loads(out_a), json.loads(out_b)
+    assert len(both) == 2 and len({h for _, h in both}) == 2, both
+    assert len(left) == 1 and left[0] in both, (both, left)
+    for out, sends in ((out_a, sends_a), (out_b, sends_b)):
+        assert_all_sent(out, sends)
+        assert out["stats"]["user_fallback"] == 0, out["stats"]
+    check_delivery([expected(sends_a), expected(sends_b)], got)
+    assert gc_filters(lab) == [], tc_egress(lab)

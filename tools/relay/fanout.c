@@ -42,22 +42,33 @@ int *relay_gerrno(struct relay *r, size_t n)
 	return r->gerrno;
 }
 
-static uint64_t thread_cpu_ns(void)
+/*
+ * This thread's CPU time with --time-sends, else 0.  The clock is a system
+ * call: instrumentation for benchmarks (the Amdahl fraction of G4), so a
+ * relay in production does not pay two of them per input datagram.
+ */
+static uint64_t send_clock(const struct relay *r)
 {
 	struct timespec ts;
+
+	if (!r->time_sends)
+		return 0;
 	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* One gc_sendgroup(); a recipient the library refuses (a bad address) fails
+ * alone in gerrno, the others are sent (gc_sendgroup(3)). */
 int relay_group_send(struct relay *r, int fd, const struct iovec *shared,
 		     const struct gc_giovec *rec, size_t n, int *gerrno)
 {
-	uint64_t t0 = thread_cpu_ns();
+	uint64_t t0 = send_clock(r);
 	int sent = gc_sendgroup(fd, shared, rec, n, MSG_DONTWAIT | MSG_NOSIGNAL, gerrno);
 	int e = errno;
-	r->c.send_ns += thread_cpu_ns() - t0;
+
+	r->c.send_ns += send_clock(r) - t0;
 	r->c.group_sends++;
-	if (sent < 0) { /* the whole call was refused: every recipient failed alike */
+	if (sent < 0) { /* the call itself was refused: every recipient failed alike */
 		for (size_t i = 0; i < n; i++)
 			gerrno[i] = e;
 		sent = 0;
@@ -154,6 +165,71 @@ static int grow_batch(struct sendsock *s, size_t n)
 	return 0;
 }
 
+/* Receiver identity for the carry-over: address, port, interval, flags, TTL. */
+static uint64_t rcv_hash(const struct receiver *v, uint64_t seed)
+{
+	const uint8_t *b = (const uint8_t *)&v->addr;
+	uint64_t h = seed ^ 14695981039346656037ull; /* FNV-1a, seeded per reload */
+	for (size_t i = 0; i < relay_addrlen(&v->addr); i++)
+		h = (h ^ b[i]) * 1099511628211ull;
+	h = (h ^ v->freq) * 1099511628211ull;
+	h = (h ^ v->flags) * 1099511628211ull;
+	return (h ^ v->ttl) * 1099511628211ull;
+}
+
+static bool rcv_same(const struct receiver *a, const struct receiver *b)
+{
+	return memcmp(&a->addr, &b->addr, sizeof(a->addr)) == 0 && a->freq == b->freq && a->flags == b->flags &&
+	       a->ttl == b->ttl;
+}
+
+/*
+ * Each receiver of s that o had too takes o's sampling state and counters:
+ * one pass to hash o's receivers, one to look s's up, O(n + m).  A receiver
+ * listed k times pairs with its k-th old copy (each old one is taken once).
+ * The hash is seeded per call from the clock: config files are the
+ * operator's, but nothing here should degrade on a crafted file either.
+ */
+int carry_receivers(struct source *s, const struct source *o)
+{
+	if (!s->n || !o->n)
+		return 0;
+	size_t nb = 16;
+	while (nb < 2 * o->n)
+		nb *= 2;
+	int32_t *head = malloc(nb * sizeof(*head)), *next = malloc(o->n * sizeof(*next));
+	if (!head || !next) {
+		free(head);
+		free(next);
+		return -1;
+	}
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	uint64_t seed = (uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15ull ^ (uint64_t)ts.tv_sec;
+	for (size_t j = 0; j < nb; j++)
+		head[j] = -1;
+	for (size_t j = o->n; j-- > 0;) { /* backwards: chains list the old ones in order */
+		size_t b = rcv_hash(&o->rcv[j], seed) & (nb - 1);
+		next[j] = head[b];
+		head[b] = (int32_t)j;
+	}
+	for (size_t k = 0; k < s->n; k++) {
+		struct receiver *a = &s->rcv[k];
+		for (int32_t *pp = &head[rcv_hash(a, seed) & (nb - 1)]; *pp >= 0; pp = &next[*pp]) {
+			const struct receiver *b = &o->rcv[*pp];
+			if (rcv_same(a, b)) {
+				a->freqcount = b->freqcount;
+				a->st = b->st;
+				*pp = next[*pp]; /* taken */
+				break;
+			}
+		}
+	}
+	free(head);
+	free(next);
+	return 0;
+}
+
 /*
  * Give every receiver of conf its path and send socket, prebuild the
  * recipients of plain sources, carry sampling state and counters over from
@@ -215,16 +291,9 @@ int fanout_install(struct relay *r, struct rc_conf *conf, char *err, size_t errl
 			continue;
 		s->matched = o->matched;
 		s->matched_octets = o->matched_octets;
-		for (size_t k = 0; k < s->n; k++) {
-			for (size_t j = 0; j < o->n; j++) {
-				struct receiver *a = &s->rcv[k], *b = &o->rcv[(k + j) % o->n];
-				if (memcmp(&a->addr, &b->addr, sizeof(a->addr)) == 0 && a->freq == b->freq &&
-				    a->flags == b->flags && a->ttl == b->ttl) {
-					a->freqcount = b->freqcount;
-					a->st = b->st;
-					break;
-				}
-			}
+		if (carry_receivers(s, o)) {
+			snprintf(err, errlen, "out of memory");
+			return -1;
 		}
 	}
 	rc_free(old);
@@ -253,19 +322,19 @@ static void send_one(struct relay *r, struct receiver *v, const uint8_t *d, size
 	struct sendsock *s = &r->ss[v->sock];
 	int e = 0;
 	if (v->path == PATH_RAW) {
-		uint64_t t0 = thread_cpu_ns();
+		uint64_t t0 = send_clock(r);
 		e = from->ss_family == v->addr.ss_family
 			    ? spoof_send(s->fd, d, len, from, &v->addr, v->ttl, v->flags & RCV_CHECKSUM)
 			    : EAFNOSUPPORT; /* cannot spoof an IPv4 source to an IPv6 receiver */
-		r->c.send_ns += thread_cpu_ns() - t0;
+		r->c.send_ns += send_clock(r) - t0;
 		if (!e)
 			r->c.raw_out++;
 	} else if (v->path == PATH_DIRECT) {
-		uint64_t t0 = thread_cpu_ns();
+		uint64_t t0 = send_clock(r);
 		ssize_t w = sendto(s->fd, d, len, MSG_DONTWAIT | MSG_NOSIGNAL,
 				   (const struct sockaddr *)&v->addr, relay_addrlen(&v->addr));
 		e = w < 0 ? errno : 0;
-		r->c.send_ns += thread_cpu_ns() - t0;
+		r->c.send_ns += send_clock(r) - t0;
 		if (!e)
 			r->c.direct_out++;
 	} else {

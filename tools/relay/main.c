@@ -25,6 +25,7 @@
 #include <sys/stat.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
+#include <sodium.h>
 
 int relay_epfd = -1;
 
@@ -33,6 +34,7 @@ enum { TAG_LS = 1, TAG_SIG, TAG_TIMER, TAG_STATS };
 #define TAG_STATS_CONN 0x53000000u
 #define TICK_MS 200
 #define CTL_BATCH 32
+#define LOCAL_ADDRS_NS 5000000000u  /* broadcast mode: re-read the host's addresses this often */
 
 static void relay_usage(FILE *f)
 {
@@ -58,7 +60,8 @@ static void relay_usage(FILE *f)
 "  -t MILLIS      exit with status 5 when nothing arrives for MILLIS\n"
 "  -d LEVEL       debug: 1 each datagram received, 2 each datagram sent\n"
 "  -f             fork into the background\n"
-"  -m FILE        write the process ID to FILE\n"
+"  -m FILE        write the process ID to FILE (created exclusively; a stale\n"
+"                 one, naming a process that is gone, is replaced)\n"
 "  -4, -6         IPv4 only, IPv6 only\n"
 "  -h, --help     this text\n"
 "\n"
@@ -74,24 +77,36 @@ static void relay_usage(FILE *f)
 "  --stats-socket PATH   serve JSON counters on a Unix socket at PATH\n"
 "  --query PATH          print the JSON of the relay serving PATH, and exit\n"
 "  --json                print the final counters as JSON on stdout at exit\n"
+"  --time-sends          measure the CPU time inside the sends (send_ns; costs two clock calls per send)\n"
 "  --duration SECONDS    exit cleanly after SECONDS\n"
 "  --max-size BYTES      same as -u\n"
 "  --sndbuf BYTES        send buffer of every send socket (default 8388608)\n"
+"  --user NAME           after setup, run as user NAME (capabilities other than\n"
+"                        CAP_NET_ADMIN, CAP_BPF and, with -S, CAP_NET_RAW are\n"
+"                        always dropped after setup)\n"
 "\n"
 "Broadcast mode (the live-broadcast relay):\n"
 "  --rtp                 an RTP stream arrives on -p (RTCP on --rtcp-port);\n"
 "                        subscribers join on --control; each gets its own SSRC,\n"
 "                        sequence numbers and timestamp offset; RECEIVERs are\n"
 "                        static subscribers (ADDR[/PORT] only)\n"
-"  --control PORT        control port: JOIN/LEAVE/KEEPALIVE/STATS (default -p + 2)\n"
+"  --control PORT        control port: JOIN/LEAVE/KEEPALIVE (default -p + 2)\n"
 "  --rtcp-port PORT      RTCP port (default -p + 1)\n"
 "  --max-subscribers N   at most N subscribers (default 4096, up to 65536)\n"
 "  --expire SECONDS      drop a subscriber silent for SECONDS (default 30; 0 never)\n"
 "  --clock-rate HZ       RTP clock of the stream (default 90000)\n"
-"  --producer ADDR[/MASK]  accept RTP and RTCP only from there\n"
+"  --producer ADDR[/MASK]  accept RTP and RTCP only from there (required, or:)\n"
+"  --any-producer        accept RTP from anyone (anyone can then feed your\n"
+"                        subscribers: see SECURITY in groupcast-relay(1))\n"
+"  --allow-local-subscribers  let addresses of this host subscribe (never the\n"
+"                        relay's own ports)\n"
+"  --max-per-source N    subscribers per IPv4 address or IPv6 /64 (default 64)\n"
+"  --control-rate N      control requests a second per source (default 200)\n"
+"  --cookie-lifetime S   a JOIN cookie is good for S to 2*S seconds (default 30)\n"
 "\n"
 "Signals: SIGHUP reloads the config files (the old configuration stays when\n"
-"they are bad); SIGUSR1 prints a status line; SIGTERM and SIGINT stop cleanly.\n"
+"they are bad; host names are refused on reload) or, with --rtp, re-reads the\n"
+"host's addresses; SIGUSR1 prints a status line; SIGTERM and SIGINT stop.\n"
 "Exit status: 0 done, 1 failure, 2 bad arguments or config, 5 -t timeout.\n");
 }
 
@@ -105,8 +120,9 @@ struct args {
 
 static void parse_args(struct relay *r, struct args *a, int argc, char **argv)
 {
-	enum { O_ENGINE = 256, O_CPU, O_STATUS, O_STATS, O_QUERY, O_JSON, O_DURATION, O_MAXSIZE,
-	       O_SNDBUF, O_RTP, O_CONTROL, O_RTCP, O_MAXSUBS, O_EXPIRE, O_CLOCK, O_PRODUCER };
+	enum { O_ENGINE = 256, O_CPU, O_STATUS, O_STATS, O_QUERY, O_JSON, O_TIME_SENDS, O_DURATION, O_MAXSIZE,
+	       O_SNDBUF, O_RTP, O_CONTROL, O_RTCP, O_MAXSUBS, O_EXPIRE, O_CLOCK, O_PRODUCER, O_ANYPROD,
+	       O_ALLOWLOCAL, O_PERSOURCE, O_CTLRATE, O_COOKIE, O_USER };
 	static const struct option lo[] = {
 		{ "engine", required_argument, NULL, O_ENGINE },
 		{ "cpu", required_argument, NULL, O_CPU },
@@ -114,6 +130,7 @@ static void parse_args(struct relay *r, struct args *a, int argc, char **argv)
 		{ "stats-socket", required_argument, NULL, O_STATS },
 		{ "query", required_argument, NULL, O_QUERY },
 		{ "json", no_argument, NULL, O_JSON },
+		{ "time-sends", no_argument, NULL, O_TIME_SENDS },
 		{ "duration", required_argument, NULL, O_DURATION },
 		{ "max-size", required_argument, NULL, O_MAXSIZE },
 		{ "sndbuf", required_argument, NULL, O_SNDBUF },
@@ -124,6 +141,12 @@ static void parse_args(struct relay *r, struct args *a, int argc, char **argv)
 		{ "expire", required_argument, NULL, O_EXPIRE },
 		{ "clock-rate", required_argument, NULL, O_CLOCK },
 		{ "producer", required_argument, NULL, O_PRODUCER },
+		{ "any-producer", no_argument, NULL, O_ANYPROD },
+		{ "allow-local-subscribers", no_argument, NULL, O_ALLOWLOCAL },
+		{ "max-per-source", required_argument, NULL, O_PERSOURCE },
+		{ "control-rate", required_argument, NULL, O_CTLRATE },
+		{ "cookie-lifetime", required_argument, NULL, O_COOKIE },
+		{ "user", required_argument, NULL, O_USER },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -175,6 +198,7 @@ static void parse_args(struct relay *r, struct args *a, int argc, char **argv)
 		case O_STATS: r->stats_socket = optarg; break;
 		case O_QUERY: exit(stats_query(optarg));
 		case O_JSON: r->json = true; break;
+		case O_TIME_SENDS: r->time_sends = true; break;
 		case O_DURATION: {
 			char *end;
 			errno = 0;
@@ -191,6 +215,12 @@ static void parse_args(struct relay *r, struct args *a, int argc, char **argv)
 		case O_EXPIRE: r->expire_s = (unsigned)cli_u64("--expire", optarg, 0, 86400 * 365); break;
 		case O_CLOCK: r->clock_rate = (uint32_t)cli_u64("--clock-rate", optarg, 1, 1000000000); break;
 		case O_PRODUCER: a->producer = optarg; break;
+		case O_ANYPROD: r->any_producer = true; break;
+		case O_ALLOWLOCAL: r->allow_local = true; break;
+		case O_PERSOURCE: r->max_per_source = (uint32_t)cli_u64("--max-per-source", optarg, 1, 65536); break;
+		case O_CTLRATE: r->ctl_rate = (uint32_t)cli_u64("--control-rate", optarg, 1, 1000000); break;
+		case O_COOKIE: r->cookie_s = (unsigned)cli_u64("--cookie-lifetime", optarg, 1, 3600); break;
+		case O_USER: r->user = optarg; break;
 		default: cli_getopt_error(ch, argv);
 		}
 	}
@@ -200,8 +230,16 @@ static void parse_args(struct relay *r, struct args *a, int argc, char **argv)
 		cli_usage_error("%s does not apply with --rtp (broadcast mode has no config file, spoofing or delay)",
 				r->ncfile ? "-c" : seen_S ? "-S" : seen_n ? "-n" : "-x");
 	if (!r->rtp && (r->control_port || r->rtcp_port_opt || a->producer || r->max_subs || r->expire_s != 30 ||
-			r->clock_rate))
-		cli_usage_error("--control, --rtcp-port, --producer, --max-subscribers, --expire and --clock-rate need --rtp");
+			r->clock_rate || r->any_producer || r->allow_local || r->max_per_source || r->ctl_rate ||
+			r->cookie_s))
+		cli_usage_error("--control, --rtcp-port, --producer, --any-producer, --allow-local-subscribers, "
+				"--max-subscribers, --max-per-source, --control-rate, --cookie-lifetime, --expire and "
+				"--clock-rate need --rtp");
+	if (r->rtp && !a->producer && !r->any_producer)
+		cli_usage_error("--rtp needs --producer ADDR[/MASK] (where the stream comes from), or --any-producer "
+				"to take RTP from anyone");
+	if (a->producer && r->any_producer)
+		cli_usage_error("--producer and --any-producer exclude each other");
 }
 
 /* Port string (number or service) -> number, or exit 2 naming the option. */
@@ -319,23 +357,83 @@ static void prepare_rtp_senders(struct relay *r)
 	}
 }
 
+/* ---- privileges ------------------------------------------------------------------ */
+
+/* Whether -S receivers may come (now or with a reload): CAP_NET_RAW stays. */
+static bool needs_raw(const struct relay *r)
+{
+	bool raw = r->argv_opts.flags & RCV_SPOOF;
+	for (size_t i = 0; i < r->ncfile; i++)
+		raw |= r->cfile[i].o.flags & RCV_SPOOF;
+	return raw;
+}
+
+/*
+ * Before --user: attach the kernel engine where AUTO took it, while the relay
+ * is still root (the engine writes its owner file under /run/groupcast, a
+ * root directory).  Asking for the kernel engine by name prepares it;
+ * asking for AUTO again then keeps what AUTO picks (the same engine).
+ */
+static void attach_engines(struct relay *r)
+{
+	if (r->engine != GC_ENGINE_AUTO)
+		return; /* a named engine was prepared when it was set */
+	int fds[RELAY_MAX_SOCKS + 8];
+	size_t n = 0;
+	for (size_t i = 0; i < r->nls; i++)
+		if (r->ls[i].kind != LS_CONTROL && r->rtp)
+			fds[n++] = r->ls[i].fd;
+	for (size_t i = 0; i < r->nss; i++)
+		if (!r->ss[i].raw)
+			fds[n++] = r->ss[i].fd;
+	for (size_t i = 0; i < n; i++) {
+		if (gc_get_engine(fds[i]) != GC_ENGINE_KERNEL)
+			continue;
+		if (gc_set_engine(fds[i], GC_ENGINE_KERNEL) != 0)
+			fprintf(stderr, "relay: --user: the kernel engine could not attach before the switch (%s); "
+					"sends use the user path if it cannot later\n", gc_errmsg());
+		(void)gc_set_engine(fds[i], GC_ENGINE_AUTO);
+	}
+}
+
 /* ---- configuration ------------------------------------------------------------- */
 
-/* Config files then the command line's receivers, in samplicator's order. */
-static int build_conf(struct relay *r, struct args *a, struct rc_conf *c, char *err, size_t errlen)
+#define CMDLINE "<command line>"
+
+/* Config files then the command line's receivers, in samplicator's order.
+ * On reload (from != NULL) the command line's receivers are copied from the
+ * configuration in force instead of parsed again: their names were resolved
+ * at start. */
+static int build_conf(struct relay *r, struct args *a, const struct rc_conf *from, struct rc_conf *c, char *err,
+		      size_t errlen)
 {
 	memset(c, 0, sizeof(*c));
 	for (size_t i = 0; i < r->ncfile; i++)
 		if (rc_parse_file(c, r->cfile[i].path, &r->cfile[i].o, err, errlen))
 			return -1;
 	if (a->nrcv > 0) {
-		struct source *s = rc_add_source(c, "<command line>", 0);
+		struct source *s = rc_add_source(c, CMDLINE, 0);
 		if (!s) {
 			snprintf(err, errlen, "out of memory");
 			return -1;
 		}
 		s->any = true;
 		s->tx_delay_us = r->tx_delay_us;
+		const struct source *o = NULL;
+		for (size_t i = 0; from && i < from->n; i++)
+			if (from->src[i].file && !strcmp(from->src[i].file, CMDLINE))
+				o = &from->src[i];
+		if (o) {
+			s->rcv = malloc((o->n ? o->n : 1) * sizeof(*s->rcv));
+			if (!s->rcv) {
+				snprintf(err, errlen, "out of memory");
+				return -1;
+			}
+			memcpy(s->rcv, o->rcv, o->n * sizeof(*s->rcv));
+			s->n = s->cap = o->n;
+			c->receivers += o->n;
+			return 0;
+		}
 		for (int i = 0; i < a->nrcv; i++) {
 			char m[384];
 			if (rc_parse_receiver(c, s, a->rcv[i], &r->argv_opts, m, sizeof(m))) {
@@ -347,6 +445,11 @@ static int build_conf(struct relay *r, struct args *a, struct rc_conf *c, char *
 	return 0;
 }
 
+/*
+ * SIGHUP.  Host and service names are refused here: resolving them could
+ * block the loop (and every stream) for as long as DNS takes, so a reloaded
+ * file must use addresses and port numbers (names are fine at start).
+ */
 static void reload(struct relay *r, struct args *a)
 {
 	char err[512];
@@ -355,14 +458,27 @@ static void reload(struct relay *r, struct args *a)
 		fprintf(stderr, "relay: SIGHUP: no config file (-c) to reload\n");
 		return;
 	}
-	if (build_conf(r, a, &c, err, sizeof(err)) || fanout_install(r, &c, err, sizeof(err))) {
+	uint64_t t0 = relay_now_ns();
+	bool numeric[16];
+	for (size_t i = 0; i < r->ncfile; i++) {
+		numeric[i] = r->cfile[i].o.numeric;
+		r->cfile[i].o.numeric = true;
+	}
+	int bad = build_conf(r, a, &r->conf, &c, err, sizeof(err)) || fanout_install(r, &c, err, sizeof(err));
+	for (size_t i = 0; i < r->ncfile; i++)
+		r->cfile[i].o.numeric = numeric[i];
+	if (bad) {
 		rc_free(&c);
 		r->c.reload_failures++;
-		fprintf(stderr, "relay: reload failed: %s; the configuration in force stays\n", err);
+		fprintf(stderr, "relay: reload failed: %s%s; the configuration in force stays\n", err,
+			strstr(err, "is not an IPv4 or IPv6 address") || strstr(err, "bad port")
+				? " (host and service names are resolved at start only: use addresses in a file you reload)"
+				: "");
 		return;
 	}
 	r->c.reloads++;
-	fprintf(stderr, "relay: reloaded: %zu sources, %zu receivers\n", r->conf.n, r->conf.receivers);
+	fprintf(stderr, "relay: reloaded: %zu sources, %zu receivers in %.1f ms\n", r->conf.n, r->conf.receivers,
+		(double)(relay_now_ns() - t0) / 1e6);
 }
 
 /* ---- the loop ------------------------------------------------------------------ */
@@ -490,14 +606,6 @@ static void daemonize(void)
 	}
 }
 
-static void write_pidfile(const char *path)
-{
-	unlink(path);
-	FILE *f = fopen(path, "we");
-	if (!f || fprintf(f, "%ld\n", (long)getpid()) <= 0 || fclose(f) != 0)
-		cli_fail("-m: cannot write PID file '%s': %s", path, strerror(errno));
-}
-
 int cmd_relay(int argc, char **argv)
 {
 	static struct relay R;
@@ -519,10 +627,16 @@ int cmd_relay(int argc, char **argv)
 		r->max_subs = 4096;
 	if (!r->clock_rate)
 		r->clock_rate = 90000;
+	if (!r->max_per_source)
+		r->max_per_source = 64;
+	if (!r->ctl_rate)
+		r->ctl_rate = 200;
+	if (!r->cookie_s)
+		r->cookie_s = 30;
 
 	char err[512];
 	struct rc_conf conf;
-	if (build_conf(r, &a, &conf, err, sizeof(err))) {
+	if (build_conf(r, &a, NULL, &conf, err, sizeof(err))) {
 		rc_free(&conf);
 		cli_usage_error("%s", err);
 	}
@@ -554,16 +668,33 @@ int cmd_relay(int argc, char **argv)
 		cli_fail("--engine %s: %s", gc_engine_name(r->engine), gc_errmsg());
 
 	uint16_t port = port_number("-p", r->listen_port);
-	open_listeners(r, LS_DATA, port, "-p");
+	if (r->rtp && ((!r->rtcp_port_opt && port > 65534) || (!r->control_port && port > 65533)))
+		cli_usage_error("-p %u: the %s port (-p + %d) would be past 65535; give a lower port or %s", port,
+				!r->rtcp_port_opt && port > 65534 ? "RTCP" : "control",
+				!r->rtcp_port_opt && port > 65534 ? 1 : 2,
+				!r->rtcp_port_opt && port > 65534 ? "--rtcp-port" : "--control");
+	uint16_t rp = 0, cp = 0;
 	if (r->rtp) {
-		uint16_t rp = r->rtcp_port_opt ? port_number("--rtcp-port", r->rtcp_port_opt) : (uint16_t)(port + 1);
-		uint16_t cp = r->control_port ? port_number("--control", r->control_port) : (uint16_t)(port + 2);
+		rp = r->rtcp_port_opt ? port_number("--rtcp-port", r->rtcp_port_opt) : (uint16_t)(port + 1);
+		cp = r->control_port ? port_number("--control", r->control_port) : (uint16_t)(port + 2);
 		if (rp == port || cp == port || cp == rp)
 			cli_usage_error("-p %u, --rtcp-port %u and --control %u must differ", port, rp, cp);
+	}
+	open_listeners(r, LS_DATA, port, "-p");
+	if (r->rtp) {
 		open_listeners(r, LS_RTCP, rp, "--rtcp-port");
 		open_listeners(r, LS_CONTROL, cp, "--control");
 		if (subs_init(&r->subs, r->max_subs))
-			cli_fail("out of memory for %u subscribers", r->max_subs);
+			cli_fail("cannot make the table of %u subscribers: %s", r->max_subs, strerror(errno));
+		r->own_port[0] = port;
+		r->own_port[1] = rp;
+		r->own_port[2] = cp;
+		randombytes_buf(r->cookie_key, sizeof(r->cookie_key));
+		r->rate = calloc(CTL_RATE_SLOTS, sizeof(*r->rate));
+		if (!r->rate)
+			cli_fail("out of memory");
+		if (control_local_addrs(r))
+			cli_fail("cannot list the host's addresses (getifaddrs): %s", strerror(errno));
 	}
 	/* raw sockets (-S) before fork, so that a missing privilege shows */
 	for (size_t i = 0; i < conf.n; i++)
@@ -579,7 +710,7 @@ int cmd_relay(int argc, char **argv)
 	if (r->daemon)
 		daemonize();
 	if (r->pidfile)
-		write_pidfile(r->pidfile);
+		relay_write_pidfile(r->pidfile);
 	cli_pin("--cpu", r->cpu);
 	(void)prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
 
@@ -588,6 +719,10 @@ int cmd_relay(int argc, char **argv)
 		uint64_t now = relay_now_ns();
 		for (size_t i = 0; i < conf.n; i++) {
 			for (size_t k = 0; k < conf.src[i].n; k++) {
+				char why[96], a[80];
+				if (control_check_subscriber(r, &conf.src[i].rcv[k].addr, why, sizeof(why)))
+					cli_usage_error("argument %zu: subscriber %s: %s", k + 1,
+							relay_addr_str(&conf.src[i].rcv[k].addr, a, sizeof(a)), why);
 				struct sub *s = subs_find(&r->subs, &conf.src[i].rcv[k].addr);
 				if (!s && !(s = subs_add(&r->subs, &conf.src[i].rcv[k].addr, now)))
 					cli_fail("more static subscribers than --max-subscribers %u", r->max_subs);
@@ -598,6 +733,9 @@ int cmd_relay(int argc, char **argv)
 	} else if (fanout_install(r, &conf, err, sizeof(err))) {
 		cli_fail("%s", err);
 	}
+	if (r->user)
+		attach_engines(r);
+	relay_drop_privileges(r->user, needs_raw(r));
 
 	sigset_t sigs;
 	sigemptyset(&sigs);
@@ -654,7 +792,7 @@ int cmd_relay(int argc, char **argv)
 			r->rtp ? (size_t)r->subs.nactive : r->conf.receivers, gc_engine_name(r->engine));
 	}
 
-	uint64_t last_status = r->start_ns, last_expire = r->start_ns;
+	uint64_t last_status = r->start_ns, last_expire = r->start_ns, last_addrs = r->start_ns;
 	int rc = 0;
 	bool stop = false;
 	struct epoll_event evs[32];
@@ -682,8 +820,12 @@ int cmd_relay(int argc, char **argv)
 				while (read(sfd, &si, sizeof(si)) == sizeof(si)) {
 					if (si.ssi_signo == SIGHUP && !r->rtp)
 						reload(r, &a);
+					else if (si.ssi_signo == SIGHUP && control_local_addrs(r) == 0)
+						fprintf(stderr, "relay: SIGHUP: %zu local addresses (refused as subscribers)\n",
+							r->nlocal);
 					else if (si.ssi_signo == SIGHUP)
-						fprintf(stderr, "relay: SIGHUP: broadcast mode has no config file to reload\n");
+						fprintf(stderr, "relay: SIGHUP: cannot list the host's addresses: %s\n",
+							strerror(errno));
 					else if (si.ssi_signo == SIGUSR1)
 						stats_status_line(r, stderr);
 					else
@@ -697,6 +839,12 @@ int cmd_relay(int argc, char **argv)
 				if (r->status_s && now - last_status >= (uint64_t)r->status_s * 1000000000u) {
 					stats_status_line(r, stderr);
 					last_status = now;
+				}
+				if (r->rtp && now - last_addrs >= LOCAL_ADDRS_NS) {
+					/* addresses come and go (DHCP, SLAAC): a new one
+					 * must not stay a possible subscriber for long */
+					(void)control_local_addrs(r);
+					last_addrs = now;
 				}
 				if (r->rtp && now - last_expire >= 1000000000u) {
 					r->c.expired += subs_expire(&r->subs, now, (uint64_t)r->expire_s * 1000000000u);
@@ -746,6 +894,8 @@ int cmd_relay(int argc, char **argv)
 	}
 	rc_free(&r->conf);
 	subs_free(&r->subs);
+	free(r->local);
+	free(r->rate);
 	free(r->gerrno);
 	free(r->rrec);
 	free(r->rwho);

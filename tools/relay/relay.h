@@ -8,7 +8,10 @@
  *              per send socket and input datagram
  *   spoof.c    -S: raw IPv4/IPv6 packets with the original source address
  *   rtp.c      broadcast mode: RTP/RTCP parsing and per-subscriber rewriting
- *   control.c  broadcast mode: subscriber table and the control protocol
+ *   control.c  broadcast mode: subscriber table, admission (address checks,
+ *              local addresses, per-source limits) and the control protocol
+ *              with its return-routability handshake (cookies)
+ *   privs.c    pidfile, dropping capabilities and switching user after setup
  *   stats.c    counters, the status line, JSON, the stats socket
  *   main.c     options, sockets, the event loop, signals, reload, shutdown
  *
@@ -128,10 +131,17 @@ struct relay_counters {
 	uint64_t raw_out, direct_out;   /* replicate: -S raw sends, multicast/broadcast sendto() */
 	uint64_t rtp_invalid;           /* broadcast: not RTP version 2, or too short */
 	uint64_t rtp_rejected;          /* broadcast: not from --producer */
+	uint64_t rtp_loops;             /* broadcast: from a subscriber, or an SSRC the relay generated */
 	uint64_t producer_changes;      /* broadcast: SSRC changes and sequence jumps */
 	uint64_t rtcp_in, rtcp_out, rtcp_invalid, rtcp_rejected, rtcp_from_subscribers;
-	uint64_t ctl_in, ctl_join, ctl_leave, ctl_keepalive, ctl_stats, ctl_unknown,
-		 ctl_bad, ctl_refused;
+	uint64_t ctl_in, ctl_join, ctl_leave, ctl_keepalive, ctl_unknown, ctl_bad, ctl_refused;
+	uint64_t ctl_cookies;           /* cookie replies to a first JOIN */
+	uint64_t ctl_short;             /* first JOIN shorter than CTL_JOIN_MIN: no answer */
+	uint64_t ctl_bad_cookie;        /* JOIN/LEAVE/KEEPALIVE with a wrong or expired cookie */
+	uint64_t ctl_bad_addr;          /* subscriber address refused (port 0, not unicast, family, local) */
+	uint64_t ctl_per_source;        /* JOIN refused: --max-per-source reached */
+	uint64_t ctl_rate_limited;      /* dropped: over --control-rate for its source */
+	uint64_t ctl_truncated;         /* reply to an unverified request cut to its length */
 	uint64_t expired;
 	uint64_t reloads, reload_failures;
 	uint64_t stats_queries, stats_refused;
@@ -139,19 +149,35 @@ struct relay_counters {
 
 /* ---- control.c: subscribers -------------------------------------------- */
 
+#define CTL_MAX_LEN 512        /* longest control request */
+#define CTL_JOIN_MIN 64        /* a JOIN without cookie= shorter than this gets no answer */
+#define CTL_RATE_SLOTS 4096    /* per-source request budgets, indexed by a keyed hash */
+#define SUBS_KEY_BYTES 16      /* crypto_shorthash_KEYBYTES (SipHash-2-4) */
+
 struct sub {
 	struct sockaddr_storage addr;   /* RTP destination */
 	uint16_t rtcp_port;             /* 0: no RTCP */
 	bool used, is_static, fresh;    /* fresh: seq_off set on its first packet */
+	bool ssrc_ours;                 /* ssrc was generated here (not ssrc= in JOIN) */
 	uint32_t ssrc, ts_off;
 	uint16_t seq_base, seq_off;
+	uint64_t cookie;                /* the cookie it joined with: LEAVE and KEEPALIVE show it */
 	uint8_t hdr[12];                /* the RTP header of the datagram being sent */
 	int32_t next;                   /* hash chain */
+	int32_t ssrc_next;              /* chain of the SSRC index (ssrc_ours only) */
 	uint32_t active_idx;
 	uint64_t joined_ns, seen_ns;
 	uint64_t packets, payload_octets; /* RTP sent to it, for its sender reports */
 	struct rcv_stats st;
 	uint64_t rtcp_packets, rtcp_errors;
+};
+
+/* Subscribers per source (IPv4 address or IPv6 /64): exact counts in a
+ * table of at most max entries (one per source that has a subscriber). */
+struct srcent {
+	uint8_t key[17];
+	uint32_t count;
+	int32_t next;
 };
 
 struct subs {
@@ -163,7 +189,11 @@ struct subs {
 	uint32_t *active;               /* slot indices of subscribers */
 	uint32_t nactive;
 	bool dirty;                     /* membership changed: rebuild recipients */
-	uint64_t seed;
+	uint64_t seed;                  /* xorshift state for SSRCs and offsets */
+	uint8_t key[SUBS_KEY_BYTES];    /* SipHash key of every table here (random) */
+	int32_t *ssrc_bucket;           /* SSRC index over slots with ssrc_ours */
+	struct srcent *src;             /* per-source counts: max entries */
+	int32_t *src_bucket, src_free;
 };
 
 int subs_init(struct subs *t, uint32_t max);
@@ -173,11 +203,27 @@ struct sub *subs_find(struct subs *t, const struct sockaddr_storage *addr);
 struct sub *subs_add(struct subs *t, const struct sockaddr_storage *addr, uint64_t now_ns);
 void subs_remove(struct subs *t, struct sub *s);
 uint32_t subs_expire(struct subs *t, uint64_t now_ns, uint64_t ttl_ns);
+/* Give s the SSRC chosen with ssrc= (no longer one the relay generated). */
+void subs_set_ssrc(struct subs *t, struct sub *s, uint32_t ssrc);
+/* Give s a new random SSRC (one the relay generated). */
+void subs_new_ssrc(struct subs *t, struct sub *s);
+/* The subscriber whose SSRC the relay generated and is ssrc, or NULL. */
+struct sub *subs_by_ssrc(struct subs *t, uint32_t ssrc);
+/* Subscribers whose address is in the same source (IPv4 address, IPv6 /64). */
+uint32_t subs_per_source(const struct subs *t, const struct sockaddr_storage *addr);
 
 struct relay;
 /* One control datagram from `from`; writes a reply into reply (len 0: none). */
 size_t control_handle(struct relay *r, const char *msg, size_t len,
 		      const struct sockaddr_storage *from, char *reply, size_t cap);
+/* May addr (with its port) be a subscriber?  0, or -1 with the reason in why
+ * ("port 0", "not a unicast address", "a local address of this host", ...). */
+int control_check_subscriber(const struct relay *r, const struct sockaddr_storage *addr,
+			     char *why, size_t len);
+/* (Re)read the host's addresses (getifaddrs); 0 or -1 with errno. */
+int control_local_addrs(struct relay *r);
+/* The cookie for addr (address and port) in time bucket `bucket`. */
+uint64_t control_cookie(const struct relay *r, const struct sockaddr_storage *addr, uint64_t bucket);
 
 /* ---- rtp.c ------------------------------------------------------------- */
 
@@ -244,6 +290,7 @@ struct relay {
 	unsigned status_s;
 	const char *stats_socket;
 	bool json;
+	bool time_sends;             /* --time-sends: measure send_ns (two clock calls per send) */
 	double duration_s;
 	/* config files (-c), each with the options in force where it was given */
 	struct { const char *path; struct rc_opts o; } cfile[16];
@@ -258,7 +305,13 @@ struct relay {
 	unsigned expire_s;
 	uint32_t clock_rate;
 	bool have_producer_filter;
+	bool any_producer;           /* --any-producer: RTP from anyone */
+	bool allow_local;            /* --allow-local-subscribers */
+	uint32_t max_per_source;     /* --max-per-source */
+	uint32_t ctl_rate;           /* --control-rate: requests per second per source */
+	unsigned cookie_s;           /* --cookie-lifetime: one time bucket */
 	struct sockaddr_storage producer_net, producer_mask;
+	const char *user;            /* --user */
 
 	/* state */
 	struct listener ls[8];
@@ -270,6 +323,11 @@ struct relay {
 	int raw_fd[2];
 	struct rc_conf conf;
 	struct subs subs;
+	uint8_t cookie_key[SUBS_KEY_BYTES];
+	struct sockaddr_storage *local;   /* the host's addresses, then its IPv4 broadcast */
+	size_t nlocal, nbcast;            /* addresses (control_local_addrs) */
+	uint16_t own_port[3];        /* data, RTCP, control: never a subscriber on a local address */
+	struct { uint64_t t_ns; uint32_t tokens; } *rate;   /* CTL_RATE_SLOTS budgets, milli-requests */
 	struct producer prod;
 	struct relay_counters c;
 	int *gerrno;
@@ -293,11 +351,21 @@ int relay_family_index(int family);
 int fanout_install(struct relay *r, struct rc_conf *conf, char *err, size_t errlen);
 void fanout_datagram(struct relay *r, const uint8_t *d, size_t len,
 		     const struct sockaddr_storage *from);
+/* Carry sampling state and counters from o's receivers to the same ones in s. */
+int carry_receivers(struct source *s, const struct source *o);
 int fanout_sendsock(struct relay *r, int family, int ttl, bool raw, char *err, size_t errlen);
 /* gc_sendgroup() on socket fd, timed into r->c.send_ns; gerrno sized by caller. */
 int relay_group_send(struct relay *r, int fd, const struct iovec *shared,
 		     const struct gc_giovec *rec, size_t n, int *gerrno);
 int *relay_gerrno(struct relay *r, size_t n);
+
+/* privs.c */
+/* Write the PID file with O_CREAT|O_EXCL|O_NOFOLLOW; a stale one (a regular
+ * file of ours naming a process that is gone) is replaced.  Exits on error. */
+void relay_write_pidfile(const char *path);
+/* Keep only CAP_NET_ADMIN, CAP_BPF (and CAP_NET_RAW when raw is true) and, with
+ * user, switch to that user keeping them.  Exits on error. */
+void relay_drop_privileges(const char *user, bool raw);
 
 /* stats.c */
 uint64_t relay_now_ns(void);

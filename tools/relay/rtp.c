@@ -22,7 +22,16 @@
  * SR, RR, SDES, BYE and APP becomes the subscriber's, the SR's RTP timestamp
  * gets the subscriber's offset, its packet and octet counts become what the
  * relay sent that subscriber.  Receiver reports from subscribers are counted
- * and keep the subscriber alive; they are not passed to the producer.
+ * and keep the subscriber alive when they report on the SSRC the relay gave
+ * that subscriber (only the subscriber saw it, in its OK JOIN reply and its
+ * stream); they are not passed to the producer.
+ *
+ * Input is taken only from --producer (or from anyone with --any-producer).
+ * Loops are cut: RTP from an address and port that is one of the subscribers
+ * (a relay subscribed to us that we are subscribed to: with symmetric RTP its
+ * stream comes from the port we send to), or carrying an SSRC this relay
+ * generated for a subscriber (our own stream come back), is dropped and
+ * counted (rtp_loops).
  */
 #include "relay.h"
 
@@ -55,10 +64,15 @@ static void put32(uint8_t *p, uint32_t v)
 	p[3] = (uint8_t)v;
 }
 
+static bool same_port(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+{
+	return relay_same_addr(a, b) && relay_port(a) == relay_port(b);
+}
+
 static bool producer_ok(struct relay *r, const struct sockaddr_storage *from)
 {
 	if (!r->have_producer_filter)
-		return true;
+		return r->any_producer;
 	struct source s = { .addr = r->producer_net, .mask = r->producer_mask };
 	return rc_match(&s, from);
 }
@@ -181,6 +195,20 @@ void rtp_forward(struct relay *r, const uint8_t *d, size_t len, const struct soc
 	}
 	uint16_t seq = get16(d + 2);
 	uint32_t ts = get32(d + 4), ssrc = get32(d + 8);
+	struct sub *own = subs_by_ssrc(&r->subs, ssrc);
+	if (own || subs_find(&r->subs, from)) {
+		/* A loop: this datagram goes no further.  When it comes from the
+		 * producer we follow (its address and port), it may instead be a
+		 * producer that picked one of our SSRCs (odds of one in 2^32 per
+		 * subscriber): that subscriber gets a new SSRC, and the stream
+		 * passes from the next datagram on.  Not for other sources: a
+		 * reflector's datagrams still in flight with the old SSRC would
+		 * then pass as new. */
+		if (own && r->prod.have && same_port(from, &r->prod.addr))
+			subs_new_ssrc(&r->subs, own);
+		r->c.rtp_loops++;
+		return;
+	}
 	producer_track(r, ssrc, seq, ts, from, now);
 	r->prod.packets++;
 	r->prod.octets += (uint64_t)payload;
@@ -330,14 +358,38 @@ static struct sub *sub_by_rtcp(struct relay *r, const struct sockaddr_storage *f
 	return NULL;
 }
 
+/* Whether a compound packet has a report block (SR or RR) about ssrc. */
+static bool reports_on(const uint8_t *d, size_t len, uint32_t ssrc)
+{
+	for (size_t off = 0; len - off >= 8;) {
+		uint8_t pt = d[off + 1], rc = d[off] & 0x1f;
+		size_t plen = 4u * (get16(d + off + 2) + 1u), first = pt == 200 ? 28 : 8;
+		if ((d[off] >> 6) != 2 || plen > len - off)
+			return false;
+		if (pt == 200 || pt == 201)
+			for (size_t k = 0; k < rc && first + 24 * (k + 1) <= plen; k++)
+				if (get32(d + off + first + 24 * k) == ssrc)
+					return true;
+		off += plen;
+	}
+	return false;
+}
+
 void rtcp_forward(struct relay *r, const uint8_t *d, size_t len, const struct sockaddr_storage *from,
 		  uint64_t now)
 {
 	r->c.rtcp_in++;
 	struct sub *me = sub_by_rtcp(r, from);
-	if (me) { /* a subscriber's receiver report: proof of life */
-		me->seen_ns = now;
-		r->c.rtcp_from_subscribers++;
+	if (me) {
+		/* a subscriber's receiver report is proof of life only when it is
+		 * about the SSRC that subscriber alone was told: a forged source
+		 * address cannot keep a stream going to someone who left */
+		if (reports_on(d, len, me->ssrc)) {
+			me->seen_ns = now;
+			r->c.rtcp_from_subscribers++;
+		} else {
+			r->c.rtcp_rejected++;
+		}
 		return;
 	}
 	bool from_producer = r->prod.have ? relay_same_addr(from, &r->prod.addr) : producer_ok(r, from);

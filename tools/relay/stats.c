@@ -4,7 +4,9 @@
  *   - a status line every --status seconds on stderr (rates since the last one);
  *   - JSON from the stats socket (--stats-socket PATH): connect, read until
  *     EOF; `groupcast relay --query PATH` does that and prints it;
- *   - STATS on the control port (broadcast mode): the totals only.
+ *   - JSON on stdout at exit (--json).
+ * Never on the network: the JSON has the pid and CPU time, and a UDP answer
+ * to a forged source would be a reflector (the control port had STATS once).
  * The socket serves at most STATS_CONNS readers at a time; more are refused
  * and counted, so a flood of connections cannot grow the relay's memory
  * beyond STATS_CONNS buffers.
@@ -72,10 +74,11 @@ void stats_json(struct relay *r, FILE *f, bool detail)
 	F(in); F(in_octets); F(out); F(out_octets); F(errors); F(oversize); F(ingest_drops);
 	F(group_sends);
 	if (r->rtp) {
-		F(rtp_invalid); F(rtp_rejected); F(producer_changes); F(rtcp_in); F(rtcp_out);
+		F(rtp_invalid); F(rtp_rejected); F(rtp_loops); F(producer_changes); F(rtcp_in); F(rtcp_out);
 		F(rtcp_invalid); F(rtcp_rejected); F(rtcp_from_subscribers); F(ctl_in); F(ctl_join);
-		F(ctl_leave); F(ctl_keepalive); F(ctl_stats); F(ctl_unknown); F(ctl_bad);
-		F(ctl_refused); F(expired);
+		F(ctl_leave); F(ctl_keepalive); F(ctl_unknown); F(ctl_bad); F(ctl_refused);
+		F(ctl_cookies); F(ctl_short); F(ctl_bad_cookie); F(ctl_bad_addr); F(ctl_per_source);
+		F(ctl_rate_limited); F(ctl_truncated); F(expired);
 		fprintf(f, ",\"subscriber_count\":%u,\"max_subscribers\":%u", r->subs.nactive, r->subs.max);
 	} else {
 		F(unmatched); F(skipped); F(raw_out); F(direct_out); F(reloads); F(reload_failures);
@@ -156,12 +159,15 @@ void stats_status_line(struct relay *r, FILE *f)
 	const struct relay_counters *c = &r->c;
 	double dcpu = (double)(cpu - cpu0), dsend = (double)(c->send_ns - send0);
 	uint64_t din = c->in - in0;
+	char sendpct[16] = "-"; /* without --time-sends nothing measures it */
+	if (r->time_sends)
+		snprintf(sendpct, sizeof(sendpct), "%.0f%%", dcpu > 0 ? 100.0 * dsend / dcpu : 0.0);
 	fprintf(f, "relay: in %.0f/s %.2f Mbit/s  out %.0f/s  %s %u  drops %llu  oversize %llu  errors %llu  "
-		   "cpu %.1f%%  send %.0f%%  %.1f us/datagram  engine %s\n",
+		   "cpu %.1f%%  send %s  %.1f us/datagram  engine %s\n",
 		(double)din / dt, (double)(c->in_octets - oct0) * 8 / dt / 1e6, (double)(c->out - out0) / dt,
 		r->rtp ? "subscribers" : "receivers", r->rtp ? r->subs.nactive : (unsigned)r->conf.receivers,
 		(unsigned long long)c->ingest_drops, (unsigned long long)c->oversize,
-		(unsigned long long)c->errors, dcpu / dt / 1e7, dcpu > 0 ? 100.0 * dsend / dcpu : 0.0,
+		(unsigned long long)c->errors, dcpu / dt / 1e7, sendpct,
 		din ? dcpu / (double)din / 1e3 : 0.0, engine_resolved(r));
 	fflush(f);
 	t0 = now;
