@@ -397,7 +397,7 @@ static void save_state(void)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: lmsd [-c CONFIG] [-s STATEFILE] [-t MS] [-v] [--once] [--check]\n"
+	fprintf(f, "usage: lmsd [-c CONFIG] [-s STATEFILE] [-t MS] [--hold MS] [-v] [--once] [--check]\n"
 		   "  -c, --config FILE   static repliers: replier SOURCE GROUP IFNAME ADDRESS [COST]\n"
 		   "  -s, --state FILE    write interfaces, routes and counters as JSON every refresh\n"
 		   "  -t, --interval MS   re-read the multicast forwarding state every MS ms (default 1000)\n"
