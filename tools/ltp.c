@@ -357,6 +357,10 @@ int cmd_ltp(int argc, char **argv)
 		cli_usage_error("unexpected argument '%s'", argv[optind]);
 	if (!have_group || !have_port || !a.ifname)
 		cli_usage_error("%s needs --group, --port and --if", sub);
+	if ((ntohl(a.c.group.s_addr) >> 28) != 0xe)
+		cli_usage_error("--group: %s is not a multicast address", inet_ntoa(a.c.group));
+	if (have_source && (!a.c.source.s_addr || (ntohl(a.c.source.s_addr) >> 28) == 0xe))
+		cli_usage_error("--source: %s is not a unicast address", inet_ntoa(a.c.source));
 	iface(a.ifname, &a.c);
 	struct sigaction sa = { .sa_handler = on_signal };
 	sigaction(SIGTERM, &sa, NULL);

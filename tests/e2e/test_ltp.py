@@ -249,3 +249,21 @@ def test_request_flood_bounded(net):
     # h1 answered the huge requests and stayed responsive (it reported on
     # time: check_complete above; 20 walks over 2^31 numbers would take minutes)
     assert res["h1"]["stats"]["repairs_sent"] >= 64
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["send"], "needs --group, --port and --if"),
+    (["recv", "--group", G, "--port", "1", "--if", "lo"], "recv needs --source"),
+    (["send", "--group", "10.0.0.1", "--port", "1", "--if", "lo"], "--group"),
+    (["send", "--group", G, "--port", "0", "--if", "lo"], "--port"),
+    (["send", "--group", G, "--port", "1", "--if", "nosuchif0"], "--if"),
+    (["send", "--group", G, "--port", "1", "--if", "lo", "--payload", "2000"], "--payload"),
+    (["send", "--group", G, "--port", "1", "--if", "lo", "--size", "5", "--file", "/dev/null"], "not both"),
+    (["recv", "--group", G, "--port", "1", "--if", "lo", "--source", "10.0.0.1", "--replier-cost", "3"],
+     "--replier-cost needs --replier"),
+    (["bogus"], "expected send or recv"),
+])
+def test_cli_bad_arguments(build, args, needle):
+    """Bad arguments: exit 2, a message naming the argument, nothing sent."""
+    p = subprocess.run([groupcast(build), "ltp", *args], capture_output=True, text=True, timeout=10)
+    assert p.returncode == 2 and needle in p.stderr, (p.returncode, p.stderr)
