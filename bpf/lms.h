@@ -24,4 +24,27 @@ struct gc_lms_opt {
 	__u32 group;  /* the group G */
 };
 
+/*
+ * LMS-HIER replier report (tools/lmsd/hier.c, lib/lms/ltp.c): UDP to
+ * 224.0.0.2 (all routers) port GC_LMS_HIER_PORT with TTL 1, from a host
+ * volunteering as replier for (S,G) to its router, and from each router's
+ * lmsd to its parent with its best replier.  Multi-byte fields in network
+ * order.  Not used by the router program.
+ */
+#define GC_LMS_HIER_PORT 7399
+#define GC_LMS_HIER_GROUP 0xe0000002u /* 224.0.0.2, host order */
+#define GC_LMS_HIER_VERSION 1
+#define GC_LMS_HIER_LEAVE 1 /* flags: withdraw this replier */
+
+struct gc_lms_hier {
+	__u8 magic[2]; /* 'L' 'H' */
+	__u8 version;  /* GC_LMS_HIER_VERSION */
+	__u8 flags;    /* GC_LMS_HIER_LEAVE */
+	__u32 src;     /* S */
+	__u32 group;   /* G */
+	__u32 replier; /* the replier host's address */
+	__u32 cost;    /* its cost (a host's own; + 1 per router on the way up) */
+	__u32 hold_ms; /* forget this report after hold_ms without a new one */
+};
+
 #endif

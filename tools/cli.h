@@ -88,6 +88,7 @@ int cmd_relay(int argc, char **argv);
 int cmd_engine(int argc, char **argv);
 int cmd_ringsend(int argc, char **argv);
 int cmd_lms(int argc, char **argv);
+int cmd_ltp(int argc, char **argv);
 
 static inline void cli_set_port(struct sockaddr_storage *ss, uint16_t port)
 {

@@ -9,6 +9,7 @@
  *   groupcast engine   the packet-ring engine as a daemon on a Unix socket (engine.c)
  *   groupcast ring-send  send numbered datagrams through a packet ring (ringsend.c)
  *   groupcast lms      LMS requests, receive with turning point, dmcasts (lms.c)
+ *   groupcast ltp      reliable multicast of a file with LTP on LMS (ltp.c)
  *
  * This file: dispatch, shared helpers, and the `engines` subcommand.
  * See groupcast(1).
@@ -335,6 +336,7 @@ static void main_usage(FILE *f)
 		"  engine     run the packet-ring engine as a daemon on a Unix socket\n"
 		"  ring-send  send numbered datagrams through a packet ring (daemon or thread)\n"
 		"  lms        LMS endpoint: send requests, receive them, send dmcasts\n"
+		"  ltp        reliable multicast on LMS: send a file at a rate, receive it\n"
 		"Run 'groupcast COMMAND --help' for the options of a command.\n"
 		"Exit status: 0 done, 1 failure, 2 bad arguments.\n");
 }
@@ -353,6 +355,7 @@ int main(int argc, char **argv)
 		{ "engine", "groupcast engine", cmd_engine },
 		{ "ring-send", "groupcast ring-send", cmd_ringsend },
 		{ "lms", "groupcast lms", cmd_lms },
+		{ "ltp", "groupcast ltp", cmd_ltp },
 	};
 	if (argc < 2) {
 		main_usage(stderr);
@@ -375,5 +378,5 @@ int main(int argc, char **argv)
 			return cmds[i].fn(argc - 1, argv + 1);
 		}
 	}
-	cli_usage_error("unknown command '%s' (expected sink, blast, engines, relay, engine, ring-send or lms)", c);
+	cli_usage_error("unknown command '%s' (expected sink, blast, engines, relay, engine, ring-send, lms or ltp)", c);
 }

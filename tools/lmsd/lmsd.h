@@ -9,6 +9,7 @@
 
 #include <linux/types.h>
 #include <net/if.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -50,5 +51,27 @@ struct lmsd_vif {
  * Returns the number of (S,G) written to sg (at most max), -1 with errno. */
 int lmsd_vifs_read(struct lmsd_vif *v, int max);
 int lmsd_mfc_read(const struct lmsd_vif *v, int nv, struct lmsd_sg *sg, int max);
+
+/* LMS-HIER (hier.c): replier reports from hosts and child routers. */
+struct lmsd_hier_stats {
+	uint64_t accepted, leaves, expired, sent_up;                  /* reports */
+	uint64_t ttl, offlink, rpf, notdown, limited, bad, full;      /* refused, by reason */
+};
+/* Open the report socket (port GC_LMS_HIER_PORT); hold_ms goes into the
+ * reports sent up.  Returns the descriptor to poll, -1 with errno. */
+int lmsd_hier_open(uint32_t hold_ms);
+/* Join 224.0.0.2 on every vif interface not joined yet. */
+void lmsd_hier_join(const struct lmsd_vif *v, int nv);
+/* Read waiting reports, check them against the routes, expire old ones;
+ * true when the candidates changed. */
+bool lmsd_hier_input(const struct lmsd_sg *sg, int nsg);
+/* The elected replier of route e (cur_*: the current choice, kept on ties). */
+bool lmsd_hier_best(const struct lmsd_sg *e, uint32_t cur_if, uint32_t cur_addr, uint32_t *ifindex,
+		    uint32_t *replier, uint32_t *cost);
+/* Report e's best replier (cost + 1), or its withdrawal (have false), up
+ * through the parent interface whose address is parent_addr. */
+void lmsd_hier_send(const struct lmsd_sg *e, uint32_t parent_addr, bool have, uint32_t replier,
+		    uint32_t cost);
+const struct lmsd_hier_stats *lmsd_hier_stats(void);
 
 #endif

@@ -21,6 +21,7 @@
 #include <getopt.h>
 #include <ifaddrs.h>
 #include <linux/if_packet.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -49,6 +50,9 @@ static struct {
 	struct gc_lms_if ifs[LMSD_MAX_VIFS];
 	uint32_t attached[LMSD_MAX_VIFS];
 	int nattached;
+	int hier_fd;
+	struct { uint32_t src, group; } announced[LMSD_MAX_SG]; /* (S,G) reported up, with a replier */
+	int nannounced;
 } D;
 
 static void on_signal(int sig)
@@ -217,6 +221,32 @@ static void read_ifs(void)
 	freeifaddrs(all);
 }
 
+/* Report (S,G)'s elected replier to the parent router, or withdraw the one
+ * reported before (once).  Static repliers stay local. */
+static void announce(const struct lmsd_sg *e, bool have, uint32_t replier, uint32_t cost)
+{
+	uint32_t parent_addr = 0;
+	int k;
+
+	for (int j = 0; j < D.nvifs; j++)
+		if (D.vifs[j].ifindex == e->parent)
+			parent_addr = D.ifs[j].addr;
+	for (k = 0; k < D.nannounced; k++)
+		if (D.announced[k].src == e->src && D.announced[k].group == e->group)
+			break;
+	if (have) {
+		lmsd_hier_send(e, parent_addr, true, replier, cost);
+		if (k == D.nannounced && k < LMSD_MAX_SG) {
+			D.announced[k].src = e->src;
+			D.announced[k].group = e->group;
+			D.nannounced++;
+		}
+	} else if (k < D.nannounced) {
+		lmsd_hier_send(e, parent_addr, false, 0, 0);
+		D.announced[k] = D.announced[--D.nannounced];
+	}
+}
+
 static void refresh(void)
 {
 	int fifs = bpf_map__fd(D.skel->maps.lms_ifs), flocal = bpf_map__fd(D.skel->maps.lms_local);
@@ -230,6 +260,7 @@ static void refresh(void)
 		D.nvifs = n;
 	}
 	read_ifs();
+	lmsd_hier_join(D.vifs, D.nvifs);
 	for (int i = 0; i < D.nvifs; i++) {
 		if (!D.vifs[i].ifindex || !D.ifs[i].addr)
 			continue;
@@ -256,6 +287,16 @@ static void refresh(void)
 			D.route_note[i] = "replier interface is not downstream";
 		else if (c)
 			*r = (struct gc_lms_route){ e->parent, ifi, c->addr, c->cost };
+		/* A replier elected by LMS-HIER replaces the static one. */
+		struct gc_lms_route old = { 0 };
+		uint32_t hif, haddr, hcost;
+		bpf_map_lookup_elem(froutes, &key, &old);
+		bool elected = lmsd_hier_best(e, old.replier, old.replier_addr, &hif, &haddr, &hcost);
+		if (elected) {
+			*r = (struct gc_lms_route){ e->parent, hif, haddr, hcost };
+			D.route_note[i] = "elected (LMS-HIER)";
+		}
+		announce(e, elected, haddr, hcost);
 		bpf_map_update_elem(froutes, &key, r, BPF_ANY);
 		for (int j = 0; j < e->noifs; j++) {
 			struct gc_lms_down d = { e->src, e->group, e->oifs[j] };
@@ -314,7 +355,15 @@ static void write_state(FILE *f)
 			fprintf(f, "%s\"%s\"", j ? ", " : "", ifname(D.sg[i].oifs[j], n1));
 		fprintf(f, "]}");
 	}
-	fprintf(f, "],\n \"stats\": {");
+	const struct lmsd_hier_stats *h = lmsd_hier_stats();
+	fprintf(f, "],\n \"hier\": {\"accepted\": %llu, \"leaves\": %llu, \"expired\": %llu, "
+		"\"sent_up\": %llu, \"ttl\": %llu, \"offlink\": %llu, \"rpf\": %llu, \"notdown\": %llu, "
+		"\"limited\": %llu, \"bad\": %llu, \"full\": %llu}",
+		(unsigned long long)h->accepted, (unsigned long long)h->leaves,
+		(unsigned long long)h->expired, (unsigned long long)h->sent_up, (unsigned long long)h->ttl,
+		(unsigned long long)h->offlink, (unsigned long long)h->rpf, (unsigned long long)h->notdown,
+		(unsigned long long)h->limited, (unsigned long long)h->bad, (unsigned long long)h->full);
+	fprintf(f, ",\n \"stats\": {");
 	for (__u32 k = 0; k < GC_LMS_NSTATS; k++) {
 		__u64 sum = 0;
 		if (ncpu > 0 && !bpf_map_lookup_elem(fd, &k, v))
@@ -348,10 +397,11 @@ static void save_state(void)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: lmsd [-c CONFIG] [-s STATEFILE] [-t MS] [-v] [--once] [--check]\n"
+	fprintf(f, "usage: lmsd [-c CONFIG] [-s STATEFILE] [-t MS] [--hold MS] [-v] [--once] [--check]\n"
 		   "  -c, --config FILE   static repliers: replier SOURCE GROUP IFNAME ADDRESS [COST]\n"
 		   "  -s, --state FILE    write interfaces, routes and counters as JSON every refresh\n"
 		   "  -t, --interval MS   re-read the multicast forwarding state every MS ms (default 1000)\n"
+		   "      --hold MS       hold time of the replier reports sent up (default 3 intervals)\n"
 		   "      --once          one refresh, print the state to stdout, detach, exit\n"
 		   "      --check         only check the configuration file\n"
 		   "  -v, --verbose       libbpf debug messages\n");
@@ -363,9 +413,10 @@ int main(int argc, char **argv)
 		{ "config", required_argument, 0, 'c' }, { "state", required_argument, 0, 's' },
 		{ "interval", required_argument, 0, 't' }, { "once", no_argument, 0, 'o' },
 		{ "check", no_argument, 0, 'k' }, { "verbose", no_argument, 0, 'v' },
+		{ "hold", required_argument, 0, 'H' },
 		{ "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 }
 	};
-	long interval = 1000;
+	long interval = 1000, hold_ms = 0;
 	bool once = false, check = false;
 	int ch;
 
@@ -379,6 +430,14 @@ int main(int argc, char **argv)
 			interval = strtol(optarg, &end, 10);
 			if (errno || *end || interval < 10 || interval > 3600000) {
 				fprintf(stderr, "lmsd: --interval %s: not a number of ms in 10..3600000\n", optarg);
+				return 2;
+			}
+			break;
+		case 'H':
+			errno = 0;
+			hold_ms = strtol(optarg, &end, 10);
+			if (errno || *end || hold_ms < 100 || hold_ms > 60000) {
+				fprintf(stderr, "lmsd: --hold %s: not a number of ms in 100..60000\n", optarg);
 				return 2;
 			}
 			break;
@@ -411,6 +470,9 @@ int main(int argc, char **argv)
 			strerror(errno));
 		return 1;
 	}
+	D.hier_fd = lmsd_hier_open(hold_ms ? hold_ms : (uint32_t)(3 * interval));
+	if (D.hier_fd < 0)
+		fprintf(stderr, "lmsd: LMS-HIER off: port %d: %s\n", GC_LMS_HIER_PORT, strerror(errno));
 	struct sigaction sa = { .sa_handler = on_signal }; /* no SA_RESTART: wake the sleep */
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
@@ -431,8 +493,21 @@ int main(int argc, char **argv)
 			write_state(stdout);
 			break;
 		}
-		struct timespec ts = { interval / 1000, (interval % 1000) * 1000000L };
-		nanosleep(&ts, NULL);
+		/* Until the next refresh, take replier reports as they come; a
+		 * change is applied (and reported up) at once. */
+		struct timespec t0, t1;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		for (long left = interval; left > 0 && !stop && !reload;) {
+			struct pollfd p = { .fd = D.hier_fd, .events = POLLIN };
+			if (poll(&p, D.hier_fd >= 0, (int)left) > 0 && lmsd_hier_input(D.sg, D.nsg)) {
+				refresh();
+				save_state();
+			}
+			clock_gettime(CLOCK_MONOTONIC, &t1);
+			left = interval - ((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000);
+		}
+		if (lmsd_hier_input(D.sg, D.nsg)) /* expiries */
+			continue;
 	}
 	save_state(); /* the final counters */
 	for (int i = 0; i < D.nattached; i++)
