@@ -15,10 +15,10 @@
 #define GROUPCAST_VERSION_H
 
 #define GC_VERSION_MAJOR 0
-#define GC_VERSION_MINOR 1
+#define GC_VERSION_MINOR 2
 #define GC_VERSION_PATCH 0
 
-/* One number for comparisons: GC_VERSION_NUM(0, 1, 0) == 0x000100. */
+/* One number for comparisons: GC_VERSION_NUM(0, 2, 0) == 0x000200. */
 #define GC_VERSION_NUM(major, minor, patch) (((major) << 16) | ((minor) << 8) | (patch))
 #define GC_VERSION GC_VERSION_NUM(GC_VERSION_MAJOR, GC_VERSION_MINOR, GC_VERSION_PATCH)
 
