@@ -26,7 +26,7 @@
 #define RX_QUIET_MS 50     /* how long to wait to be sure nothing arrives */
 
 static void check_fail(const char *file, int line, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+	__attribute__((format(printf, 3, 4), noreturn));
 static void check_fail(const char *file, int line, const char *fmt, ...)
 {
 	va_list ap;
