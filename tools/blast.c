@@ -165,17 +165,17 @@ static void blast_parse(struct blast *b, int argc, char **argv)
 			break;
 		}
 		case O_ENG: engines = optarg; break;
-		case O_SIZE: b->size = cli_u64("--size", optarg, 0, CLI_UDP6_MAX); break;
+		case O_SIZE: b->size = cli_u64("--size", optarg, 0, GC_UDP6_MAX); break;
 		case O_SENDS: b->sends = cli_u64("--sends", optarg, 1, UINT32_MAX); break;
 		case O_REPS: b->reps = cli_u64("--reps", optarg, 1, 1000000); break;
 		case O_IVL: b->interval_us = cli_u64("--interval-us", optarg, 0, 60000000); break;
 		case O_REPL: b->replace = true; break;
 		case O_PRE:
-			b->pre = cli_u64("--prepend", optarg, 0, CLI_UDP6_MAX);
+			b->pre = cli_u64("--prepend", optarg, 0, GC_UDP6_MAX);
 			b->sg = true;
 			break;
 		case O_APP:
-			b->app = cli_u64("--append", optarg, 0, CLI_UDP6_MAX);
+			b->app = cli_u64("--append", optarg, 0, GC_UDP6_MAX);
 			b->sg = true;
 			break;
 		case O_CPU: b->cpu = cli_cpu("--cpu", optarg); break;
@@ -193,7 +193,7 @@ static void blast_parse(struct blast *b, int argc, char **argv)
 	parse_engines(b, engines);
 	if (b->replace && b->sg)
 		cli_usage_error("--replace does not apply with --prepend/--append (gc_sendgroup() takes no group)");
-	uint64_t max = b->has4 ? CLI_UDP4_MAX : CLI_UDP6_MAX;
+	uint64_t max = b->has4 ? GC_UDP4_MAX : GC_UDP6_MAX;
 	if (b->size + b->pre + b->app > max)
 		cli_usage_error("--size/--prepend/--append: %llu bytes is more than a UDP datagram (%llu)",
 				(unsigned long long)(b->size + b->pre + b->app),

@@ -15,6 +15,8 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include <groupcast/group.h> /* GC_UDP4_MAX, GC_UDP6_MAX */
+
 #define CLI_EXIT_FAIL 1
 #define CLI_EXIT_USAGE 2
 
@@ -30,8 +32,6 @@
 #define CLI_HDR_LEN 16u
 #define CLI_SALT_PRE 0x50u
 #define CLI_SALT_APP 0xA0u
-#define CLI_UDP4_MAX 65507u
-#define CLI_UDP6_MAX 65527u
 
 static inline uint8_t cli_pattern(size_t i)
 {

@@ -31,7 +31,6 @@ int relay_epfd = -1;
 
 enum { TAG_LS = 1, TAG_SIG, TAG_TIMER, TAG_STATS };
 #define TAG(kind, i) (((uint64_t)(kind) << 32) | (uint32_t)(i))
-#define TAG_STATS_CONN 0x53000000u
 #define TICK_MS 200
 #define CTL_BATCH 32
 #define LOCAL_ADDRS_NS 5000000000u  /* broadcast mode: re-read the host's addresses this often */

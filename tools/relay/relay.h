@@ -367,6 +367,12 @@ void relay_write_pidfile(const char *path);
  * user, switch to that user keeping them.  Exits on error. */
 void relay_drop_privileges(const char *user, bool raw);
 
+/* main.c: the one epoll instance.  stats.c adds and removes its stats
+ * connections there, tagged TAG_STATS_CONN | index in the low 32 bits of the
+ * event data (the high 32 bits, main.c's tag kinds, are 0 for them). */
+extern int relay_epfd;
+#define TAG_STATS_CONN 0x53000000u
+
 /* stats.c */
 uint64_t relay_now_ns(void);
 uint64_t relay_cpu_ns(void);

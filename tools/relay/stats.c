@@ -186,9 +186,6 @@ static struct conn {
 	size_t len, off;
 } conns[STATS_CONNS] = { [0 ... STATS_CONNS - 1] = { .fd = -1 } };
 
-extern int relay_epfd;
-#define TAG_STATS_CONN 0x53000000u
-
 static void conn_close(int i)
 {
 	if (conns[i].fd >= 0) {
