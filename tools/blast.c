@@ -95,7 +95,7 @@ static void add_member_spec(struct blast *b, const char *spec)
 		b->cap = cap;
 	}
 	for (uint64_t i = 0; i < k; i++) {
-		cli_set_port(&ss, (uint16_t)(port + i));
+		addr_set_port(&ss, (uint16_t)(port + i));
 		b->mem[b->n++] = ss;
 	}
 	if (fam == AF_INET)
@@ -359,9 +359,7 @@ int cmd_blast(int argc, char **argv)
 	if (b.size >= CLI_HDR_LEN)
 		memcpy(payload, CLI_MAGIC, 4);
 	for (size_t i = 0; b.sg && i < b.n; i++) {
-		uint16_t port = ntohs(b.mem[i].ss_family == AF_INET
-					      ? ((struct sockaddr_in *)&b.mem[i])->sin_port
-					      : ((struct sockaddr_in6 *)&b.mem[i])->sin6_port);
+		uint16_t port = addr_port(&b.mem[i]);
 		uint8_t *p = pre + i * b.pre, *a = app + i * b.app;
 		for (size_t j = 0; j < b.pre; j++)
 			p[j] = cli_member_byte(port, j, CLI_SALT_PRE);

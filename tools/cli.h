@@ -17,6 +17,8 @@
 
 #include <groupcast/group.h> /* GC_UDP4_MAX, GC_UDP6_MAX */
 
+#include "addr.h"
+
 #define CLI_EXIT_FAIL 1
 #define CLI_EXIT_USAGE 2
 
@@ -88,14 +90,6 @@ int cmd_relay(int argc, char **argv);
 int cmd_engine(int argc, char **argv);
 int cmd_ringsend(int argc, char **argv);
 int cmd_lms(int argc, char **argv);
-
-static inline void cli_set_port(struct sockaddr_storage *ss, uint16_t port)
-{
-	if (ss->ss_family == AF_INET)
-		((struct sockaddr_in *)ss)->sin_port = htons(port);
-	else
-		((struct sockaddr_in6 *)ss)->sin6_port = htons(port);
-}
 
 static inline void cli_put_le32(uint8_t *p, uint32_t v)
 {

@@ -290,7 +290,7 @@ int cmd_sink(int argc, char **argv)
 		if (fd < 0)
 			cli_fail("socket for port %u: %s", port, strerror(errno));
 		rcvgot = cli_sockbuf(fd, true, s.rcvbuf);
-		cli_set_port(&ss, port);
+		addr_set_port(&ss, port);
 		if (bind(fd, (struct sockaddr *)&ss, slen) != 0)
 			cli_fail("bind %s port %u: %s", s.addr, port, strerror(errno));
 		s.fds[i] = fd;

@@ -33,6 +33,8 @@
 
 #include <groupcast/group.h>
 
+#include "addr.h" /* addr_port(), addr_str(), addr_same_host() ... */
+
 #define RELAY_DEFAULT_PORT "2000"   /* samplicator's default listen and receiver port */
 #define RELAY_DEFAULT_TTL 64
 #define RELAY_MAX_RECEIVERS 65536u  /* receivers in all, after port ranges */
@@ -110,11 +112,6 @@ void rc_free(struct rc_conf *c);
 /* Whether a datagram from `from` matches s (samplicator rules, see config.c). */
 bool rc_match(const struct source *s, const struct sockaddr_storage *from);
 
-/* "addr:port" or "[addr]:port" of ss into buf. */
-const char *relay_addr_str(const struct sockaddr_storage *ss, char *buf, size_t len);
-uint16_t relay_port(const struct sockaddr_storage *ss);
-socklen_t relay_addrlen(const struct sockaddr_storage *ss);
-bool relay_same_addr(const struct sockaddr_storage *a, const struct sockaddr_storage *b);
 
 /* ---- counters (stats.c) ------------------------------------------------ */
 
