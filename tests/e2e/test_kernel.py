@@ -14,6 +14,7 @@ sysctls of the sender namespace.  Tests are skipped with the library's reason
 when gc_engine_available(GC_ENGINE_KERNEL) says the engine is unavailable.
 """
 import errno
+import ipaddress
 import json
 import os
 import random
@@ -24,6 +25,7 @@ import struct
 import subprocess
 import sys
 import time
+from collections import defaultdict
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -32,7 +34,8 @@ import pytest
 import delivery
 from delivery import check_delivery, wait_files
 from gcsend import expected
-from pcap import TP_STATUS_CSUMNOTREADY, capture, udp_in_frames
+from pcap import TP_STATUS_CSUMNOTREADY, capture, ones_sum, udp_in_frames
+from sinkdump import read_dump
 
 from netlab import Lab
 
