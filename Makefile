@@ -13,13 +13,15 @@ deps:
 	bash scripts/install-deps.sh
 
 # The release build (library, tools) serves the demo and the end-to-end tests;
-# the unit tests run in the sanitizer build.
+# the unit tests run in the sanitizer build.  Here (and so in CI) warnings are
+# errors: GC_WERROR=ON.  A plain `cmake` build leaves it off for packagers.
+WERROR     ?= -DGC_WERROR=ON
 build: deps
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF >/dev/null
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF $(WERROR) >/dev/null
 	cmake --build $(BUILD) -j$(JOBS)
 
 build-asan: deps
-	cmake -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=Debug -DGC_SANITIZE=ON >/dev/null
+	cmake -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=Debug -DGC_SANITIZE=ON $(WERROR) >/dev/null
 	cmake --build $(BUILD_ASAN) -j$(JOBS)
 
 # Unit tests under ASan+UBSan, the threaded ring tests under TSan, the
@@ -38,7 +40,7 @@ unit: build-asan
 # concurrent calls, releases and sends on other sockets.
 TSAN_TESTS = ring_flush ring_notify ring_engine threads
 tsan: deps
-	cmake -S . -B $(BUILD_TSAN) -DCMAKE_BUILD_TYPE=Debug -DGC_TSAN=ON >/dev/null
+	cmake -S . -B $(BUILD_TSAN) -DCMAKE_BUILD_TYPE=Debug -DGC_TSAN=ON $(WERROR) >/dev/null
 	cmake --build $(BUILD_TSAN) -j$(JOBS) --target $(addprefix test_,$(TSAN_TESTS))
 	ctest --test-dir $(BUILD_TSAN) --output-on-failure -R '^($(subst $(eval ) ,|,$(TSAN_TESTS)))$$'
 

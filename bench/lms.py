@@ -78,9 +78,11 @@ class Cost:
     def __init__(self, lab, ns, ingress, egress, build):
         self.lab, self.ns = lab, ns
         obj = os.path.join(lab.workdir(), "lms_cost.o")
-        subprocess.run(["clang", "-O2", "-g", "-Wall", "-Werror", "-target", "bpf", "-D__TARGET_ARCH_x86",
-                        "-I", os.path.join(build, "bpf"), "-c", os.path.join(HERE, "lms_cost.bpf.c"),
-                        "-o", obj], check=True)
+        # the library's own BPF flags (CMakeLists.txt writes them): arch, UAPI headers
+        with open(os.path.join(build, "bpf", "clang-bpf-flags")) as f:
+            cflags = f.read().split("\n")
+        subprocess.run(["clang", *filter(None, cflags), "-c", os.path.join(HERE, "lms_cost.bpf.c"), "-o", obj],
+                       check=True)
         script = ["set -e", "mount -t bpf bpf /sys/fs/bpf", f"bpftool prog loadall {obj} /sys/fs/bpf/cost"]
         for dev in set(ingress) | set(egress):
             script.append(f"tc qdisc replace dev {dev} clsact")

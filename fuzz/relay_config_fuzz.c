@@ -44,7 +44,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		(void)rc_match(&c.src[i], &probe);
 		for (size_t k = 0; k < c.src[i].n; k++) {
 			const struct receiver *r = &c.src[i].rcv[k];
-			if (relay_port(&r->addr) == 0 || r->freq == 0 || r->ttl == 0)
+			if (addr_port(&r->addr) == 0 || r->freq == 0 || r->ttl == 0)
 				abort();
 		}
 	}

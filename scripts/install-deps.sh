@@ -7,6 +7,7 @@ pkgs=(
   build-essential cmake pkg-config   # build
   liburing-dev                       # io_uring engines
   clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev   # BPF programs and skeletons
+  linux-libc-dev                     # bpf/vmlinux.h: the UAPI types of the BPF programs
   iproute2 ethtool procps            # network labs: ip netns, veth, offloads, sysctl
   linux-perf                         # bench/group.py F5: where a send's time goes (falls back to getrusage)
   libcap2-bin                        # capsh: tests that drop privileges

@@ -95,7 +95,7 @@ static void add_member_spec(struct blast *b, const char *spec)
 		b->cap = cap;
 	}
 	for (uint64_t i = 0; i < k; i++) {
-		cli_set_port(&ss, (uint16_t)(port + i));
+		addr_set_port(&ss, (uint16_t)(port + i));
 		b->mem[b->n++] = ss;
 	}
 	if (fam == AF_INET)
@@ -165,17 +165,17 @@ static void blast_parse(struct blast *b, int argc, char **argv)
 			break;
 		}
 		case O_ENG: engines = optarg; break;
-		case O_SIZE: b->size = cli_u64("--size", optarg, 0, CLI_UDP6_MAX); break;
+		case O_SIZE: b->size = cli_u64("--size", optarg, 0, GC_UDP6_MAX); break;
 		case O_SENDS: b->sends = cli_u64("--sends", optarg, 1, UINT32_MAX); break;
 		case O_REPS: b->reps = cli_u64("--reps", optarg, 1, 1000000); break;
 		case O_IVL: b->interval_us = cli_u64("--interval-us", optarg, 0, 60000000); break;
 		case O_REPL: b->replace = true; break;
 		case O_PRE:
-			b->pre = cli_u64("--prepend", optarg, 0, CLI_UDP6_MAX);
+			b->pre = cli_u64("--prepend", optarg, 0, GC_UDP6_MAX);
 			b->sg = true;
 			break;
 		case O_APP:
-			b->app = cli_u64("--append", optarg, 0, CLI_UDP6_MAX);
+			b->app = cli_u64("--append", optarg, 0, GC_UDP6_MAX);
 			b->sg = true;
 			break;
 		case O_CPU: b->cpu = cli_cpu("--cpu", optarg); break;
@@ -193,7 +193,7 @@ static void blast_parse(struct blast *b, int argc, char **argv)
 	parse_engines(b, engines);
 	if (b->replace && b->sg)
 		cli_usage_error("--replace does not apply with --prepend/--append (gc_sendgroup() takes no group)");
-	uint64_t max = b->has4 ? CLI_UDP4_MAX : CLI_UDP6_MAX;
+	uint64_t max = b->has4 ? GC_UDP4_MAX : GC_UDP6_MAX;
 	if (b->size + b->pre + b->app > max)
 		cli_usage_error("--size/--prepend/--append: %llu bytes is more than a UDP datagram (%llu)",
 				(unsigned long long)(b->size + b->pre + b->app),
@@ -359,9 +359,7 @@ int cmd_blast(int argc, char **argv)
 	if (b.size >= CLI_HDR_LEN)
 		memcpy(payload, CLI_MAGIC, 4);
 	for (size_t i = 0; b.sg && i < b.n; i++) {
-		uint16_t port = ntohs(b.mem[i].ss_family == AF_INET
-					      ? ((struct sockaddr_in *)&b.mem[i])->sin_port
-					      : ((struct sockaddr_in6 *)&b.mem[i])->sin6_port);
+		uint16_t port = addr_port(&b.mem[i]);
 		uint8_t *p = pre + i * b.pre, *a = app + i * b.app;
 		for (size_t j = 0; j < b.pre; j++)
 			p[j] = cli_member_byte(port, j, CLI_SALT_PRE);

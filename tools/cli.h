@@ -15,6 +15,10 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include <groupcast/group.h> /* GC_UDP4_MAX, GC_UDP6_MAX */
+
+#include "addr.h"
+
 #define CLI_EXIT_FAIL 1
 #define CLI_EXIT_USAGE 2
 
@@ -30,8 +34,6 @@
 #define CLI_HDR_LEN 16u
 #define CLI_SALT_PRE 0x50u
 #define CLI_SALT_APP 0xA0u
-#define CLI_UDP4_MAX 65507u
-#define CLI_UDP6_MAX 65527u
 
 static inline uint8_t cli_pattern(size_t i)
 {
@@ -89,14 +91,6 @@ int cmd_engine(int argc, char **argv);
 int cmd_ringsend(int argc, char **argv);
 int cmd_lms(int argc, char **argv);
 int cmd_ltp(int argc, char **argv);
-
-static inline void cli_set_port(struct sockaddr_storage *ss, uint16_t port)
-{
-	if (ss->ss_family == AF_INET)
-		((struct sockaddr_in *)ss)->sin_port = htons(port);
-	else
-		((struct sockaddr_in6 *)ss)->sin6_port = htons(port);
-}
 
 static inline void cli_put_le32(uint8_t *p, uint32_t v)
 {

@@ -19,9 +19,6 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
-#include <arpa/inet.h>
-#include <net/if.h>
-#include <netdb.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -112,57 +109,22 @@ int cli_cpu(const char *opt, const char *s)
 void cli_split_addr(const char *opt, const char *s, char *buf, const char *form, char **addr,
 		    char **rest)
 {
-	if (buf[0] == '[') {
-		char *close = strchr(buf, ']');
-		if (!close || close[1] != ':')
-			cli_usage_error("%s: '%s': expected [IPv6]:%s", opt, s, strchr(form, ':') + 1);
-		*close = '\0';
-		*addr = buf + 1;
-		*rest = close + 2;
+	enum addr_split_error why;
+	if (addr_split(buf, addr, rest, &why) == 0)
 		return;
-	}
-	char *colon = strchr(buf, ':');
-	if (!colon)
-		cli_usage_error("%s: '%s': expected %s", opt, s, form);
-	if (strchr(colon + 1, ':'))
+	if (why == ADDR_SPLIT_BRACKET)
+		cli_usage_error("%s: '%s': expected [IPv6]:%s", opt, s, strchr(form, ':') + 1);
+	if (why == ADDR_SPLIT_BARE_IPV6)
 		cli_usage_error("%s: '%s': write IPv6 addresses in brackets, [ADDR]:%s", opt, s,
 				strchr(form, ':') + 1);
-	*colon = '\0';
-	*addr = buf;
-	*rest = colon + 1;
+	cli_usage_error("%s: '%s': expected %s", opt, s, form);
 }
 
 int cli_ip(const char *opt, const char *s, uint16_t port, struct sockaddr_storage *ss)
 {
-	struct addrinfo hints = {
-		.ai_family = AF_UNSPEC,
-		.ai_socktype = SOCK_DGRAM,
-		.ai_flags = AI_NUMERICHOST,
-	};
-	char unb[INET6_ADDRSTRLEN + IF_NAMESIZE + 2];
-	size_t sl = strlen(s);
-	if (sl > 2 && s[0] == '[' && s[sl - 1] == ']' && sl - 2 < sizeof(unb)) {
-		memcpy(unb, s + 1, sl - 2); /* accept [IPv6] too */
-		unb[sl - 2] = '\0';
-		s = unb;
-	}
-	struct addrinfo *res = NULL;
-	struct in_addr a4;
-	/* getaddrinfo() takes inet_aton() shorthands such as "10.1"; be strict. */
-	if (!strchr(s, ':') && inet_pton(AF_INET, s, &a4) != 1)
+	int fam = addr_numeric(s, port, ss);
+	if (fam < 0)
 		cli_usage_error("%s: '%s' is not a numeric IPv4 or IPv6 address", opt, s);
-	if (*s == '\0' || getaddrinfo(s, NULL, &hints, &res) != 0 || !res)
-		cli_usage_error("%s: '%s' is not a numeric IPv4 or IPv6 address", opt, s);
-	if (res->ai_addrlen > sizeof(*ss) ||
-	    (res->ai_family != AF_INET && res->ai_family != AF_INET6)) {
-		freeaddrinfo(res);
-		cli_usage_error("%s: '%s' is not an IPv4 or IPv6 address", opt, s);
-	}
-	memset(ss, 0, sizeof(*ss));
-	memcpy(ss, res->ai_addr, res->ai_addrlen);
-	int fam = res->ai_family;
-	freeaddrinfo(res);
-	cli_set_port(ss, port);
 	return fam;
 }
 

@@ -22,7 +22,7 @@
 
 #define RS_TIMEOUT_MS 10000 /* longest wait for the engine to make progress */
 #define RS_SLICE_MS 500     /* then check that the engine is still there */
-#define RS_MAX_SIZE 65507u  /* largest UDP payload over IPv4 */
+#define RS_MAX_SIZE GC_UDP4_MAX /* the engine's socket may be IPv4: the smaller limit */
 
 struct ringsend {
 	const char *connect;

@@ -113,11 +113,11 @@ static void sink_parse(struct sink *s, int argc, char **argv)
 		case O_READY: s->ready_path = optarg; break;
 		case O_VERIFY: s->verify = true; break;
 		case O_SIZE:
-			s->size = cli_u64("--size", optarg, 0, CLI_UDP6_MAX);
+			s->size = cli_u64("--size", optarg, 0, GC_UDP6_MAX);
 			s->size_set = true;
 			break;
-		case O_PRE: s->pre = cli_u64("--prepend", optarg, 0, CLI_UDP6_MAX); break;
-		case O_APP: s->app = cli_u64("--append", optarg, 0, CLI_UDP6_MAX); break;
+		case O_PRE: s->pre = cli_u64("--prepend", optarg, 0, GC_UDP6_MAX); break;
+		case O_APP: s->app = cli_u64("--append", optarg, 0, GC_UDP6_MAX); break;
 		case O_RCVBUF: s->rcvbuf = (int)cli_u64("--rcvbuf", optarg, 0, INT32_MAX / 2); break;
 		case O_CPU: s->cpu = cli_cpu("--cpu", optarg); break;
 		case 'h': sink_usage(stdout); exit(0);
@@ -135,7 +135,7 @@ static void sink_parse(struct sink *s, int argc, char **argv)
 	if (port + count - 1 > 65535)
 		cli_usage_error("--count: ports %llu..%llu go beyond 65535",
 				(unsigned long long)port, (unsigned long long)(port + count - 1));
-	if (s->pre + s->app + (s->size_set ? s->size : 0) > CLI_UDP6_MAX)
+	if (s->pre + s->app + (s->size_set ? s->size : 0) > GC_UDP6_MAX)
 		cli_usage_error("--size/--prepend/--append: %zu bytes in all is more than a UDP datagram",
 				s->pre + s->app + s->size);
 	if (!s->verify && (s->size_set || s->pre || s->app))
@@ -290,7 +290,7 @@ int cmd_sink(int argc, char **argv)
 		if (fd < 0)
 			cli_fail("socket for port %u: %s", port, strerror(errno));
 		rcvgot = cli_sockbuf(fd, true, s.rcvbuf);
-		cli_set_port(&ss, port);
+		addr_set_port(&ss, port);
 		if (bind(fd, (struct sockaddr *)&ss, slen) != 0)
 			cli_fail("bind %s port %u: %s", s.addr, port, strerror(errno));
 		s.fds[i] = fd;

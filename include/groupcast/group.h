@@ -53,6 +53,16 @@ extern "C" {
 #define GC_DEFAULT_LIMIT 65536u
 #define GC_MAX_LIMIT (1u << 24)
 
+/*
+ * Largest UDP payload, in bytes, that one datagram can carry: gc_send() and
+ * gc_sendgroup() refuse longer ones with EMSGSIZE.  The IP total length is 16
+ * bits: IPv4 counts its 20-byte header and the 8-byte UDP header inside it
+ * (65535 - 28); IPv6 keeps its header outside the payload length (65535 - 8).
+ * An IPv6 socket sending to an IPv4 member (dual-stack) gets the IPv4 limit.
+ */
+#define GC_UDP4_MAX 65507u
+#define GC_UDP6_MAX 65527u
+
 /* Flags accepted by gc_send() and gc_sendgroup(); anything else is EINVAL. */
 #define GC_SEND_FLAGS (MSG_DONTWAIT | MSG_CONFIRM | MSG_DONTROUTE | MSG_NOSIGNAL)
 
@@ -89,7 +99,7 @@ ssize_t gc_getgroup_size(int sd);
  * Returns len if every member was sent to.  Errors:
  *   EDESTADDRREQ  sd has no group
  *   EFAULT        buf is NULL and len > 0
- *   EMSGSIZE      len is larger than a UDP datagram can be
+ *   EMSGSIZE      len is above GC_UDP4_MAX (IPv4 group) or GC_UDP6_MAX
  *   EINVAL        flags outside GC_SEND_FLAGS
  *   EBADF, ENOTSOCK, EPROTOTYPE as for gc_setgroup()
  *   any other     the first failed member's errno; the other members were
@@ -124,7 +134,8 @@ struct gc_giovec {
  *   EFAULT        rec is NULL with recnum > 0, or an iovec has a NULL base
  *                 with a non-zero length
  *   E2BIG         recnum is above the socket's limit
- *   EMSGSIZE      a recipient's datagram is larger than UDP allows
+ *   EMSGSIZE      a recipient's datagram is above GC_UDP4_MAX (IPv4
+ *                 destination) or GC_UDP6_MAX
  *   EAFNOSUPPORT, EINVAL   a destination as in gc_setgroup()
  *   EINVAL        flags outside GC_SEND_FLAGS
  *   EBADF, ENOTSOCK, EPROTOTYPE as for gc_setgroup()

@@ -20,9 +20,6 @@
 #include "internal.h"
 #include "kpolicy.h"
 
-#define UDP4_MAX 65507u /* 65535 - 20 (IPv4) - 8 (UDP) */
-#define UDP6_MAX 65527u /* 65535 - 8 (UDP); the IPv6 header is outside the payload length */
-
 static const struct gc_engine_ops *const ops_of[GC_ENGINE_COUNT] = {
 	[GC_ENGINE_LOOP] = &gc_loop_ops,
 	[GC_ENGINE_MMSG] = &gc_mmsg_ops,
@@ -507,7 +504,7 @@ GC_EXPORT ssize_t gc_send(int sd, const void *buf, size_t len, int flags)
 		gc_seterr(EDESTADDRREQ, "sd: %d has no group (gc_setgroup())", sd);
 		goto out;
 	}
-	if (len > (s->group_v4 ? UDP4_MAX : UDP6_MAX)) {
+	if (len > (s->group_v4 ? GC_UDP4_MAX : GC_UDP6_MAX)) {
 		gc_seterr(EMSGSIZE, "len: %zu is larger than a UDP datagram", len);
 		goto out;
 	}
@@ -569,8 +566,8 @@ static int check_rec(const struct gc_sock *s, const struct gc_giovec *g, size_t 
 	if (check_dest(s, &g->dest, "rec", i, &v4, v6only_cache) || check_iov(&g->prepend, "prepend", i) ||
 	    check_iov(&g->append, "append", i))
 		return errno;
-	if (g->prepend.iov_len > UDP6_MAX || g->append.iov_len > UDP6_MAX ||
-	    (len += g->prepend.iov_len + g->append.iov_len) > (v4 ? UDP4_MAX : UDP6_MAX))
+	if (g->prepend.iov_len > GC_UDP6_MAX || g->append.iov_len > GC_UDP6_MAX ||
+	    (len += g->prepend.iov_len + g->append.iov_len) > (v4 ? GC_UDP4_MAX : GC_UDP6_MAX))
 		return gc_seterr(EMSGSIZE, "rec[%zu]: prepend + shared + append is larger than a UDP datagram",
 				 i), EMSGSIZE;
 	return 0;

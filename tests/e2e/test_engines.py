@@ -9,17 +9,14 @@ bytes.
 import errno
 import json
 import random
-import subprocess
 import sys
-import time
-from collections import Counter, defaultdict
-from contextlib import contextmanager
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
+from delivery import check_delivery, sinks
 from gcsend import expected
-from sinkdump import read_dump
 
 GCSEND = Path(__file__).with_name("gcsend.py")
 ENGINES = ["loop", "mmsg", "uring", "uring_zc", "kernel"]
@@ -85,69 +82,11 @@ def require_engine(lab, build, engine):
         pytest.skip(f"engine {engine} unavailable: {_unavailable[engine]}")
 
 
-@contextmanager
-def sinks(lab, build, addrs, tmp_path):
-    """Run `groupcast sink` on PORTS ports at each address (receiver ns -> addr);
-    yields a function that waits for the sinks to go idle and returns
-    {(addr, port): [datagram, ...] in arrival order}."""
-    procs = {}
-    for ns, addr in addrs.items():
-        argv = [build / "tools" / "groupcast", "sink", "--addr", addr, "--port-base", PORT_BASE,
-                "--count", PORTS, "--idle-ms", IDLE_MS, "--timeout-ms", 120000,
-                "--dump", tmp_path / f"{ns}.dump", "--ready-file", tmp_path / f"{ns}.ready"]
-        procs[ns] = lab.popen(ns, argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-    def collect():
-        got = defaultdict(list)
-        for ns, proc in procs.items():
-            out, err = proc.communicate(timeout=180)
-            assert proc.returncode == 0, f"sink in {ns} failed ({proc.returncode}): {err.strip()}"
-            summary = json.loads(out.splitlines()[-1])
-            records = read_dump(tmp_path / f"{ns}.dump")
-            assert summary["received"] == len(records) and summary["truncated"] == 0, summary
-            for port, data in records:
-                got[addrs[ns], port].append(data)
-        return got
-
-    try:
-        deadline = time.monotonic() + 10
-        for ns, proc in procs.items():
-            while not (tmp_path / f"{ns}.ready").exists():
-                assert proc.poll() is None, f"sink in {ns} exited: {proc.communicate()[1].strip()}"
-                assert time.monotonic() < deadline, f"sink in {ns} not ready after 10 s"
-                time.sleep(0.01)
-        yield collect
-    finally:
-        for proc in procs.values():
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate()
-
-
-def check_delivery(want, got):
-    """Every member got exactly its datagrams, in send order; loud on loss."""
-    total = sum(map(len, want.values()))
-    lost = extra = 0
-    reordered, examples = [], []
-    for key in sorted(want.keys() | got.keys()):
-        w, g = want.get(key, []), got.get(key, [])
-        missing, unexpected = Counter(w) - Counter(g), Counter(g) - Counter(w)
-        lost += sum(missing.values())
-        extra += sum(unexpected.values())
-        if missing or unexpected:
-            examples.append(f"{key}: {sum(missing.values())} missing, {sum(unexpected.values())} unexpected "
-                            f"(lengths want {[len(d) for d in w]}, got {[len(d) for d in g]})")
-        elif w != g:
-            reordered.append(key)
-    assert lost == 0 and extra == 0 and not reordered, (
-        f"LOST {lost} of {total} datagrams, {extra} unexpected, {len(reordered)} members out of order "
-        f"{reordered[:5]}; first members with wrong datagrams: {examples[:5]}")
-
-
 def run_plan(lab, build, engine, family, plan, tmp_path):
     sock, kind = FAMILIES[family]
     addrs = {r.ns: getattr(r, kind) for r in lab.topology.receivers}
-    with sinks(lab, build, addrs, tmp_path) as collect:
+    # The sinks stop by themselves IDLE_MS after their last datagram.
+    with sinks(lab, build, tmp_path, addrs.items(), port_base=PORT_BASE, ports=PORTS, idle_ms=IDLE_MS) as collect:
         out = gcsend(lab, build, {"engine": engine, "socket": sock, "pace_ms": PACE_MS, "sends": plan.sends})
         got = collect()
     assert out["engine"] == engine
@@ -186,7 +125,7 @@ def test_engine_delivers_exact_bytes(lab, build, engine, family, tmp_path):
     if engine == "kernel" and family != "dual":
         # Only the 300 members of the fragmented send may leave the kernel path.
         assert out["stats"]["user_fallback"] <= 300, out["stats"]
-    check_delivery(want, got)
+    check_delivery([want], got)
 
 
 @pytest.mark.parametrize("family", ["inet", "inet6"])
@@ -211,4 +150,4 @@ def test_unroutable_member_fails_alone(lab, build, engine, family, tmp_path):
     assert sendgroup["ret"] == len(group) - 1 and sendgroup["gerrno"] == errors, sendgroup
     assert out["stats"]["failed"] == 2 and out["stats"]["datagrams"] == 2 * len(good), out["stats"]
     assert out["stats"]["last_errno"] == errno.ENETUNREACH, out["stats"]
-    check_delivery(want, got)
+    check_delivery([want], got)

@@ -55,8 +55,8 @@ static void rcv_ok(const char *arg, size_t n, int fam, uint16_t port, uint32_t f
 	if (rc == 0) {
 		CHECK(s->n == n, "'%s': %zu receivers, want %zu", arg, s->n, n);
 		CHECK(s->rcv[0].addr.ss_family == fam, "'%s': family", arg);
-		CHECK(relay_port(&s->rcv[0].addr) == port, "'%s': port %u want %u", arg, relay_port(&s->rcv[0].addr), port);
-		CHECK(relay_port(&s->rcv[n - 1].addr) == port + n - 1, "'%s': last port", arg);
+		CHECK(addr_port(&s->rcv[0].addr) == port, "'%s': port %u want %u", arg, addr_port(&s->rcv[0].addr), port);
+		CHECK(addr_port(&s->rcv[n - 1].addr) == port + n - 1, "'%s': last port", arg);
 		CHECK(s->rcv[0].freq == freq, "'%s': interval %u want %u", arg, s->rcv[0].freq, freq);
 		CHECK(s->rcv[0].ttl == ttl, "'%s': ttl %u want %u", arg, s->rcv[0].ttl, ttl);
 		CHECK(c.receivers == n, "'%s': conf count", arg);

@@ -64,56 +64,6 @@ static const char *show(const char *s, size_t n, char *buf, size_t cap)
 	return buf;
 }
 
-uint16_t relay_port(const struct sockaddr_storage *ss)
-{
-	if (ss->ss_family == AF_INET)
-		return ntohs(((const struct sockaddr_in *)ss)->sin_port);
-	if (ss->ss_family == AF_INET6)
-		return ntohs(((const struct sockaddr_in6 *)ss)->sin6_port);
-	return 0;
-}
-
-socklen_t relay_addrlen(const struct sockaddr_storage *ss)
-{
-	return ss->ss_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
-}
-
-static void set_port(struct sockaddr_storage *ss, uint16_t port)
-{
-	if (ss->ss_family == AF_INET)
-		((struct sockaddr_in *)ss)->sin_port = htons(port);
-	else
-		((struct sockaddr_in6 *)ss)->sin6_port = htons(port);
-}
-
-const char *relay_addr_str(const struct sockaddr_storage *ss, char *buf, size_t len)
-{
-	char a[INET6_ADDRSTRLEN] = "?";
-	if (ss->ss_family == AF_INET) {
-		inet_ntop(AF_INET, &((const struct sockaddr_in *)ss)->sin_addr, a, sizeof(a));
-		snprintf(buf, len, "%s:%u", a, relay_port(ss));
-	} else if (ss->ss_family == AF_INET6) {
-		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)ss)->sin6_addr, a, sizeof(a));
-		snprintf(buf, len, "[%s]:%u", a, relay_port(ss));
-	} else {
-		snprintf(buf, len, "(family %d)", ss->ss_family);
-	}
-	return buf;
-}
-
-bool relay_same_addr(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
-{
-	if (a->ss_family != b->ss_family)
-		return false;
-	if (a->ss_family == AF_INET)
-		return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
-		       ((const struct sockaddr_in *)b)->sin_addr.s_addr;
-	if (a->ss_family == AF_INET6)
-		return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
-			      &((const struct sockaddr_in6 *)b)->sin6_addr, 16) == 0;
-	return false;
-}
-
 /* Unsigned decimal s[0..n) in [min, max]; no sign, no spaces. */
 static bool parse_uint(const char *s, size_t n, unsigned long min, unsigned long max,
 		       unsigned long *out)
@@ -343,7 +293,7 @@ int rc_parse_receiver(struct rc_conf *c, struct source *s, const char *arg,
 		struct receiver *r = &s->rcv[s->n++];
 		memset(r, 0, sizeof(*r));
 		r->addr = addr;
-		set_port(&r->addr, (uint16_t)(first + k));
+		addr_set_port(&r->addr, (uint16_t)(first + k));
 		r->freq = (uint32_t)freq;
 		r->ttl = (uint8_t)ttl;
 		r->flags = o->flags;

@@ -83,7 +83,7 @@ static void sub_key(const struct sockaddr_storage *a, uint8_t k[19])
 		memcpy(k + 1, &((const struct sockaddr_in *)a)->sin_addr, 4);
 	else if (a->ss_family == AF_INET6)
 		memcpy(k + 1, &((const struct sockaddr_in6 *)a)->sin6_addr, 16);
-	uint16_t p = relay_port(a);
+	uint16_t p = addr_port(a);
 	k[17] = (uint8_t)(p >> 8);
 	k[18] = (uint8_t)p;
 }
@@ -161,7 +161,7 @@ static uint32_t ssrc_hash(const struct subs *t, uint32_t ssrc)
 
 static bool same(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
 {
-	return relay_same_addr(a, b) && relay_port(a) == relay_port(b);
+	return addr_same_host(a, b) && addr_port(a) == addr_port(b);
 }
 
 struct sub *subs_find(struct subs *t, const struct sockaddr_storage *addr)
@@ -283,7 +283,7 @@ struct sub *subs_add(struct subs *t, const struct sockaddr_storage *addr, uint64
 	s->used = true;
 	s->fresh = true;
 	s->addr = *addr;
-	s->rtcp_port = (uint16_t)(relay_port(addr) + 1);
+	s->rtcp_port = (uint16_t)(addr_port(addr) + 1);
 	uint64_t x = rnd(t);
 	s->ssrc = (uint32_t)x;
 	s->ts_off = (uint32_t)(x >> 32);
@@ -345,7 +345,7 @@ static bool listed(const struct sockaddr_storage *v, size_t n, const struct sock
 	struct sockaddr_storage ss = { 0 };
 	memcpy(&ss, a, a->sa_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6));
 	for (size_t i = 0; i < n; i++)
-		if (relay_same_addr(&v[i], &ss))
+		if (addr_same_host(&v[i], &ss))
 			return true;
 	return false;
 }
@@ -393,7 +393,7 @@ int control_local_addrs(struct relay *r)
 static bool is_bcast(const struct relay *r, const struct sockaddr_storage *a)
 {
 	for (size_t i = r->nlocal; i < r->nlocal + r->nbcast; i++)
-		if (relay_same_addr(a, &r->local[i]))
+		if (addr_same_host(a, &r->local[i]))
 			return true;
 	return false;
 }
@@ -405,7 +405,7 @@ static bool is_local(const struct relay *r, const struct sockaddr_storage *a)
 	if (a->ss_family == AF_INET6 && IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)a)->sin6_addr))
 		return true;
 	for (size_t i = 0; i < r->nlocal; i++)
-		if (relay_same_addr(a, &r->local[i]))
+		if (addr_same_host(a, &r->local[i]))
 			return true;
 	return false;
 }
@@ -413,7 +413,7 @@ static bool is_local(const struct relay *r, const struct sockaddr_storage *a)
 /* A local address at one of the relay's own ports (any of its sockets). */
 static bool is_own(const struct relay *r, const struct sockaddr_storage *a)
 {
-	uint16_t p = relay_port(a);
+	uint16_t p = addr_port(a);
 	return (p == r->own_port[0] || p == r->own_port[1] || p == r->own_port[2]) && is_local(r, a);
 }
 
@@ -436,7 +436,7 @@ int control_check_subscriber(const struct relay *r, const struct sockaddr_storag
 		return refuse(why, len, "not an IPv4 or IPv6 address");
 	if ((r->family && a->ss_family != r->family) || r->data_fd[relay_family_index(a->ss_family)] < 0)
 		return refuse(why, len, "address family not served");
-	if (relay_port(a) == 0)
+	if (addr_port(a) == 0)
 		return refuse(why, len, "port 0");
 	if (a->ss_family == AF_INET) {
 		in_addr_t v = ntohl(((const struct sockaddr_in *)a)->sin_addr.s_addr);
@@ -586,7 +586,7 @@ static size_t handle(struct relay *r, const char *msg, size_t len, const struct 
 	}
 	/* PORT, then key=value options */
 	struct sockaddr_storage dest = *from;
-	uint16_t port = relay_port(from), rtcp = 0;
+	uint16_t port = addr_port(from), rtcp = 0;
 	bool rtcp_set = false, ssrc_set = false, cookie_set = false;
 	uint64_t ssrc = 0, cookie = 0;
 	for (size_t i = 1; i < nw; i++) {
@@ -629,7 +629,7 @@ static size_t handle(struct relay *r, const char *msg, size_t len, const struct 
 		return reply(out, cap, "ERR refused: %s\n", why);
 	}
 	char a[80];
-	relay_addr_str(&dest, a, sizeof(a));
+	addr_str(&dest, a, sizeof(a));
 	char *sp = strrchr(a, ':');
 	if (sp)
 		*sp = ' '; /* "ADDR PORT" */
@@ -701,7 +701,7 @@ size_t control_handle(struct relay *r, const char *msg, size_t len,
 		      const struct sockaddr_storage *from, char *out, size_t cap)
 {
 	r->c.ctl_in++;
-	if (relay_port(from) == 0 || is_own(r, from)) {
+	if (addr_port(from) == 0 || is_own(r, from)) {
 		/* no reply can reach port 0, and one to our own sockets (a forged
 		 * source: IPv6 takes the host's own address from outside) would
 		 * feed the relay itself */

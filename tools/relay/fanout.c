@@ -170,7 +170,7 @@ static uint64_t rcv_hash(const struct receiver *v, uint64_t seed)
 {
 	const uint8_t *b = (const uint8_t *)&v->addr;
 	uint64_t h = seed ^ 14695981039346656037ull; /* FNV-1a, seeded per reload */
-	for (size_t i = 0; i < relay_addrlen(&v->addr); i++)
+	for (size_t i = 0; i < addr_len(&v->addr); i++)
 		h = (h ^ b[i]) * 1099511628211ull;
 	h = (h ^ v->freq) * 1099511628211ull;
 	h = (h ^ v->flags) * 1099511628211ull;
@@ -332,7 +332,7 @@ static void send_one(struct relay *r, struct receiver *v, const uint8_t *d, size
 	} else if (v->path == PATH_DIRECT) {
 		uint64_t t0 = send_clock(r);
 		ssize_t w = sendto(s->fd, d, len, MSG_DONTWAIT | MSG_NOSIGNAL,
-				   (const struct sockaddr *)&v->addr, relay_addrlen(&v->addr));
+				   (const struct sockaddr *)&v->addr, addr_len(&v->addr));
 		e = w < 0 ? errno : 0;
 		r->c.send_ns += send_clock(r) - t0;
 		if (!e)
@@ -371,7 +371,7 @@ static void debug_sent(struct relay *r, const struct receiver *v, size_t len)
 	char a[80];
 	if (r->debug > 1)
 		fprintf(stderr, "  %s %zu bytes to %s\n", v->st.last_errno ? "tried" : "sent", len,
-			relay_addr_str(&v->addr, a, sizeof(a)));
+			addr_str(&v->addr, a, sizeof(a)));
 }
 
 void fanout_datagram(struct relay *r, const uint8_t *d, size_t len, const struct sockaddr_storage *from)
@@ -390,7 +390,7 @@ void fanout_datagram(struct relay *r, const uint8_t *d, size_t len, const struct
 		if (r->debug) {
 			char a[80];
 			fprintf(stderr, "relay: %zu bytes from %s match no source\n", len,
-				relay_addr_str(from, a, sizeof(a)));
+				addr_str(from, a, sizeof(a)));
 		}
 		return;
 	}

@@ -31,7 +31,6 @@ int relay_epfd = -1;
 
 enum { TAG_LS = 1, TAG_SIG, TAG_TIMER, TAG_STATS };
 #define TAG(kind, i) (((uint64_t)(kind) << 32) | (uint32_t)(i))
-#define TAG_STATS_CONN 0x53000000u
 #define TICK_MS 200
 #define CTL_BATCH 32
 #define LOCAL_ADDRS_NS 5000000000u  /* broadcast mode: re-read the host's addresses this often */
@@ -253,7 +252,7 @@ static uint16_t port_number(const char *opt, const char *s)
 	struct sockaddr_storage ss = { 0 };
 	memcpy(&ss, res->ai_addr, res->ai_addrlen);
 	freeaddrinfo(res);
-	uint16_t p = relay_port(&ss);
+	uint16_t p = addr_port(&ss);
 	if (p == 0)
 		cli_usage_error("%s: port 0", opt);
 	return p;
@@ -279,8 +278,8 @@ static int bind_one(const struct sockaddr_storage *ss, long rcvbuf, bool ovfl, c
 	}
 	if (ovfl)
 		(void)setsockopt(fd, SOL_SOCKET, SO_RXQ_OVFL, &one, sizeof(one));
-	if (bind(fd, (const struct sockaddr *)ss, relay_addrlen(ss)) != 0) {
-		snprintf(err, errlen, "bind %s: %s", relay_addr_str(ss, a, sizeof(a)), strerror(errno));
+	if (bind(fd, (const struct sockaddr *)ss, addr_len(ss)) != 0) {
+		snprintf(err, errlen, "bind %s: %s", addr_str(ss, a, sizeof(a)), strerror(errno));
 		close(fd);
 		return -1;
 	}
@@ -404,7 +403,7 @@ static void attach_engines(struct relay *r)
  * On reload (from != NULL) the command line's receivers are copied from the
  * configuration in force instead of parsed again: their names were resolved
  * at start. */
-static int build_conf(struct relay *r, struct args *a, const struct rc_conf *from, struct rc_conf *c, char *err,
+static int build_conf(struct relay *r, const struct args *a, const struct rc_conf *from, struct rc_conf *c, char *err,
 		      size_t errlen)
 {
 	memset(c, 0, sizeof(*c));
@@ -450,7 +449,7 @@ static int build_conf(struct relay *r, struct args *a, const struct rc_conf *fro
  * block the loop (and every stream) for as long as DNS takes, so a reloaded
  * file must use addresses and port numbers (names are fine at start).
  */
-static void reload(struct relay *r, struct args *a)
+static void reload(struct relay *r, const struct args *a)
 {
 	char err[512];
 	struct rc_conf c;
@@ -528,7 +527,7 @@ static void read_data(struct relay *r, struct inbuf *b, size_t li)
 			const struct sockaddr_storage *from = &b->from[i];
 			if (r->debug) {
 				char a[80];
-				fprintf(stderr, "received %zu bytes from %s\n", len, relay_addr_str(from, a, sizeof(a)));
+				fprintf(stderr, "received %zu bytes from %s\n", len, addr_str(from, a, sizeof(a)));
 			}
 			if ((h->msg_flags & MSG_TRUNC) || len > r->max_size) {
 				r->c.oversize++;
@@ -569,7 +568,7 @@ static void read_control(struct relay *r, int fd)
 			size_t rl = control_handle(r, buf[i], len, &from[i], out, sizeof(out));
 			if (rl)
 				(void)sendto(fd, out, rl, MSG_DONTWAIT | MSG_NOSIGNAL, (struct sockaddr *)&from[i],
-					     relay_addrlen(&from[i]));
+					     addr_len(&from[i]));
 		}
 		if (n < CTL_BATCH)
 			return;
@@ -606,11 +605,21 @@ static void daemonize(void)
 	}
 }
 
-int cmd_relay(int argc, char **argv)
+/* ---- setup ------------------------------------------------------------------ */
+
+/* What the loop owns besides struct relay: its descriptors and receive buffers. */
+struct loop {
+	struct args a;               /* kept for reload() */
+	int sfd, tfd, stats_fd;      /* signalfd, the TICK_MS timer, --stats-socket */
+	struct inbuf in;
+	uint64_t last_status, last_expire, last_addrs;
+	int rc;                      /* exit status */
+	bool stop;
+};
+
+/* Defaults that parse_args() may override... */
+static void relay_defaults(struct relay *r)
 {
-	static struct relay R;
-	struct relay *r = &R;
-	struct args a = { 0 };
 	r->listen_port = RELAY_DEFAULT_PORT;
 	r->rcvbuf = 4 << 20;
 	r->sndbuf = 8 << 20;
@@ -622,7 +631,11 @@ int cmd_relay(int argc, char **argv)
 	r->argv_opts.flags = RCV_CHECKSUM;
 	r->data_fd[0] = r->data_fd[1] = r->rtcp_fd[0] = r->rtcp_fd[1] = -1;
 	r->raw_fd[0] = r->raw_fd[1] = -1;
-	parse_args(r, &a, argc, argv);
+}
+
+/* ...and those whose "not given" is 0. */
+static void relay_defaults_after_args(struct relay *r)
+{
 	if (!r->max_subs)
 		r->max_subs = 4096;
 	if (!r->clock_rate)
@@ -633,18 +646,22 @@ int cmd_relay(int argc, char **argv)
 		r->ctl_rate = 200;
 	if (!r->cookie_s)
 		r->cookie_s = 30;
+}
 
+/* The receivers (arguments and -c files) into conf, checked against the mode;
+ * the --producer filter; the engine.  Exits on a bad configuration. */
+static void check_config(struct relay *r, const struct args *a, struct rc_conf *conf)
+{
 	char err[512];
-	struct rc_conf conf;
-	if (build_conf(r, &a, NULL, &conf, err, sizeof(err))) {
-		rc_free(&conf);
+	if (build_conf(r, a, NULL, conf, err, sizeof(err))) {
+		rc_free(conf);
 		cli_usage_error("%s", err);
 	}
 	if (r->rtp) {
-		if (a.producer) {
+		if (a->producer) {
 			struct rc_conf pc = { 0 };
 			char line[300];
-			snprintf(line, sizeof(line), "%s:", a.producer);
+			snprintf(line, sizeof(line), "%s:", a->producer);
 			struct rc_opts po = { .family = r->family, .numeric = true };
 			if (rc_parse_line(&pc, line, strlen(line), "--producer", 0, &po, err, sizeof(err)) || pc.n != 1) {
 				rc_free(&pc);
@@ -655,18 +672,23 @@ int cmd_relay(int argc, char **argv)
 			r->have_producer_filter = !pc.src[0].any;
 			rc_free(&pc);
 		}
-		for (size_t i = 0; i < conf.n; i++)
-			for (size_t k = 0; k < conf.src[i].n; k++)
-				if (conf.src[i].rcv[k].freq != 1 || conf.src[i].rcv[k].ttl != RELAY_DEFAULT_TTL)
+		for (size_t i = 0; i < conf->n; i++)
+			for (size_t k = 0; k < conf->src[i].n; k++)
+				if (conf->src[i].rcv[k].freq != 1 || conf->src[i].rcv[k].ttl != RELAY_DEFAULT_TTL)
 					cli_usage_error("argument %zu: an interval or TTL does not apply to --rtp subscribers (ADDR[/PORT])",
 							k + 1);
-	} else if (conf.receivers == 0) {
-		rc_free(&conf);
+	} else if (conf->receivers == 0) {
+		rc_free(conf);
 		cli_usage_error("no receivers: give at least one RECEIVER, or -c with a file that has some");
 	}
 	if (gc_engine_available(r->engine) != 0)
 		cli_fail("--engine %s: %s", gc_engine_name(r->engine), gc_errmsg());
+}
 
+/* The data, RTCP and control ports, bound; broadcast mode's subscriber table,
+ * cookie key and rate budgets.  Exits on failure. */
+static void open_ports(struct relay *r)
+{
 	uint16_t port = port_number("-p", r->listen_port);
 	if (r->rtp && ((!r->rtcp_port_opt && port > 65534) || (!r->control_port && port > 65533)))
 		cli_usage_error("-p %u: the %s port (-p + %d) would be past 65535; give a lower port or %s", port,
@@ -681,30 +703,56 @@ int cmd_relay(int argc, char **argv)
 			cli_usage_error("-p %u, --rtcp-port %u and --control %u must differ", port, rp, cp);
 	}
 	open_listeners(r, LS_DATA, port, "-p");
-	if (r->rtp) {
-		open_listeners(r, LS_RTCP, rp, "--rtcp-port");
-		open_listeners(r, LS_CONTROL, cp, "--control");
-		if (subs_init(&r->subs, r->max_subs))
-			cli_fail("cannot make the table of %u subscribers: %s", r->max_subs, strerror(errno));
-		r->own_port[0] = port;
-		r->own_port[1] = rp;
-		r->own_port[2] = cp;
-		randombytes_buf(r->cookie_key, sizeof(r->cookie_key));
-		r->rate = calloc(CTL_RATE_SLOTS, sizeof(*r->rate));
-		if (!r->rate)
-			cli_fail("out of memory");
-		if (control_local_addrs(r))
-			cli_fail("cannot list the host's addresses (getifaddrs): %s", strerror(errno));
+	if (!r->rtp)
+		return;
+	open_listeners(r, LS_RTCP, rp, "--rtcp-port");
+	open_listeners(r, LS_CONTROL, cp, "--control");
+	if (subs_init(&r->subs, r->max_subs))
+		cli_fail("cannot make the table of %u subscribers: %s", r->max_subs, strerror(errno));
+	r->own_port[0] = port;
+	r->own_port[1] = rp;
+	r->own_port[2] = cp;
+	randombytes_buf(r->cookie_key, sizeof(r->cookie_key));
+	r->rate = calloc(CTL_RATE_SLOTS, sizeof(*r->rate));
+	if (!r->rate)
+		cli_fail("out of memory");
+	if (control_local_addrs(r))
+		cli_fail("cannot list the host's addresses (getifaddrs): %s", strerror(errno));
+}
+
+/* Broadcast mode: the receivers given at start become static subscribers. */
+static void add_static_subscribers(struct relay *r, struct rc_conf *conf)
+{
+	uint64_t now = relay_now_ns();
+	for (size_t i = 0; i < conf->n; i++) {
+		for (size_t k = 0; k < conf->src[i].n; k++) {
+			char why[96], a[80];
+			if (control_check_subscriber(r, &conf->src[i].rcv[k].addr, why, sizeof(why)))
+				cli_usage_error("argument %zu: subscriber %s: %s", k + 1,
+						addr_str(&conf->src[i].rcv[k].addr, a, sizeof(a)), why);
+			struct sub *s = subs_find(&r->subs, &conf->src[i].rcv[k].addr);
+			if (!s && !(s = subs_add(&r->subs, &conf->src[i].rcv[k].addr, now)))
+				cli_fail("more static subscribers than --max-subscribers %u", r->max_subs);
+			s->is_static = true;
+		}
 	}
-	/* raw sockets (-S) before fork, so that a missing privilege shows */
-	for (size_t i = 0; i < conf.n; i++)
-		for (size_t k = 0; k < conf.src[i].n; k++)
-			if (conf.src[i].rcv[k].flags & RCV_SPOOF &&
-			    fanout_sendsock(r, conf.src[i].rcv[k].addr.ss_family, conf.src[i].rcv[k].ttl, true, err,
+}
+
+/* Everything that may need privileges, then drop them: sockets (raw ones
+ * before the fork, so that a missing privilege shows), the stats socket,
+ * -f, the PID file, the receivers or subscribers, the engines. */
+static void relay_setup(struct relay *r, struct loop *lp, struct rc_conf *conf)
+{
+	char err[512];
+	open_ports(r);
+	for (size_t i = 0; i < conf->n; i++)
+		for (size_t k = 0; k < conf->src[i].n; k++)
+			if (conf->src[i].rcv[k].flags & RCV_SPOOF &&
+			    fanout_sendsock(r, conf->src[i].rcv[k].addr.ss_family, conf->src[i].rcv[k].ttl, true, err,
 					    sizeof(err)) < 0)
 				cli_fail("%s", err);
-	int stats_fd = -1;
-	if (r->stats_socket && (stats_fd = stats_listen(r, r->stats_socket)) < 0)
+	lp->stats_fd = -1;
+	if (r->stats_socket && (lp->stats_fd = stats_listen(r, r->stats_socket)) < 0)
 		cli_fail("--stats-socket: cannot listen on '%s': %s", r->stats_socket, strerror(errno));
 
 	if (r->daemon)
@@ -716,27 +764,19 @@ int cmd_relay(int argc, char **argv)
 
 	if (r->rtp) {
 		prepare_rtp_senders(r);
-		uint64_t now = relay_now_ns();
-		for (size_t i = 0; i < conf.n; i++) {
-			for (size_t k = 0; k < conf.src[i].n; k++) {
-				char why[96], a[80];
-				if (control_check_subscriber(r, &conf.src[i].rcv[k].addr, why, sizeof(why)))
-					cli_usage_error("argument %zu: subscriber %s: %s", k + 1,
-							relay_addr_str(&conf.src[i].rcv[k].addr, a, sizeof(a)), why);
-				struct sub *s = subs_find(&r->subs, &conf.src[i].rcv[k].addr);
-				if (!s && !(s = subs_add(&r->subs, &conf.src[i].rcv[k].addr, now)))
-					cli_fail("more static subscribers than --max-subscribers %u", r->max_subs);
-				s->is_static = true;
-			}
-		}
-		rc_free(&conf);
-	} else if (fanout_install(r, &conf, err, sizeof(err))) {
+		add_static_subscribers(r, conf);
+		rc_free(conf);
+	} else if (fanout_install(r, conf, err, sizeof(err))) { /* takes conf over into r->conf */
 		cli_fail("%s", err);
 	}
 	if (r->user)
 		attach_engines(r);
 	relay_drop_privileges(r->user, needs_raw(r));
+}
 
+/* Signals as a signalfd, the tick timer, the epoll set, the receive buffers. */
+static void loop_setup(struct relay *r, struct loop *lp)
+{
 	sigset_t sigs;
 	sigemptyset(&sigs);
 	sigaddset(&sigs, SIGHUP);
@@ -746,21 +786,21 @@ int cmd_relay(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	if (sigprocmask(SIG_BLOCK, &sigs, NULL) != 0)
 		cli_fail("sigprocmask: %s", strerror(errno));
-	int sfd = signalfd(-1, &sigs, SFD_NONBLOCK | SFD_CLOEXEC);
-	int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	lp->sfd = signalfd(-1, &sigs, SFD_NONBLOCK | SFD_CLOEXEC);
+	lp->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
 	relay_epfd = epoll_create1(EPOLL_CLOEXEC);
-	if (sfd < 0 || tfd < 0 || relay_epfd < 0)
+	if (lp->sfd < 0 || lp->tfd < 0 || relay_epfd < 0)
 		cli_fail("signalfd/timerfd/epoll: %s", strerror(errno));
 	struct itimerspec its = { { 0, TICK_MS * 1000000L }, { 0, TICK_MS * 1000000L } };
-	timerfd_settime(tfd, 0, &its, NULL);
+	timerfd_settime(lp->tfd, 0, &its, NULL);
 	struct epoll_event ev = { .events = EPOLLIN };
 	ev.data.u64 = TAG(TAG_SIG, 0);
-	epoll_ctl(relay_epfd, EPOLL_CTL_ADD, sfd, &ev);
+	epoll_ctl(relay_epfd, EPOLL_CTL_ADD, lp->sfd, &ev);
 	ev.data.u64 = TAG(TAG_TIMER, 0);
-	epoll_ctl(relay_epfd, EPOLL_CTL_ADD, tfd, &ev);
-	if (stats_fd >= 0) {
+	epoll_ctl(relay_epfd, EPOLL_CTL_ADD, lp->tfd, &ev);
+	if (lp->stats_fd >= 0) {
 		ev.data.u64 = TAG(TAG_STATS, 0);
-		epoll_ctl(relay_epfd, EPOLL_CTL_ADD, stats_fd, &ev);
+		epoll_ctl(relay_epfd, EPOLL_CTL_ADD, lp->stats_fd, &ev);
 	}
 	for (size_t i = 0; i < r->nls; i++) {
 		ev.data.u64 = TAG(TAG_LS, i);
@@ -768,36 +808,89 @@ int cmd_relay(int argc, char **argv)
 			cli_fail("epoll_ctl: %s", strerror(errno));
 	}
 
-	static struct inbuf in;
-	in.size = r->max_size + 1 < 65536 ? r->max_size + 1 : 65536;
-	in.data = malloc((size_t)RELAY_BATCH * in.size);
-	if (!in.data)
+	lp->in.size = r->max_size + 1 < 65536 ? r->max_size + 1 : 65536;
+	lp->in.data = malloc((size_t)RELAY_BATCH * lp->in.size);
+	if (!lp->in.data)
 		cli_fail("out of memory");
 	if (r->time_sends) /* what one pair of send_ns's clock reads costs */
 		r->timer_ns = (uint64_t)timer_pair_ns();
 	r->start_ns = last_data_ns = relay_now_ns();
-	{
-		char lst[256] = "";
-		size_t off = 0;
-		for (size_t i = 0; i < r->nls && off < sizeof(lst); i++) {
-			char s[80];
-			struct sockaddr_storage ss;
-			socklen_t sl = sizeof(ss);
-			getsockname(r->ls[i].fd, (struct sockaddr *)&ss, &sl);
-			off += (size_t)snprintf(lst + off, sizeof(lst) - off, "%s%s%s", i ? " " : "",
-						r->ls[i].kind == LS_DATA ? "" : r->ls[i].kind == LS_RTCP ? "rtcp=" : "control=",
-						relay_addr_str(&ss, s, sizeof(s)));
-		}
-		fprintf(stderr, "relay: %s mode on %s, %s %zu, engine %s\n", r->rtp ? "broadcast" : "replicate", lst,
-			r->rtp ? "static subscribers" : "receivers",
-			r->rtp ? (size_t)r->subs.nactive : r->conf.receivers, gc_engine_name(r->engine));
-	}
+	lp->last_status = lp->last_expire = lp->last_addrs = r->start_ns;
+}
 
-	uint64_t last_status = r->start_ns, last_expire = r->start_ns, last_addrs = r->start_ns;
-	int rc = 0;
-	bool stop = false;
+/* "relay: replicate mode on 0.0.0.0:2000, receivers 3, engine kernel" */
+static void print_banner(const struct relay *r)
+{
+	char lst[256] = "";
+	size_t off = 0;
+	for (size_t i = 0; i < r->nls && off < sizeof(lst); i++) {
+		char s[80];
+		struct sockaddr_storage ss;
+		socklen_t sl = sizeof(ss);
+		getsockname(r->ls[i].fd, (struct sockaddr *)&ss, &sl);
+		off += (size_t)snprintf(lst + off, sizeof(lst) - off, "%s%s%s", i ? " " : "",
+					r->ls[i].kind == LS_DATA ? "" : r->ls[i].kind == LS_RTCP ? "rtcp=" : "control=",
+					addr_str(&ss, s, sizeof(s)));
+	}
+	fprintf(stderr, "relay: %s mode on %s, %s %zu, engine %s\n", r->rtp ? "broadcast" : "replicate", lst,
+		r->rtp ? "static subscribers" : "receivers",
+		r->rtp ? (size_t)r->subs.nactive : r->conf.receivers, gc_engine_name(r->engine));
+}
+
+/* ---- the loop's events ----------------------------------------------------------- */
+
+static void on_signals(struct relay *r, struct loop *lp)
+{
+	struct signalfd_siginfo si;
+	while (read(lp->sfd, &si, sizeof(si)) == sizeof(si)) {
+		if (si.ssi_signo == SIGHUP && !r->rtp)
+			reload(r, &lp->a);
+		else if (si.ssi_signo == SIGHUP && control_local_addrs(r) == 0)
+			fprintf(stderr, "relay: SIGHUP: %zu local addresses (refused as subscribers)\n", r->nlocal);
+		else if (si.ssi_signo == SIGHUP)
+			fprintf(stderr, "relay: SIGHUP: cannot list the host's addresses: %s\n", strerror(errno));
+		else if (si.ssi_signo == SIGUSR1)
+			stats_status_line(r, stderr);
+		else
+			lp->stop = true;
+	}
+}
+
+/* Every TICK_MS: the status line, local addresses, subscriber expiry, -d and -t. */
+static void on_tick(struct relay *r, struct loop *lp)
+{
+	uint64_t ticks;
+	while (read(lp->tfd, &ticks, sizeof(ticks)) == sizeof(ticks))
+		;
+	uint64_t now = relay_now_ns();
+	if (r->status_s && now - lp->last_status >= (uint64_t)r->status_s * 1000000000u) {
+		stats_status_line(r, stderr);
+		lp->last_status = now;
+	}
+	if (r->rtp && now - lp->last_addrs >= LOCAL_ADDRS_NS) {
+		/* addresses come and go (DHCP, SLAAC): a new one must not stay a
+		 * possible subscriber for long */
+		(void)control_local_addrs(r);
+		lp->last_addrs = now;
+	}
+	if (r->rtp && now - lp->last_expire >= 1000000000u) {
+		r->c.expired += subs_expire(&r->subs, now, (uint64_t)r->expire_s * 1000000000u);
+		lp->last_expire = now;
+	}
+	if (r->duration_s > 0 && (double)(now - r->start_ns) / 1e9 >= r->duration_s)
+		lp->stop = true;
+	if (r->timeout_ms && now - last_data_ns > (uint64_t)r->timeout_ms * 1000000u) {
+		fprintf(stderr, "Timeout, no data received in %u milliseconds.\n", r->timeout_ms);
+		lp->rc = 5;
+		lp->stop = true;
+	}
+}
+
+/* Until a signal, -d or -t stops it. */
+static void relay_loop(struct relay *r, struct loop *lp)
+{
 	struct epoll_event evs[32];
-	while (!stop) {
+	while (!lp->stop) {
 		int n = epoll_wait(relay_epfd, evs, 32, -1);
 		if (n < 0) {
 			if (errno == EINTR)
@@ -807,61 +900,27 @@ int cmd_relay(int argc, char **argv)
 		for (int k = 0; k < n; k++) {
 			uint64_t tag = evs[k].data.u64;
 			uint32_t kind = (uint32_t)(tag >> 32), idx = (uint32_t)tag;
-			if (kind == 0 && (idx & 0xff000000u) == TAG_STATS_CONN) {
+			if (kind == 0 && (idx & 0xff000000u) == TAG_STATS_CONN)
 				stats_conn_event(r, (int)(idx & 0xffffff), evs[k].events);
-			} else if (kind == TAG_LS) {
-				if (r->ls[idx].kind == LS_CONTROL)
-					read_control(r, r->ls[idx].fd);
-				else
-					read_data(r, &in, idx);
-			} else if (kind == TAG_STATS) {
-				stats_accept(r, stats_fd);
-			} else if (kind == TAG_SIG) {
-				struct signalfd_siginfo si;
-				while (read(sfd, &si, sizeof(si)) == sizeof(si)) {
-					if (si.ssi_signo == SIGHUP && !r->rtp)
-						reload(r, &a);
-					else if (si.ssi_signo == SIGHUP && control_local_addrs(r) == 0)
-						fprintf(stderr, "relay: SIGHUP: %zu local addresses (refused as subscribers)\n",
-							r->nlocal);
-					else if (si.ssi_signo == SIGHUP)
-						fprintf(stderr, "relay: SIGHUP: cannot list the host's addresses: %s\n",
-							strerror(errno));
-					else if (si.ssi_signo == SIGUSR1)
-						stats_status_line(r, stderr);
-					else
-						stop = true;
-				}
-			} else if (kind == TAG_TIMER) {
-				uint64_t ticks;
-				while (read(tfd, &ticks, sizeof(ticks)) == sizeof(ticks))
-					;
-				uint64_t now = relay_now_ns();
-				if (r->status_s && now - last_status >= (uint64_t)r->status_s * 1000000000u) {
-					stats_status_line(r, stderr);
-					last_status = now;
-				}
-				if (r->rtp && now - last_addrs >= LOCAL_ADDRS_NS) {
-					/* addresses come and go (DHCP, SLAAC): a new one
-					 * must not stay a possible subscriber for long */
-					(void)control_local_addrs(r);
-					last_addrs = now;
-				}
-				if (r->rtp && now - last_expire >= 1000000000u) {
-					r->c.expired += subs_expire(&r->subs, now, (uint64_t)r->expire_s * 1000000000u);
-					last_expire = now;
-				}
-				if (r->duration_s > 0 && (double)(now - r->start_ns) / 1e9 >= r->duration_s)
-					stop = true;
-				if (r->timeout_ms && now - last_data_ns > (uint64_t)r->timeout_ms * 1000000u) {
-					fprintf(stderr, "Timeout, no data received in %u milliseconds.\n", r->timeout_ms);
-					rc = 5;
-					stop = true;
-				}
-			}
+			else if (kind == TAG_LS && r->ls[idx].kind == LS_CONTROL)
+				read_control(r, r->ls[idx].fd);
+			else if (kind == TAG_LS)
+				read_data(r, &lp->in, idx);
+			else if (kind == TAG_STATS)
+				stats_accept(r, lp->stats_fd);
+			else if (kind == TAG_SIG)
+				on_signals(r, lp);
+			else if (kind == TAG_TIMER)
+				on_tick(r, lp);
 		}
 	}
+}
 
+/* ---- teardown --------------------------------------------------------------------- */
+
+/* The last status line and JSON, then every socket, file and buffer. */
+static void relay_teardown(struct relay *r, struct loop *lp)
+{
 	if (r->status_s)
 		stats_status_line(r, stderr);
 	if (r->json) {
@@ -869,8 +928,8 @@ int cmd_relay(int argc, char **argv)
 		fflush(stdout);
 	}
 	stats_close_all(r);
-	if (stats_fd >= 0) {
-		close(stats_fd);
+	if (lp->stats_fd >= 0) {
+		close(lp->stats_fd);
 		unlink(r->stats_socket);
 	}
 	if (r->pidfile)
@@ -901,9 +960,29 @@ int cmd_relay(int argc, char **argv)
 	free(r->rrec);
 	free(r->rwho);
 	free(r->rtcp_buf);
-	free(in.data);
-	close(sfd);
-	close(tfd);
+	free(lp->in.data);
+	close(lp->sfd);
+	close(lp->tfd);
 	close(relay_epfd);
-	return rc;
+}
+
+int cmd_relay(int argc, char **argv)
+{
+	/* static: struct relay and the receive buffers are large */
+	static struct relay R;
+	static struct loop L;
+	struct relay *r = &R;
+	struct loop *lp = &L;
+	struct rc_conf conf;
+
+	relay_defaults(r);
+	parse_args(r, &lp->a, argc, argv);
+	relay_defaults_after_args(r);
+	check_config(r, &lp->a, &conf);
+	relay_setup(r, lp, &conf);
+	loop_setup(r, lp);
+	print_banner(r);
+	relay_loop(r, lp);
+	relay_teardown(r, lp);
+	return lp->rc;
 }

@@ -33,6 +33,8 @@
 
 #include <groupcast/group.h>
 
+#include "addr.h" /* addr_port(), addr_str(), addr_same_host() ... */
+
 #define RELAY_DEFAULT_PORT "2000"   /* samplicator's default listen and receiver port */
 #define RELAY_DEFAULT_TTL 64
 #define RELAY_MAX_RECEIVERS 65536u  /* receivers in all, after port ranges */
@@ -110,11 +112,6 @@ void rc_free(struct rc_conf *c);
 /* Whether a datagram from `from` matches s (samplicator rules, see config.c). */
 bool rc_match(const struct source *s, const struct sockaddr_storage *from);
 
-/* "addr:port" or "[addr]:port" of ss into buf. */
-const char *relay_addr_str(const struct sockaddr_storage *ss, char *buf, size_t len);
-uint16_t relay_port(const struct sockaddr_storage *ss);
-socklen_t relay_addrlen(const struct sockaddr_storage *ss);
-bool relay_same_addr(const struct sockaddr_storage *a, const struct sockaddr_storage *b);
 
 /* ---- counters (stats.c) ------------------------------------------------ */
 
@@ -366,6 +363,12 @@ void relay_write_pidfile(const char *path);
 /* Keep only CAP_NET_ADMIN, CAP_BPF (and CAP_NET_RAW when raw is true) and, with
  * user, switch to that user keeping them.  Exits on error. */
 void relay_drop_privileges(const char *user, bool raw);
+
+/* main.c: the one epoll instance.  stats.c adds and removes its stats
+ * connections there, tagged TAG_STATS_CONN | index in the low 32 bits of the
+ * event data (the high 32 bits, main.c's tag kinds, are 0 for them). */
+extern int relay_epfd;
+#define TAG_STATS_CONN 0x53000000u
 
 /* stats.c */
 uint64_t relay_now_ns(void);

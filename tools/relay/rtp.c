@@ -66,7 +66,7 @@ static void put32(uint8_t *p, uint32_t v)
 
 static bool same_port(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
 {
-	return relay_same_addr(a, b) && relay_port(a) == relay_port(b);
+	return addr_same_host(a, b) && addr_port(a) == addr_port(b);
 }
 
 static bool producer_ok(struct relay *r, const struct sockaddr_storage *from)
@@ -164,7 +164,7 @@ static void producer_track(struct relay *r, uint32_t ssrc, uint16_t seq, uint32_
 		if (r->debug || ssrc != p->ssrc) {
 			char a[80];
 			fprintf(stderr, "relay: producer %s: ssrc 0x%08x seq %u (was 0x%08x seq %u); subscribers' numbering continues\n",
-				relay_addr_str(from, a, sizeof(a)), ssrc, seq, p->ssrc, p->last_seq);
+				addr_str(from, a, sizeof(a)), ssrc, seq, p->ssrc, p->last_seq);
 		}
 		p->ssrc = ssrc;
 		p->addr = *from;
@@ -343,7 +343,7 @@ static int rtcp_scan(const uint8_t *d, size_t len, uint32_t prod, struct patch *
 
 static struct sub *sub_by_rtcp(struct relay *r, const struct sockaddr_storage *from)
 {
-	uint16_t port = relay_port(from);
+	uint16_t port = addr_port(from);
 	struct sockaddr_storage k = *from;
 	/* common case: RTCP port = RTP port + 1 */
 	if (port > 1) {
@@ -392,7 +392,7 @@ void rtcp_forward(struct relay *r, const uint8_t *d, size_t len, const struct so
 		}
 		return;
 	}
-	bool from_producer = r->prod.have ? relay_same_addr(from, &r->prod.addr) : producer_ok(r, from);
+	bool from_producer = r->prod.have ? addr_same_host(from, &r->prod.addr) : producer_ok(r, from);
 	if (!from_producer || !producer_ok(r, from)) {
 		r->c.rtcp_rejected++;
 		return;

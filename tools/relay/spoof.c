@@ -124,7 +124,7 @@ int spoof_send(int fd, const void *payload, size_t len, const struct sockaddr_st
 	else
 		((struct sockaddr_in6 *)&to)->sin6_port = 0;
 	m.msg_name = &to;
-	m.msg_namelen = relay_addrlen(&to);
+	m.msg_namelen = addr_len(&to);
 	m.msg_iov = iov;
 	m.msg_iovlen = 1;
 	ssize_t w;

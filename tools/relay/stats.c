@@ -96,7 +96,7 @@ void stats_json(struct relay *r, FILE *f, bool detail)
 		fputs(",\"producer\":", f);
 		if (p->have) {
 			fputs("{\"addr\":", f);
-			cli_json_str(f, relay_addr_str(&p->addr, a, sizeof(a)));
+			cli_json_str(f, addr_str(&p->addr, a, sizeof(a)));
 			fprintf(f, ",\"ssrc\":\"0x%08x\",\"packets\":%llu,\"payload_octets\":%llu}", p->ssrc,
 				(unsigned long long)p->packets, (unsigned long long)p->octets);
 		} else {
@@ -106,7 +106,7 @@ void stats_json(struct relay *r, FILE *f, bool detail)
 		for (uint32_t k = 0; k < r->subs.nactive; k++) {
 			const struct sub *s = &r->subs.slot[r->subs.active[k]];
 			fprintf(f, "%s{\"addr\":", k ? "," : "");
-			cli_json_str(f, relay_addr_str(&s->addr, a, sizeof(a)));
+			cli_json_str(f, addr_str(&s->addr, a, sizeof(a)));
 			fprintf(f, ",\"ssrc\":\"0x%08x\",\"rtcp_port\":%u,\"static\":%s,\"packets\":%llu,"
 				   "\"octets\":%llu,\"errors\":%llu,\"last_error\":\"%s\",\"rtcp_packets\":%llu,"
 				   "\"rtcp_errors\":%llu,\"age_s\":%.1f,\"idle_s\":%.1f}",
@@ -132,7 +132,7 @@ void stats_json(struct relay *r, FILE *f, bool detail)
 		for (size_t k = 0; k < s->n; k++) {
 			const struct receiver *v = &s->rcv[k];
 			fprintf(f, "%s{\"addr\":", k ? "," : "");
-			cli_json_str(f, relay_addr_str(&v->addr, a, sizeof(a)));
+			cli_json_str(f, addr_str(&v->addr, a, sizeof(a)));
 			fprintf(f, ",\"interval\":%u,\"ttl\":%u,\"path\":\"%s\",\"packets\":%llu,\"octets\":%llu,"
 				   "\"errors\":%llu,\"skipped\":%llu,\"last_error\":\"%s\"}",
 				v->freq, v->ttl,
@@ -185,9 +185,6 @@ static struct conn {
 	char *buf;
 	size_t len, off;
 } conns[STATS_CONNS] = { [0 ... STATS_CONNS - 1] = { .fd = -1 } };
-
-extern int relay_epfd;
-#define TAG_STATS_CONN 0x53000000u
 
 static void conn_close(int i)
 {
