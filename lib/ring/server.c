@@ -274,15 +274,16 @@ static void conn_free(struct gc_srv *s, struct gc_conn *c)
 	/* no new gc_ring_flush() finds it; one that did waits for the lock
 	 * below, or is done */
 	gc_conntab_del(s->tab, c);
-	list_del(s, c);
-	c->state = CONN_STOPPED;
-	sock_disarm(s, c);
 	/* DEL first: the application holds the same eventfd */
 	if (c->efd >= 0)
 		epoll_ctl(s->ep, EPOLL_CTL_DEL, c->efd, NULL);
 	if (s->h.cc && s->h.cc->release)
 		s->h.cc->release(c->cc);
+	/* out of PARKED under the lock, as every such change (srv.h) */
 	pthread_mutex_lock(&c->xlock);
+	list_del(s, c);
+	c->state = CONN_STOPPED;
+	sock_disarm(s, c);
 	gc_conn_teardown(c, zmap_put);
 	pthread_mutex_unlock(&c->xlock);
 	c->dead = true;
