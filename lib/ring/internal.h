@@ -67,6 +67,7 @@ struct gc_ring {
 	 * Written by the ring's own thread only (attach, free): an engine
 	 * stopped on another thread leaves it, and the table, in place. */
 	struct gc_conntab *tab;
+	bool submit_flush; /* the engine's GC_RING_ENGINE_SUBMIT_FLUSH */
 	uint32_t ring_id;
 	int efd;                  /* notify eventfd */
 	struct gc_ring *eng_next; /* the engine handle's list of attached rings */

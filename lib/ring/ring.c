@@ -174,13 +174,6 @@ GC_EXPORT int gc_ring_notify(struct gc_ring *r)
 	return 0;
 }
 
-GC_EXPORT int gc_ring_submit(struct gc_ring *r)
-{
-	if (!gc_ring_publish(r))
-		return 0;
-	return gc_ring_notify(r) < 0 ? -1 : 1;
-}
-
 GC_EXPORT int gc_ring_rewind(struct gc_ring *r, unsigned to, unsigned *first)
 {
 	if (!first)
