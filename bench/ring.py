@@ -322,13 +322,13 @@ def report(summary, outdir, args, facts, started, elapsed):
     for pl in args.placements:
         for conns in args.conns:
             L.append(f"| 1400 B, notify every 16 (always) | {pl} | {conns} | "
-                     f"{cell(find(summary, pl, conns, 'ring', 1400, 16, 'always'))} | <= 0.50 | "
+                     f"{cell(find(summary, pl, conns, 'ring', 1400, 16, 'always'))} | | "
                      f"{1 / PAPER['fig8_udp_over_ring_k16']:.2f} (\"DCCP-16 outperforms UDP by 71%\") |")
             L.append(f"| 1400 B, publish every 16 (asked) | {pl} | {conns} | "
                      f"{cell(find(summary, pl, conns, 'ring', 1400, 16, 'asked'))} | <= 0.35 | |")
             if find(summary, pl, conns, 'ring', 1400, 16, 'flush'):
                 L.append(f"| 1400 B, flush every 16 (flush) | {pl} | {conns} | "
-                         f"{cell(find(summary, pl, conns, 'ring', 1400, 16, 'flush'))} | <= 0.50 | |")
+                         f"{cell(find(summary, pl, conns, 'ring', 1400, 16, 'flush'))} | | |")
             if find(summary, pl, conns, 'ring', 1400, 16, 'inline'):
                 L.append(f"| 1400 B, submit every 16 (SUBMIT_FLUSH engine) | {pl} | {conns} | "
                          f"{cell(find(summary, pl, conns, 'ring', 1400, 16, 'inline'))} | <= 0.35 | |")
@@ -369,9 +369,11 @@ def report(summary, outdir, args, facts, started, elapsed):
             ms = [m for m in MODES if find(summary, pl, conns, "ring", 1400, 16, m)]
             t16 = [find(summary, pl, conns, "ring", 1400, 16, m) for m in ms]
             small = [(s_, m, find(summary, pl, conns, "ring", s_, 1, m)) for s_ in (0, 100) for m in MODES]
-            ok16 = all(x and x["ratio"] is not None and x["ratio"] <= 0.5 for x in t16)
-            parts = [f"k=16 at 1400 B: {' / '.join(fmt(x and x['ratio'], 2) for x in t16)} ({' / '.join(ms)}) "
-                     f"{'meets' if ok16 else 'misses'} <= 0.50"]
+            # issue 14: the ring as designed (gc_ring_submit(), "asked") <= 0.35
+            asked = find(summary, pl, conns, "ring", 1400, 16, "asked")
+            ok16 = asked is not None and asked["ratio"] is not None and asked["ratio"] <= 0.35
+            parts = [f"k=16 at 1400 B: {' / '.join(fmt(x and x['ratio'], 2) for x in t16)} ({' / '.join(ms)}); "
+                     f"asked {'meets' if ok16 else 'misses'} <= 0.35"]
             for s_, m, x in small:
                 if x and x["ratio"] is not None:
                     parts.append(f"{s_} B k=1 {m} {fmt(x['ratio'], 2)} {'<=' if x['ratio'] <= 1.0 else '>'} 1")

@@ -43,7 +43,21 @@ struct gc_zone {
 	size_t size;
 	size_t nbufs, buf_size; /* buf_size is a multiple of the page size */
 	_Atomic unsigned rings; /* rings created on this zone */
+	/* the process's zones (zone.c), for an engine started here */
+	dev_t dev;
+	ino_t ino;
+	unsigned engine_refs; /* engine connections sending from base */
+	struct gc_zone *next;
 };
+
+/* zone.c, for an engine in this process: the application's own mapping of
+ * the zone that is the file dev/ino of size bytes, with a reference (NULL if
+ * it is not a zone of this process).  Sending from the application's mapping
+ * instead of one of its own spares the engine a second mapping of the same
+ * pages (and the TLB a second entry for every page).  gc_zone_unshare()
+ * gives it back. */
+const unsigned char *gc_zone_share(dev_t dev, ino_t ino, uint64_t size);
+void gc_zone_unshare(const unsigned char *base);
 
 struct gc_ring {
 	struct gc_ring_shm *sh;

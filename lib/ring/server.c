@@ -328,8 +328,14 @@ static struct gc_zmap *zmap_get(struct gc_client *cl, int fd, const struct stat 
 		gc_rep_err(rep, ENOMEM, "out of memory");
 		return NULL;
 	}
+	/* The process that started the engine sends from its own mapping of
+	 * the zone: the same pages mapped twice in one process cost a second
+	 * TLB entry per page and page walks the kernel's copy of every payload
+	 * pays (bench/ring.py, split placement: the engine's cost per 1400-byte
+	 * packet went from about 1.5 to 1.0 us in a quick run). */
+	const void *own = cl->local ? gc_zone_share(st->st_dev, st->st_ino, size) : NULL;
 	/* read-only: the engine never writes packet data */
-	void *map = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
+	void *map = own ? (void *)own : mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
 	if (map == MAP_FAILED) {
 		gc_rep_err(rep, errno, "mapping the %llu-byte zone failed", (unsigned long long)size);
 		free(z);
@@ -339,6 +345,7 @@ static struct gc_zmap *zmap_get(struct gc_client *cl, int fd, const struct stat 
 	z->ino = st->st_ino;
 	z->size = size;
 	z->map = map;
+	z->shared = own != NULL;
 	z->refs = 1;
 	z->next = cl->zones;
 	cl->zones = z;
@@ -356,7 +363,10 @@ static void zmap_put(struct gc_client *cl, struct gc_zmap *z)
 			break;
 		}
 	}
-	munmap((void *)z->map, z->size);
+	if (z->shared)
+		gc_zone_unshare(z->map);
+	else
+		munmap((void *)z->map, z->size);
 	cl->mapped -= z->size;
 	free(z);
 }

@@ -52,6 +52,7 @@ struct gc_zmap {
 	ino_t ino;
 	uint64_t size;
 	const unsigned char *map;
+	bool shared; /* the application's own mapping (gc_zone_share()) */
 	unsigned refs;
 };
 
@@ -109,7 +110,7 @@ struct gc_client {
 	struct gc_zmap *zones;
 	struct gc_client *next;
 	/* Fair share: the engine serves clients round robin, then each
-	 * client's active rings round robin (engine.c). */
+	 * client's active rings round robin (server.c). */
 	struct gc_link active; /* its active connections (gc_conn.link) */
 	unsigned nactive;
 	struct gc_link alink; /* on the engine's list of clients with active rings */

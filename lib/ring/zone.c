@@ -10,12 +10,47 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "ring/internal.h"
 
 #define ZONE_MAX ((size_t)64 << 30)
+
+/* The zones of this process, which an engine started here may send from
+ * (gc_zone_share()). */
+static pthread_mutex_t zones_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct gc_zone *zones;
+
+const unsigned char *gc_zone_share(dev_t dev, ino_t ino, uint64_t size)
+{
+	const unsigned char *base = NULL;
+
+	pthread_mutex_lock(&zones_lock);
+	for (struct gc_zone *z = zones; z; z = z->next) {
+		if (z->dev == dev && z->ino == ino && z->size == size) {
+			z->engine_refs++;
+			base = z->base;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&zones_lock);
+	return base;
+}
+
+void gc_zone_unshare(const unsigned char *base)
+{
+	pthread_mutex_lock(&zones_lock);
+	for (struct gc_zone *z = zones; z; z = z->next) {
+		if (z->base == base) {
+			z->engine_refs--;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&zones_lock);
+}
 
 /* A sealed memfd of size bytes, mapped read-write at *map. */
 int gc_memfd_sealed(const char *name, size_t size, void **map)
@@ -71,6 +106,15 @@ GC_EXPORT struct gc_zone *gc_zone_create(size_t nbufs, size_t buf_size)
 		return NULL;
 	}
 	z->base = map;
+	struct stat st;
+	if (fstat(z->fd, &st) == 0) {
+		z->dev = st.st_dev;
+		z->ino = st.st_ino;
+		pthread_mutex_lock(&zones_lock);
+		z->next = zones;
+		zones = z;
+		pthread_mutex_unlock(&zones_lock);
+	}
 	return z;
 }
 
@@ -81,6 +125,21 @@ GC_EXPORT int gc_zone_free(struct gc_zone *z)
 	if (atomic_load_explicit(&z->rings, memory_order_relaxed))
 		return gc_seterr(EBUSY, "gc_zone_free: %u ring(s) still use the zone",
 				 atomic_load_explicit(&z->rings, memory_order_relaxed));
+	pthread_mutex_lock(&zones_lock);
+	/* its rings are gone, so are the engine's connections that sent from
+	 * it (detached synchronously); this guards the rule */
+	unsigned busy = z->engine_refs;
+	if (!busy) {
+		for (struct gc_zone **pp = &zones; *pp; pp = &(*pp)->next) {
+			if (*pp == z) {
+				*pp = z->next;
+				break;
+			}
+		}
+	}
+	pthread_mutex_unlock(&zones_lock);
+	if (busy)
+		return gc_seterr(EBUSY, "gc_zone_free: an engine still sends from the zone");
 	munmap(z->base, z->size);
 	close(z->fd);
 	free(z);
