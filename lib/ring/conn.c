@@ -231,7 +231,10 @@ void gc_conn_teardown(struct gc_conn *c, void (*put_zone)(struct gc_client *, st
 		 * (EPIPE) that nobody serves the ring any more */
 		gc_kring_stop(&c->k, GC_RING_DETACHED, 0, 0);
 		gc_kring_wake(&c->k);
-		munmap(c->shm, c->shm_len);
+		if (c->shm_shared)
+			gc_own_unshare(c->shm);
+		else
+			munmap(c->shm, c->shm_len);
 		c->cl->mapped -= c->shm_len;
 	}
 	if (c->zone)

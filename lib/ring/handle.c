@@ -253,6 +253,9 @@ GC_EXPORT void gc_ring_free(struct gc_ring *r)
 	if (r->tab)
 		gc_conntab_put(r->tab);
 	atomic_fetch_sub_explicit(&r->zone->rings, 1, memory_order_relaxed);
+	/* detached: no engine of ours uses the mapping any more */
+	if (gc_own_forget(r->sh, "gc_ring_free") < 0)
+		return; /* cannot happen; leak rather than pull it from under one */
 	munmap(r->sh, r->map_len);
 	close(r->fd);
 	free(r);

@@ -43,21 +43,24 @@ struct gc_zone {
 	size_t size;
 	size_t nbufs, buf_size; /* buf_size is a multiple of the page size */
 	_Atomic unsigned rings; /* rings created on this zone */
-	/* the process's zones (zone.c), for an engine started here */
-	dev_t dev;
-	ino_t ino;
-	unsigned engine_refs; /* engine connections sending from base */
-	struct gc_zone *next;
 };
 
-/* zone.c, for an engine in this process: the application's own mapping of
- * the zone that is the file dev/ino of size bytes, with a reference (NULL if
- * it is not a zone of this process).  Sending from the application's mapping
- * instead of one of its own spares the engine a second mapping of the same
- * pages (and the TLB a second entry for every page).  gc_zone_unshare()
- * gives it back. */
-const unsigned char *gc_zone_share(dev_t dev, ino_t ino, uint64_t size);
-void gc_zone_unshare(const unsigned char *base);
+/*
+ * zone.c: the memfds this process created and mapped (zones and rings,
+ * gc_memfd_sealed()).  An engine started in this process uses the
+ * application's own mapping of them instead of mapping the same pages a
+ * second time (a second TLB entry per page, and page walks in the kernel's
+ * copy of every payload; and the two sides' atomics at one address, which
+ * ThreadSanitizer can pair).  gc_own_add(): register one (gc_zone_create(),
+ * gc_ring_create()); gc_own_share(): the mapping of the file
+ * dev/ino of size bytes with a reference, or NULL if it is not ours;
+ * gc_own_unshare() gives it back; gc_own_forget() before unmapping: -1
+ * (EBUSY) while an engine uses it.
+ */
+void gc_own_add(int fd, const void *base, uint64_t size);
+void *gc_own_share(dev_t dev, ino_t ino, uint64_t size);
+void gc_own_unshare(const void *base);
+int gc_own_forget(const void *base, const char *fn);
 
 struct gc_ring {
 	struct gc_ring_shm *sh;

@@ -93,6 +93,7 @@ GC_EXPORT struct gc_ring *gc_ring_create(unsigned entries, struct gc_zone *z)
 	r->sh->entries = entries;
 	r->sh->ack_entries = entries;
 	r->sh->size = size;
+	gc_own_add(r->fd, map, size);
 	atomic_fetch_add_explicit(&z->rings, 1, memory_order_relaxed);
 	return r;
 }

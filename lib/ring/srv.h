@@ -52,7 +52,7 @@ struct gc_zmap {
 	ino_t ino;
 	uint64_t size;
 	const unsigned char *map;
-	bool shared; /* the application's own mapping (gc_zone_share()) */
+	bool shared; /* the application's own mapping (gc_own_share()) */
 	unsigned refs;
 };
 
@@ -64,6 +64,7 @@ struct gc_conn {
 	struct gc_zmap *zone;
 	void *shm;
 	size_t shm_len;
+	bool shm_shared; /* the application's own mapping (gc_own_share()) */
 	uint32_t id;
 	int sock, efd;
 	/* fixed at start: the engine's hooks (in its gc_srv) and batch size */

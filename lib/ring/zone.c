@@ -19,37 +19,86 @@
 
 #define ZONE_MAX ((size_t)64 << 30)
 
-/* The zones of this process, which an engine started here may send from
- * (gc_zone_share()). */
-static pthread_mutex_t zones_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct gc_zone *zones;
+/* The memfds this process created and mapped, which an engine started here
+ * uses instead of mapping them again (internal.h). */
+struct own_map {
+	struct own_map *next;
+	dev_t dev;
+	ino_t ino;
+	const void *base;
+	uint64_t size;
+	unsigned refs; /* engine connections using it */
+};
+static pthread_mutex_t own_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct own_map *own_maps;
 
-const unsigned char *gc_zone_share(dev_t dev, ino_t ino, uint64_t size)
+void gc_own_add(int fd, const void *base, uint64_t size)
 {
-	const unsigned char *base = NULL;
+	struct stat st;
+	struct own_map *m = calloc(1, sizeof(*m));
 
-	pthread_mutex_lock(&zones_lock);
-	for (struct gc_zone *z = zones; z; z = z->next) {
-		if (z->dev == dev && z->ino == ino && z->size == size) {
-			z->engine_refs++;
-			base = z->base;
+	if (!m || fstat(fd, &st) < 0) {
+		free(m); /* not shared then: the engine maps its own */
+		return;
+	}
+	m->dev = st.st_dev;
+	m->ino = st.st_ino;
+	m->base = base;
+	m->size = size;
+	pthread_mutex_lock(&own_lock);
+	m->next = own_maps;
+	own_maps = m;
+	pthread_mutex_unlock(&own_lock);
+}
+
+void *gc_own_share(dev_t dev, ino_t ino, uint64_t size)
+{
+	void *base = NULL;
+
+	pthread_mutex_lock(&own_lock);
+	for (struct own_map *m = own_maps; m; m = m->next) {
+		if (m->dev == dev && m->ino == ino && m->size == size) {
+			m->refs++;
+			base = (void *)m->base;
 			break;
 		}
 	}
-	pthread_mutex_unlock(&zones_lock);
+	pthread_mutex_unlock(&own_lock);
 	return base;
 }
 
-void gc_zone_unshare(const unsigned char *base)
+void gc_own_unshare(const void *base)
 {
-	pthread_mutex_lock(&zones_lock);
-	for (struct gc_zone *z = zones; z; z = z->next) {
-		if (z->base == base) {
-			z->engine_refs--;
+	pthread_mutex_lock(&own_lock);
+	for (struct own_map *m = own_maps; m; m = m->next) {
+		if (m->base == base) {
+			m->refs--;
 			break;
 		}
 	}
-	pthread_mutex_unlock(&zones_lock);
+	pthread_mutex_unlock(&own_lock);
+}
+
+int gc_own_forget(const void *base, const char *fn)
+{
+	int busy = 0;
+
+	pthread_mutex_lock(&own_lock);
+	for (struct own_map **pp = &own_maps; *pp; pp = &(*pp)->next) {
+		struct own_map *m = *pp;
+		if (m->base == base) {
+			busy = m->refs != 0;
+			if (!busy) {
+				*pp = m->next;
+				free(m);
+			}
+			break;
+		}
+	}
+	pthread_mutex_unlock(&own_lock);
+	/* the engine lets go when the ring is detached (synchronously), so
+	 * this guards the rule rather than happening */
+	return busy ? gc_seterr(EBUSY, "%s: an engine still uses the memory", fn) : 0;
 }
 
 /* A sealed memfd of size bytes, mapped read-write at *map. */
@@ -106,15 +155,7 @@ GC_EXPORT struct gc_zone *gc_zone_create(size_t nbufs, size_t buf_size)
 		return NULL;
 	}
 	z->base = map;
-	struct stat st;
-	if (fstat(z->fd, &st) == 0) {
-		z->dev = st.st_dev;
-		z->ino = st.st_ino;
-		pthread_mutex_lock(&zones_lock);
-		z->next = zones;
-		zones = z;
-		pthread_mutex_unlock(&zones_lock);
-	}
+	gc_own_add(z->fd, map, z->size);
 	return z;
 }
 
@@ -125,21 +166,8 @@ GC_EXPORT int gc_zone_free(struct gc_zone *z)
 	if (atomic_load_explicit(&z->rings, memory_order_relaxed))
 		return gc_seterr(EBUSY, "gc_zone_free: %u ring(s) still use the zone",
 				 atomic_load_explicit(&z->rings, memory_order_relaxed));
-	pthread_mutex_lock(&zones_lock);
-	/* its rings are gone, so are the engine's connections that sent from
-	 * it (detached synchronously); this guards the rule */
-	unsigned busy = z->engine_refs;
-	if (!busy) {
-		for (struct gc_zone **pp = &zones; *pp; pp = &(*pp)->next) {
-			if (*pp == z) {
-				*pp = z->next;
-				break;
-			}
-		}
-	}
-	pthread_mutex_unlock(&zones_lock);
-	if (busy)
-		return gc_seterr(EBUSY, "gc_zone_free: an engine still sends from the zone");
+	if (gc_own_forget(z->base, "gc_zone_free") < 0)
+		return -1;
 	munmap(z->base, z->size);
 	close(z->fd);
 	free(z);
