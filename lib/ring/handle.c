@@ -306,8 +306,8 @@ GC_EXPORT int gc_ring_flush(struct gc_ring *r)
  * Here, above ring.c, because of GC_RING_ENGINE_SUBMIT_FLUSH: a ring the
  * engine parked (kern_notify) is sent from this thread instead of waking the
  * engine thread.  That saves the engine's wake-up and park (on this VM about
- * as much CPU as sending 16 datagrams with GSO) and the latency of being
- * scheduled, and costs the caller the send.
+ * half as much CPU again as sending a burst of 16 datagrams with GSO) and
+ * the latency of being scheduled, and costs the caller the send.
  */
 GC_EXPORT int gc_ring_submit(struct gc_ring *r)
 {
