@@ -38,7 +38,7 @@ unit: build-asan
 # ThreadSanitizer cannot see an acquire at one address pair with a release at
 # the other.  And threads: the socket table's references (group.c) against
 # concurrent calls, releases and sends on other sockets.
-TSAN_TESTS = ring_flush ring_notify ring_engine threads
+TSAN_TESTS = ring_flush ring_notify ring_engine ring_race threads
 tsan: deps
 	cmake -S . -B $(BUILD_TSAN) -DCMAKE_BUILD_TYPE=Debug -DGC_TSAN=ON $(WERROR) >/dev/null
 	cmake --build $(BUILD_TSAN) -j$(JOBS) --target $(addprefix test_,$(TSAN_TESTS))

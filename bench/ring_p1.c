@@ -8,7 +8,7 @@
  *   ring_p1 --dest IP --port P --rxns NS [--sizes 0,100,...] [--ks 1,2,...]
  *           [--modes asked,always,flush] [--reps R] [--packets N] [--conns C]
  *           [--entries E] [--app-cpu 0] [--engine-cpu 1] [--sock PATH]
- *           [--rxif IF] [--batch B]
+ *           [--rxif IF] [--batch B] [--pace PPS] [--gso]
  *
  * Methods, interleaved per payload size (udp, ring k=1, ring k=2, ...):
  *   udp    send() on a connected UDP socket, one call per packet.
@@ -20,7 +20,14 @@
  *          when the engine runs in this process, as dccp_notify() sent in the
  *          system call (with a daemon it publishes and notifies).  When
  *          the ring is full the application sleeps in gc_ring_wait() until
- *          half of it is free.
+ *          half of it is free.  "inline": gc_ring_submit() with an engine
+ *          started with GC_RING_ENGINE_SUBMIT_FLUSH (a parked ring is sent
+ *          in the application's thread).
+ *   gso    (--gso) the application batches k packets itself: one sendmsg()
+ *          with UDP_SEGMENT on its own socket, one iovec per buffer.
+ * --pace PPS: every sender emits bursts of k packets (udp: the first k)
+ * at PPS packets per second, sleeping until each burst is due; "app" is
+ * then the thread CPU time of its bursts only (see pace_start()).
  * Both cycle through the same number of page-aligned buffers (E), and both
  * write the packet number into the first 4 bytes, so they touch the same
  * data.  With --conns 1 the engine is a thread of this process (pinned to
@@ -54,6 +61,8 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <netinet/in.h>
+#include <netinet/udp.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -71,7 +80,9 @@ static struct {
 	uint64_t packets;
 	size_t sizes[MAXV], nsizes;
 	unsigned ks[MAXV], nks;
-	int modes[3], nmodes; /* 0 asked, 1 always, 2 flush */
+	int modes[4], nmodes; /* 0 asked, 1 always, 2 flush, 3 inline */
+	uint64_t pace;        /* packets per second; 0: as fast as possible */
+	int gso;              /* also run "gso": UDP_SEGMENT in the application */
 } o = { .port = 9000, .conns = 1, .app_cpu = 0, .engine_cpu = 1, .reps = 5, .entries = 1024,
 	.packets = 200000 };
 
@@ -200,10 +211,56 @@ static int connected(int port)
 	return fd;
 }
 
+/* ---- pacing ------------------------------------------------------------- */
+
+/*
+ * --pace: the sender sleeps after every burst of k packets until the next
+ * burst is due (k / pace seconds apart, absolute deadlines).  Its own
+ * sleeping and waking is the same for every method and is left out: "app"
+ * is then the thread CPU time spent between the wake-ups (the bursts), and
+ * the engine thread's time counts whole, wake-ups included.
+ */
+struct pacer {
+	uint64_t next, step, t0, work;
+};
+
+static void pace_start(struct pacer *p, unsigned k)
+{
+	memset(p, 0, sizeof(*p));
+	if (!o.pace)
+		return;
+	p->step = (uint64_t)(k ? k : 1) * 1000000000ull / o.pace;
+	p->next = ns(CLOCK_MONOTONIC) + p->step;
+	p->t0 = ns(CLOCK_THREAD_CPUTIME_ID);
+}
+
+static void pace_wait(struct pacer *p)
+{
+	if (!o.pace)
+		return;
+	p->work += ns(CLOCK_THREAD_CPUTIME_ID) - p->t0;
+	struct timespec ts = { (time_t)(p->next / 1000000000ull), (long)(p->next % 1000000000ull) };
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+		;
+	p->next += p->step;
+	p->t0 = ns(CLOCK_THREAD_CPUTIME_ID);
+}
+
+/* The thread CPU time of the bursts (paced), or 0. */
+static uint64_t pace_end(struct pacer *p)
+{
+	if (!o.pace)
+		return 0;
+	p->work += ns(CLOCK_THREAD_CPUTIME_ID) - p->t0;
+	return p->work;
+}
+
 /* ---- one sender (a process or this thread) ------------------------------ */
 
-static void udp_send(int port, size_t size, uint64_t n)
+/* send() per packet; paced: bursts of k.  Returns the paced work (pace_end). */
+static uint64_t udp_send(int port, size_t size, uint64_t n, unsigned k)
 {
+	struct pacer pc;
 	int fd = connected(port);
 	long page = sysconf(_SC_PAGESIZE);
 	size_t step = (size + (size_t)page - 1) / (size_t)page * (size_t)page;
@@ -212,6 +269,7 @@ static void udp_send(int port, size_t size, uint64_t n)
 	if (!bufs)
 		die("out of memory%s", "");
 	memset(bufs, 0x5a, (step ? step : (size_t)page) * o.entries);
+	pace_start(&pc, k);
 	for (uint64_t i = 0; i < n; i++) {
 		unsigned char *b = bufs + (i % o.entries) * step;
 		if (size >= 4)
@@ -220,9 +278,74 @@ static void udp_send(int port, size_t size, uint64_t n)
 			if (errno != ENOBUFS && errno != EAGAIN && errno != EINTR)
 				die("send%s", "");
 		}
+		if (k && (i + 1) % k == 0 && i + 1 < n)
+			pace_wait(&pc);
 	}
 	close(fd);
 	free(bufs);
+	return pace_end(&pc);
+}
+
+/*
+ * "gso": the application batches k packets itself, one sendmsg() with
+ * UDP_SEGMENT on its own socket (the buffers are apart, as in a zone: one
+ * iovec each).  The last message of a run may be shorter.
+ */
+static uint64_t gso_send(int port, size_t size, uint64_t n, unsigned k)
+{
+	struct pacer pc;
+	int fd = connected(port);
+	long page = sysconf(_SC_PAGESIZE);
+	size_t step = (size + (size_t)page - 1) / (size_t)page * (size_t)page;
+	unsigned char *bufs = aligned_alloc((size_t)page, (step ? step : (size_t)page) * o.entries);
+	struct iovec iov[64];
+	union {
+		char b[CMSG_SPACE(sizeof(uint16_t))];
+		struct cmsghdr align;
+	} cm;
+
+	if (!bufs)
+		die("out of memory%s", "");
+	if (k > 64)
+		k = 64;
+	if (!k)
+		k = 1;
+	memset(bufs, 0x5a, (step ? step : (size_t)page) * o.entries);
+	pace_start(&pc, k);
+	for (uint64_t i = 0; i < n;) {
+		unsigned c = 0;
+		for (; c < k && i < n; c++, i++) {
+			unsigned char *b = bufs + (i % o.entries) * step;
+			if (size >= 4)
+				memcpy(b, &i, 4);
+			iov[c].iov_base = b;
+			iov[c].iov_len = size;
+		}
+		if (c == 1 || !size) {
+			/* nothing to segment: one by one */
+			for (unsigned j = 0; j < c; j++)
+				while (send(fd, iov[j].iov_base, size, 0) < 0)
+					if (errno != ENOBUFS && errno != EAGAIN && errno != EINTR)
+						die("send%s", "");
+		} else {
+			struct msghdr mh = { .msg_iov = iov, .msg_iovlen = c,
+					     .msg_control = cm.b, .msg_controllen = sizeof(cm.b) };
+			uint16_t seg = (uint16_t)size;
+			struct cmsghdr *cmsg = CMSG_FIRSTHDR(&mh);
+			cmsg->cmsg_level = SOL_UDP;
+			cmsg->cmsg_type = UDP_SEGMENT;
+			cmsg->cmsg_len = CMSG_LEN(sizeof(seg));
+			memcpy(CMSG_DATA(cmsg), &seg, sizeof(seg));
+			while (sendmsg(fd, &mh, 0) < 0)
+				if (errno != ENOBUFS && errno != EAGAIN && errno != EINTR)
+					die("sendmsg (UDP_SEGMENT)%s", "");
+		}
+		if (i < n)
+			pace_wait(&pc);
+	}
+	close(fd);
+	free(bufs);
+	return pace_end(&pc);
 }
 
 struct ringctx {
@@ -264,12 +387,20 @@ static void ring_teardown(struct ringctx *c)
 	free(c->off);
 }
 
-static const char *const mode_names[] = { "asked", "always", "flush" };
+static const char *const mode_names[] = { "asked", "always", "flush", "inline" };
 
-/* Hand the published packets over: mode 0 notifies when asked, 1 every
- * time, 2 flushes.  Returns 1 if the engine was notified or the ring flushed. */
+/* Hand the published packets over: mode 0 (gc_ring_submit()) notifies when
+ * asked, 1 every time, 2 flushes, 3 gc_ring_submit() with an engine started
+ * with GC_RING_ENGINE_SUBMIT_FLUSH.  Returns 1 if the engine was notified or
+ * the ring flushed. */
 static int hand_over(struct gc_ring *r, int mode)
 {
+	if (mode == 0 || mode == 3) {
+		int n = gc_ring_submit(r);
+		if (n < 0)
+			die("submit%s", "");
+		return n;
+	}
 	if (mode == 2) {
 		if (gc_ring_flush(r) < 0)
 			die("flush%s", "");
@@ -283,12 +414,15 @@ static int hand_over(struct gc_ring *r, int mode)
 	return 0;
 }
 
-static uint64_t ring_send(struct ringctx *c, size_t size, uint64_t n, unsigned k, int mode)
+static uint64_t ring_send(struct ringctx *c, size_t size, uint64_t n, unsigned k, int mode,
+			  uint64_t *work)
 {
 	struct gc_ring *r = c->r;
 	unsigned pend = 0;
 	uint64_t notifies = 0;
+	struct pacer pc;
 
+	pace_start(&pc, k);
 	for (uint64_t i = 0; i < n; i++) {
 		struct gc_pkt *p;
 		while (!(p = gc_ring_get_pkt(r))) {
@@ -316,6 +450,8 @@ static uint64_t ring_send(struct ringctx *c, size_t size, uint64_t n, unsigned k
 		if (++pend == k) {
 			pend = 0;
 			notifies += (uint64_t)hand_over(r, mode);
+			if (i + 1 < n)
+				pace_wait(&pc);
 		}
 	}
 	notifies += (uint64_t)hand_over(r, mode);
@@ -325,6 +461,7 @@ static uint64_t ring_send(struct ringctx *c, size_t size, uint64_t n, unsigned k
 		die("drain%s", "");
 	if (ns(CLOCK_MONOTONIC) - t0 > 500000000ull)
 		fprintf(stderr, "ring_p1: slow drain\n");
+	*work = pace_end(&pc);
 	return notifies;
 }
 
@@ -334,11 +471,14 @@ static void run_single(const char *method, size_t size, unsigned k, int mode, st
 {
 	memset(res, 0, sizeof(*res));
 	pin(o.app_cpu);
-	if (!strcmp(method, "udp")) {
+	if (strcmp(method, "ring")) {
 		uint64_t c0 = ns(CLOCK_PROCESS_CPUTIME_ID), w0 = ns(CLOCK_MONOTONIC);
-		uint64_t b0 = machine_busy();
-		udp_send(o.port, size, o.packets);
-		res->cpu = ns(CLOCK_PROCESS_CPUTIME_ID) - c0;
+		uint64_t b0 = machine_busy(), work;
+		if (!strcmp(method, "udp"))
+			work = udp_send(o.port, size, o.packets, k);
+		else
+			work = gso_send(o.port, size, o.packets, k);
+		res->cpu = o.pace ? work : ns(CLOCK_PROCESS_CPUTIME_ID) - c0;
 		res->wall = ns(CLOCK_MONOTONIC) - w0;
 		res->busy = machine_busy() - b0;
 		res->app = res->cpu;
@@ -346,6 +486,8 @@ static void run_single(const char *method, size_t size, unsigned k, int mode, st
 	}
 	struct gc_ring_engine_params p = { .flags = GC_RING_ENGINE_PIN_CPU, .cpu = o.engine_cpu,
 					   .batch = o.batch };
+	if (mode == 3)
+		p.flags |= GC_RING_ENGINE_SUBMIT_FLUSH;
 	struct gc_ring_engine *e = gc_ring_engine_start(&p);
 	struct ringctx c;
 	struct gc_ring_engine_stats s0, s1;
@@ -355,13 +497,18 @@ static void run_single(const char *method, size_t size, unsigned k, int mode, st
 	gc_ring_engine_stats(e, &s0);
 	uint64_t c0 = ns(CLOCK_PROCESS_CPUTIME_ID), a0 = ns(CLOCK_THREAD_CPUTIME_ID);
 	uint64_t w0 = ns(CLOCK_MONOTONIC), b0 = machine_busy();
-	res->notifies = ring_send(&c, size, o.packets, k, mode);
+	uint64_t work;
+	res->notifies = ring_send(&c, size, o.packets, k, mode, &work);
 	/* this thread first: the process clock read after it covers it */
 	res->app = ns(CLOCK_THREAD_CPUTIME_ID) - a0;
 	res->cpu = ns(CLOCK_PROCESS_CPUTIME_ID) - c0;
 	res->wall = ns(CLOCK_MONOTONIC) - w0;
 	res->busy = machine_busy() - b0;
 	res->engine = res->cpu > res->app ? res->cpu - res->app : 0; /* 0: the engine slept */
+	if (o.pace) { /* the application's bursts, and the engine whole */
+		res->app = work;
+		res->cpu = work + res->engine;
+	}
 	gc_ring_engine_stats(e, &s1);
 	res->sleeps = s1.sleeps - s0.sleeps;
 	res->gso = s1.gso - s0.gso;
@@ -374,7 +521,7 @@ static void run_single(const char *method, size_t size, unsigned k, int mode, st
 /* C processes; the ring through a daemon engine. */
 static void run_multi(const char *method, size_t size, unsigned k, int mode, struct res *res)
 {
-	int ring = strcmp(method, "udp") != 0;
+	int ring = !strcmp(method, "ring");
 	int ready[2], go[2], out[2];
 	pid_t daemon = -1, *kids = calloc((size_t)o.conns, sizeof(pid_t));
 	uint64_t per = o.packets / (uint64_t)o.conns;
@@ -430,12 +577,14 @@ static void run_multi(const char *method, size_t size, unsigned k, int mode, str
 		}
 		if (write(ready[1], &ch, 1) != 1 || read(go[0], &ch, 1) != 1)
 			_exit(1);
-		uint64_t c0 = ns(CLOCK_PROCESS_CPUTIME_ID), nfy = 0;
+		uint64_t c0 = ns(CLOCK_PROCESS_CPUTIME_ID), nfy = 0, work = 0;
 		if (ring)
-			nfy = ring_send(&c, size, per, k, mode);
+			nfy = ring_send(&c, size, per, k, mode, &work);
+		else if (!strcmp(method, "udp"))
+			work = udp_send(o.port + i, size, per, k);
 		else
-			udp_send(o.port + i, size, per);
-		uint64_t m[2] = { ns(CLOCK_PROCESS_CPUTIME_ID) - c0, nfy };
+			work = gso_send(o.port + i, size, per, k);
+		uint64_t m[2] = { o.pace ? work : ns(CLOCK_PROCESS_CPUTIME_ID) - c0, nfy };
 		if (write(out[1], m, sizeof(m)) != sizeof(m))
 			_exit(1);
 		if (ring) {
@@ -516,6 +665,7 @@ int main(int argc, char **argv)
 		{ "reps", 1, 0, 'R' },	  { "packets", 1, 0, 'n' },	{ "conns", 1, 0, 'c' },
 		{ "entries", 1, 0, 'e' }, { "app-cpu", 1, 0, 'a' },	{ "engine-cpu", 1, 0, 'g' },
 		{ "sock", 1, 0, 'S' },	  { "rxif", 1, 0, 'i' },	{ "batch", 1, 0, 'b' },
+		{ "pace", 1, 0, 'P' },	  { "gso", 0, 0, 'G' },
 		{ 0, 0, 0, 0 }
 	};
 	size_t nk;
@@ -542,6 +692,8 @@ int main(int argc, char **argv)
 				o.modes[o.nmodes++] = 1;
 			if (strstr(optarg, "flush"))
 				o.modes[o.nmodes++] = 2;
+			if (strstr(optarg, "inline"))
+				o.modes[o.nmodes++] = 3;
 			break;
 		case 'R': o.reps = atoi(optarg); break;
 		case 'n': o.packets = strtoull(optarg, NULL, 0); break;
@@ -552,6 +704,8 @@ int main(int argc, char **argv)
 		case 'S': o.sock = optarg; break;
 		case 'i': o.rxif = optarg; break;
 		case 'b': o.batch = (unsigned)strtoul(optarg, NULL, 0); break;
+		case 'P': o.pace = strtoull(optarg, NULL, 0); break;
+		case 'G': o.gso = 1; break;
 		default: return 2;
 		}
 	}
@@ -562,10 +716,14 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	for (int rep = 0; rep < o.reps; rep++) {
 		for (size_t si = 0; si < o.nsizes; si++) {
-			/* udp, then the ring with every k and mode: interleaved */
-			for (int m = -1; m < o.nmodes * (int)o.nks; m++) {
-				const char *method = m < 0 ? "udp" : "ring";
-				unsigned k = m < 0 ? 0 : o.ks[m % o.nks];
+			/* udp, gso with every k, then the ring with every k and
+			 * mode: interleaved.  Paced, udp sends in bursts of the
+			 * first k. */
+			int ngso = o.gso ? (int)o.nks : 0;
+			for (int m = -1 - ngso; m < o.nmodes * (int)o.nks; m++) {
+				const char *method = m == -1 - ngso ? "udp" : m < 0 ? "gso" : "ring";
+				unsigned k = m == -1 - ngso ? (o.pace ? o.ks[0] : 0)
+					   : m < 0 ? o.ks[m + ngso] : o.ks[m % o.nks];
 				int mode = m < 0 ? 0 : o.modes[m / (int)o.nks];
 				struct res r;
 				uint64_t rx0 = rx_count();
@@ -582,7 +740,7 @@ int main(int argc, char **argv)
 				       "\"busy_ns\": %llu, \"rx\": %llu, \"notifies\": %llu, "
 				       "\"engine_notifies\": %llu, \"engine_sleeps\": %llu, \"gso\": %llu, "
 				       "\"syscalls\": %llu, \"app_cpu\": %d, \"engine_cpu\": %d, "
-				       "\"batch\": %u, \"entries\": %u}\n",
+				       "\"batch\": %u, \"entries\": %u, \"pace\": %llu}\n",
 				       method, o.sizes[si], k, m < 0 ? "-" : mode_names[mode],
 				       o.conns, rep, (unsigned long long)sent,
 				       (unsigned long long)r.cpu, (unsigned long long)r.app,
@@ -591,7 +749,7 @@ int main(int argc, char **argv)
 				       (unsigned long long)r.notifies, (unsigned long long)r.eng_notifies,
 				       (unsigned long long)r.sleeps, (unsigned long long)r.gso,
 				       (unsigned long long)r.syscalls, o.app_cpu, o.engine_cpu,
-				       o.batch ? o.batch : 64, o.entries);
+				       o.batch ? o.batch : 64, o.entries, (unsigned long long)o.pace);
 			}
 		}
 	}

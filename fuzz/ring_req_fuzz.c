@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer target: the ring engine daemon's request decoder
- * (gc_srv_decode() in lib/ring/daemon.c), the one input another process
+ * (gc_srv_decode() in lib/ring/proto.c), the one input another process
  * controls.  The input is a header choosing how many descriptors came with
  * the message and which (from a fixed pool of real ones: sealed memfds of
  * various sizes, unsealed memfds, connected and unconnected UDP sockets, a

@@ -148,7 +148,8 @@ int gc_ring_publish(struct gc_ring *r);
  * (the engine stopped serving the ring; gc_errmsg() says why).
  */
 int gc_ring_notify(struct gc_ring *r);
-/* gc_ring_publish(), then gc_ring_notify() if asked.  Returns 1 if it notified. */
+/* gc_ring_publish(), then gc_ring_notify() if asked.  Returns 1 if it notified
+ * (or, with GC_RING_ENGINE_SUBMIT_FLUSH, sent the packets itself). */
 int gc_ring_submit(struct gc_ring *r);
 /*
  * Publish, and send the published packets now from the calling thread, as
@@ -248,9 +249,14 @@ struct gc_ring_engine;
 
 #define GC_RING_ENGINE_PIN_CPU 0x1u    /* pin the engine thread to params.cpu */
 #define GC_RING_ENGINE_LISTEN_GID 0x2u /* give the socket file the group listen_gid */
+/* gc_ring_submit() on a ring this engine has parked sends in the caller's
+ * thread, as gc_ring_flush() does, instead of waking the engine thread (an
+ * engine started in this process, UDP, no congestion control; see gc_ring(3)) */
+#define GC_RING_ENGINE_SUBMIT_FLUSH 0x4u
 
 struct gc_ring_engine_params {
-	unsigned flags;     /* GC_RING_ENGINE_PIN_CPU | GC_RING_ENGINE_LISTEN_GID */
+	unsigned flags;     /* GC_RING_ENGINE_PIN_CPU | GC_RING_ENGINE_LISTEN_GID |
+			       GC_RING_ENGINE_SUBMIT_FLUSH */
 	int cpu;            /* with GC_RING_ENGINE_PIN_CPU */
 	const char *listen; /* also serve other processes on this Unix socket path */
 	unsigned batch;     /* most packets taken from a ring at a time, and each

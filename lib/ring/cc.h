@@ -2,18 +2,39 @@
 /*
  * cc.h - where congestion control and transports plug into the engine.
  *
- * The engine drains rings; it does not decide when a connection may send.
- * Before taking packets from a ring it asks the connection's congestion
- * controller for a budget; after sending it reports what went out; when the
- * controller learns that packets arrived (DCCP acknowledgements, the next
- * issue) it calls gc_conn_ack(), which sets kern_acked and logs user_seq for
- * the application.  Without a controller (plain UDP) every ring may send as
- * fast as the socket takes packets.
+ * The engine drains rings (conn.c); it does not decide when a connection may
+ * send, nor how.  Two plugs, both fixed when the engine starts
+ * (gc_ring_engine_start_hooks(), internal.h):
  *
- * A transport replaces the UDP sender (the same hook lets the tests record
- * what the engine would send).
+ *  - A congestion controller (struct gc_cc_ops).  Before taking packets from
+ *    a ring the engine asks it for a budget; after sending it reports what
+ *    went out; when the controller learns that packets arrived (DCCP
+ *    acknowledgements) it calls gc_conn_ack(), which sets kern_acked and
+ *    logs user_seq for the application.  Without one (plain UDP) every ring
+ *    may send as fast as the socket takes packets.
+ *  - A transport (xmit): how the packets a drain took go out.  NULL is UDP
+ *    (udp.c: sendmmsg() with UDP_SEGMENT runs, on the connected socket the
+ *    application attached).  The tests plug in recorders here.
  *
- * Everything here runs on the engine thread.
+ * How DCCP plugs in beside UDP (the next issue): its xmit frames each packet
+ * (the generic header, sequence numbers, options) and sends it over its own
+ * socket (raw IP protocol 33, or UDP port 6511 for RFC 6773), reaching its
+ * per-connection state through gc_conn_id() or the cc state its init()
+ * made; its cc ops are CCID 2 or CCID 3 (budget: the window or the rate,
+ * with *wake_ns for the next send time; sent: what went, for the
+ * acknowledgement bookkeeping); the engine thread reads its sockets (an
+ * event source it adds) and calls gc_conn_ack() for every packet
+ * acknowledged, and gc_conn_kick() when the window opens.  Dead marks and
+ * rewinds keep taking effect until budget() lets a packet be taken: the
+ * drain takes only what the budget allows.
+ *
+ * Everything here runs on the engine thread (an engine with hooks never
+ * sends from an application thread: gc_ring_flush() and
+ * GC_RING_ENGINE_SUBMIT_FLUSH wake the engine instead).
+ *
+ * Who implements what: conn.c gc_conn_id() and gc_conn_socket() (the
+ * connection), server.c gc_conn_ack() and gc_conn_kick() (they move the
+ * connection between the engine's lists).
  */
 #ifndef GC_RING_CC_H
 #define GC_RING_CC_H

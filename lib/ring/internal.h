@@ -1,11 +1,26 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Library-internal view of the packet ring module:
- *   - struct gc_zone, struct gc_ring: the application's handles (zone.c, ring.c)
- *   - struct gc_kring: the engine's private view of one ring (kring.c)
- *   - struct gc_udp: the UDP transport (udp.c)
- *   - the control protocol between a client and an engine (daemon.c)
- *   - the hooks a transport and a congestion controller plug into (cc.h)
+ * Library-internal view of the packet ring module.
+ *
+ * The files, in dependency order: each calls only files above it (never one
+ * below, never a sibling on its line); tests/ring_layers.py checks it.
+ *
+ *   sys.c            clock, page size, futex
+ *   zone.c           packet zones (memfds)
+ *   ring.c kring.c   the shared ring: the application's side, the engine's
+ *   udp.c            the UDP transport (cc.h: where others plug in beside it)
+ *   proto.c          the control protocol: messages, passing descriptors,
+ *                    gc_client_call(), gc_srv_decode()
+ *   conn.c           one connection: the one drain (engine loop and flush),
+ *                    its lifetime, the connection table by ring id
+ *   listen.c         the listening socket: bind, who may connect
+ *   server.c         the engine thread: epoll, clients, requests, fair share
+ *   handle.c         the public handles: engine start/connect/stop/stats,
+ *                    gc_ring_attach/detach/flush/free
+ *
+ * This header holds what the application side and the protocol need;
+ * srv.h (the engine's state) what conn.c, listen.c, server.c and handle.c
+ * share.
  */
 #ifndef GC_RING_INTERNAL_H
 #define GC_RING_INTERNAL_H
@@ -30,6 +45,23 @@ struct gc_zone {
 	_Atomic unsigned rings; /* rings created on this zone */
 };
 
+/*
+ * zone.c: the memfds this process created and mapped (zones and rings,
+ * gc_memfd_sealed()).  An engine started in this process uses the
+ * application's own mapping of them instead of mapping the same pages a
+ * second time (a second TLB entry per page, and page walks in the kernel's
+ * copy of every payload; and the two sides' atomics at one address, which
+ * ThreadSanitizer can pair).  gc_own_add(): register one (gc_zone_create(),
+ * gc_ring_create()); gc_own_share(): the mapping of the file
+ * dev/ino of size bytes with a reference, or NULL if it is not ours;
+ * gc_own_unshare() gives it back; gc_own_forget() before unmapping: -1
+ * (EBUSY) while an engine uses it.
+ */
+void gc_own_add(int fd, const void *base, uint64_t size);
+void *gc_own_share(dev_t dev, ino_t ino, uint64_t size);
+void gc_own_unshare(const void *base);
+int gc_own_forget(const void *base, const char *fn);
+
 struct gc_ring {
 	struct gc_ring_shm *sh;
 	struct gc_pkt *pkts;
@@ -47,7 +79,12 @@ struct gc_ring {
 	struct gc_zone *zone;
 	/* attachment */
 	struct gc_ring_engine *eng;
-	struct gc_conn *conn; /* the engine's side, if it runs in this process */
+	/* The connection table of the engine this process started, if the
+	 * ring was attached to one (gc_ring_flush() looks ring_id up in it).
+	 * Written by the ring's own thread only (attach, free): an engine
+	 * stopped on another thread leaves it, and the table, in place. */
+	struct gc_conntab *tab;
+	bool submit_flush; /* the engine's GC_RING_ENGINE_SUBMIT_FLUSH */
 	uint32_t ring_id;
 	int efd;                  /* notify eventfd */
 	struct gc_ring *eng_next; /* the engine handle's list of attached rings */
@@ -55,8 +92,12 @@ struct gc_ring {
 };
 
 struct gc_conn;
-/* Forget r's attachment; the engine handle's lock is held (ring.c). */
-void gc_ring_unlink(struct gc_ring *r);
+struct gc_conntab;
+
+/* ring.c, for handle.c: umod_i = user_i (what gc_ring_publish() and
+ * gc_ring_flush() share), and EPIPE naming the engine's reason err. */
+void gc_ring_publish_store(struct gc_ring *r);
+int gc_ring_stopped(const struct gc_ring *r, const char *fn, uint32_t err);
 
 /* An engine handle: a started engine (srv != NULL) or a connection to one. */
 struct gc_srv;
@@ -70,7 +111,7 @@ struct gc_ring_engine {
 	uint64_t stale;        /* replies discarded: not the answer to the request */
 };
 
-/* ---- the control protocol (daemon.c) ------------------------------------ */
+/* ---- the control protocol (proto.c) ------------------------------------- */
 
 /*
  * Version 2 numbers requests: every reply carries its request's seq, and a
@@ -80,6 +121,9 @@ struct gc_ring_engine {
  * another version is told so (EPROTONOSUPPORT), not "malformed".
  */
 #define GC_PROTO_VERSION 2u
+
+/* The largest zone an engine maps. */
+#define GC_ZONE_MAX ((uint64_t)64 << 30)
 
 enum gc_op { GC_OP_ATTACH = 1, GC_OP_DETACH, GC_OP_STATS, GC_OP_HELLO };
 
@@ -99,7 +143,7 @@ struct gc_rep {
 	uint32_t op;  /* the request's */
 	uint32_t ring_id;
 	uint32_t pad;
-	uint64_t conn; /* ATTACH, to the starting process only: its struct gc_conn */
+	uint64_t reserved; /* 0 (version 2 once sent an address here) */
 	struct gc_ring_engine_stats stats;
 	char msg[200]; /* the reason, when err != 0 */
 };
@@ -107,6 +151,19 @@ struct gc_rep {
 /* The smallest reply a client reads (version, err, seq) before it knows
  * whether the rest is laid out as it expects. */
 #define GC_REP_HEAD 12u
+
+/* Room for one more descriptor than any message carries, to notice extras. */
+#define GC_PROTO_MAX_FDS 4
+
+/* sendmsg() with nfds descriptors (MSG_NOSIGNAL added to flags). */
+ssize_t gc_proto_send(int sock, const void *buf, size_t len, const int *fds, int nfds, int flags);
+/* Receive one message and up to GC_PROTO_MAX_FDS descriptors (all others
+ * closed); *mflags gets the message's flags (MSG_TRUNC, MSG_CTRUNC). */
+ssize_t gc_proto_recv(int sock, void *buf, size_t len, int *fds, int *nfds, int flags,
+		      int *mflags);
+/* rep->err = err and rep->msg from fmt; returns -1. */
+int gc_rep_err(struct gc_rep *rep, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 
 /* Client side: send q (q->seq is set here) with nfds descriptors, wait for
  * its reply and at most one descriptor (*rfd, -1 if none).  Replies to
@@ -209,19 +266,12 @@ int gc_udp_init(struct gc_udp *u, int fd);
 unsigned gc_udp_send(struct gc_udp *u, const struct gc_sent *p, unsigned n,
 		     const unsigned char *zone, struct gc_udp_out *out);
 
-/* ---- the engine (engine.c) ---------------------------------------------- */
+/* ---- the engine (server.c, handle.c) ------------------------------------- */
 
 /* Start an engine with a transport or congestion controller other than the
  * defaults (UDP, no congestion control).  hooks may be NULL. */
 struct gc_ring_engine *gc_ring_engine_start_hooks(const struct gc_ring_engine_params *p,
 					const struct gc_ring_engine_hooks *hooks);
-
-/* flush.c: gc_ring_flush()'s engine half, on an application thread.  Sends
- * what c's ring has published if the engine has parked it.  Returns 0 (done,
- * or the engine is polling the ring anyway), 1 (the engine must be woken for
- * the rest) or -1 (the ring broke a rule; the engine was woken to stop it);
- * *sent counts the datagrams sent here. */
-int gc_srv_flush(struct gc_conn *c, unsigned *sent);
 
 /* Helpers shared by the files of the module. */
 int gc_memfd_sealed(const char *name, size_t size, void **map); /* zone.c */

@@ -7,6 +7,8 @@
  * kring.c for the engine's side and the three handshakes (publish, rewind,
  * notify, wait) that pair a fence here with one there.
  *
+ * Attaching, detaching, flushing and freeing involve the engine: handle.c.
+ *
  * Positions are compared in circular ring space relative to a dev_i value
  * read before the positions being compared (dev_i <= kern_i <= user_i holds
  * at every moment, and dev_i only moves forward).
@@ -46,8 +48,7 @@ GC_EXPORT const char *gc_ring_violation_name(int v)
 	return violation_names[v];
 }
 
-/* EPIPE with the engine's reason. */
-static int stopped(const struct gc_ring *r, const char *fn, uint32_t err)
+int gc_ring_stopped(const struct gc_ring *r, const char *fn, uint32_t err)
 {
 	return gc_seterr(EPIPE, "%s: the engine stopped serving the ring: %s (position %u, value %llu)",
 			 fn, gc_ring_violation_name((int)err),
@@ -92,20 +93,9 @@ GC_EXPORT struct gc_ring *gc_ring_create(unsigned entries, struct gc_zone *z)
 	r->sh->entries = entries;
 	r->sh->ack_entries = entries;
 	r->sh->size = size;
+	gc_own_add(r->fd, map, size);
 	atomic_fetch_add_explicit(&z->rings, 1, memory_order_relaxed);
 	return r;
-}
-
-GC_EXPORT void gc_ring_free(struct gc_ring *r)
-{
-	if (!r)
-		return;
-	if (r->eng)
-		gc_ring_detach(r);
-	atomic_fetch_sub_explicit(&r->zone->rings, 1, memory_order_relaxed);
-	munmap(r->sh, r->map_len);
-	close(r->fd);
-	free(r);
 }
 
 GC_EXPORT unsigned gc_ring_entries(const struct gc_ring *r)
@@ -152,8 +142,7 @@ GC_EXPORT unsigned gc_ring_pos(const struct gc_ring *r, const struct gc_pkt *p)
 	return (unsigned)(p - r->pkts);
 }
 
-/* umod_i = user_i: what gc_ring_publish() and gc_ring_flush() share. */
-static void publish_store(struct gc_ring *r)
+void gc_ring_publish_store(struct gc_ring *r)
 {
 	r->umod = r->user;
 	r->mod_from = r->user;
@@ -164,7 +153,7 @@ static void publish_store(struct gc_ring *r)
 
 GC_EXPORT int gc_ring_publish(struct gc_ring *r)
 {
-	publish_store(r);
+	gc_ring_publish_store(r);
 	/* seq_cst fence: the notify handshake (kring.c): umod_i is stored
 	 * before kern_notify is loaded, and the engine sets kern_notify before
 	 * it loads umod_i, so one of us sees the other */
@@ -179,44 +168,11 @@ GC_EXPORT int gc_ring_notify(struct gc_ring *r)
 	/* acquire: the error details were stored before it */
 	uint32_t err = atomic_load_explicit(&r->sh->error, memory_order_acquire);
 	if (err)
-		return stopped(r, "gc_ring_notify", err);
+		return gc_ring_stopped(r, "gc_ring_notify", err);
 	uint64_t one = 1;
 	if (write(r->efd, &one, sizeof(one)) != (ssize_t)sizeof(one) && errno != EAGAIN)
 		return gc_seterr(errno, "gc_ring_notify: write to the ring's eventfd failed");
 	return 0;
-}
-
-GC_EXPORT int gc_ring_submit(struct gc_ring *r)
-{
-	if (!gc_ring_publish(r))
-		return 0;
-	return gc_ring_notify(r) < 0 ? -1 : 1;
-}
-
-GC_EXPORT int gc_ring_flush(struct gc_ring *r)
-{
-	if (!r)
-		return gc_seterr(EFAULT, "gc_ring_flush: r is NULL");
-	if (r->efd < 0)
-		return gc_seterr(ENOTCONN, "gc_ring_flush: the ring is not attached to an engine");
-	if (!r->conn) /* a daemon's ring: only the daemon can send */
-		return gc_ring_submit(r) < 0 ? -1 : 0;
-	/* No notify handshake (the fence in gc_ring_publish()): the engine
-	 * parks the ring under the connection's lock, which we take next, so
-	 * either it saw this umod_i before parking or we see it parked. */
-	publish_store(r);
-	/* acquire: the error details were stored before it */
-	uint32_t err = atomic_load_explicit(&r->sh->error, memory_order_acquire);
-	if (err)
-		return stopped(r, "gc_ring_flush", err);
-	unsigned sent = 0;
-	int w = gc_srv_flush(r->conn, &sent);
-	if (w < 0)
-		return stopped(r, "gc_ring_flush",
-			       atomic_load_explicit(&r->sh->error, memory_order_acquire));
-	if (w > 0 && gc_ring_notify(r) < 0)
-		return -1;
-	return (int)sent;
 }
 
 GC_EXPORT int gc_ring_rewind(struct gc_ring *r, unsigned to, unsigned *first)
@@ -366,7 +322,7 @@ GC_EXPORT int gc_ring_wait(struct gc_ring *r, unsigned nfree, int timeout_ms)
 		/* acquire: the error details were stored before it */
 		uint32_t err = atomic_load_explicit(&r->sh->error, memory_order_acquire);
 		if (err)
-			return stopped(r, "gc_ring_wait", err);
+			return gc_ring_stopped(r, "gc_ring_wait", err);
 		if (gc_ring_space(r) >= nfree)
 			return 0;
 		if (!r->eng)
@@ -419,94 +375,4 @@ GC_EXPORT int gc_ring_status(const struct gc_ring *r, struct gc_ring_status *st)
 	st->acks = atomic_load_explicit(&sh->ack_head, memory_order_relaxed);
 	st->acks_lost = atomic_load_explicit(&sh->acks_lost, memory_order_relaxed);
 	return 0;
-}
-
-/* ---- attaching to an engine --------------------------------------------- */
-
-GC_EXPORT int gc_ring_attach(struct gc_ring *r, struct gc_ring_engine *e, int sd)
-{
-	char why[160];
-
-	if (!r || !e)
-		return gc_seterr(EFAULT, "gc_ring_attach: %s is NULL", r ? "e" : "r");
-	if (r->eng)
-		return gc_seterr(EISCONN, "gc_ring_attach: r is attached already (ring %u)",
-				 r->ring_id);
-	if (gc_udp_check(sd, why, sizeof(why)) < 0)
-		return gc_seterr(errno, "gc_ring_attach: sd %d: %s", sd, why);
-
-	struct gc_req q = { .op = GC_OP_ATTACH, .version = GC_PROTO_VERSION, .entries = r->n,
-			    .ack_entries = r->n, .zone_size = r->zone->size };
-	const int fds[3] = { r->fd, r->zone->fd, sd };
-	struct gc_rep rep;
-	int efd = -1;
-
-	pthread_mutex_lock(&e->lock);
-	if (e->fd < 0) {
-		pthread_mutex_unlock(&e->lock);
-		return gc_seterr(ENOTCONN, "gc_ring_attach: the engine handle is stopped");
-	}
-	if (gc_client_call(e, "gc_ring_attach", &q, fds, 3, &rep, &efd) < 0) {
-		pthread_mutex_unlock(&e->lock);
-		return -1;
-	}
-	if (efd < 0) {
-		pthread_mutex_unlock(&e->lock);
-		return gc_seterr(EPROTO, "gc_ring_attach: the engine sent no notify descriptor");
-	}
-	r->eng = e;
-	r->conn = e->srv ? (struct gc_conn *)(uintptr_t)rep.conn : NULL;
-	r->ring_id = rep.ring_id;
-	r->efd = efd;
-	r->eng_prev = NULL;
-	r->eng_next = e->rings;
-	if (e->rings)
-		e->rings->eng_prev = r;
-	e->rings = r;
-	/* the engine starts at its kern_i: nothing below is ours to modify */
-	r->dev_cache = atomic_load_explicit(&r->sh->dev_i, memory_order_acquire);
-	pthread_mutex_unlock(&e->lock);
-	return 0;
-}
-
-/* Forget the attachment (the engine handle's lock is held). */
-void gc_ring_unlink(struct gc_ring *r)
-{
-	struct gc_ring_engine *e = r->eng;
-
-	if (r->eng_prev)
-		r->eng_prev->eng_next = r->eng_next;
-	else
-		e->rings = r->eng_next;
-	if (r->eng_next)
-		r->eng_next->eng_prev = r->eng_prev;
-	r->eng_next = r->eng_prev = NULL;
-	close(r->efd);
-	r->efd = -1;
-	r->eng = NULL;
-	r->conn = NULL;
-	/* no engine owns the ring now: it may not ask for notifications */
-	atomic_store_explicit(&r->sh->kern_notify, 0, memory_order_relaxed);
-}
-
-GC_EXPORT int gc_ring_detach(struct gc_ring *r)
-{
-	if (!r)
-		return gc_seterr(EFAULT, "gc_ring_detach: r is NULL");
-	struct gc_ring_engine *e = r->eng;
-	if (!e)
-		return gc_seterr(ENOTCONN, "gc_ring_detach: r is not attached");
-
-	struct gc_req q = { .op = GC_OP_DETACH, .version = GC_PROTO_VERSION, .ring_id = r->ring_id };
-	struct gc_rep rep;
-	int rfd = -1, ret = 0;
-
-	pthread_mutex_lock(&e->lock);
-	if (e->fd >= 0 && gc_client_call(e, "gc_ring_detach", &q, NULL, 0, &rep, &rfd) < 0)
-		ret = -1; /* the engine is gone or refused: forget the ring anyway */
-	if (rfd >= 0)
-		close(rfd);
-	gc_ring_unlink(r);
-	pthread_mutex_unlock(&e->lock);
-	return ret;
 }

@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * srv.h - the engine's state: clients, their zones, and the connections
- * (one per attached ring).  engine.c runs it; daemon.c serves the clients'
- * requests.  Everything here is touched by the engine thread only.
+ * (one per attached ring).  conn.c drains one connection, listen.c owns the
+ * listening socket, server.c runs the loop and serves the clients' requests,
+ * handle.c holds the public handles.  Everything here is touched by the
+ * engine thread only, except what says otherwise (a connection's xlock and
+ * what it guards, its refs, and the connection table).
  */
 #ifndef GC_RING_SRV_H
 #define GC_RING_SRV_H
@@ -11,7 +14,6 @@
 #include <sys/types.h>
 #include "ring/internal.h"
 
-#define GC_ZONE_MAX ((uint64_t)64 << 30)
 #define GC_BATCH_MAX 1024u
 
 /* A ring's engine-side descriptors: its UDP socket and its notify eventfd
@@ -50,6 +52,7 @@ struct gc_zmap {
 	ino_t ino;
 	uint64_t size;
 	const unsigned char *map;
+	bool shared; /* the application's own mapping (gc_own_share()) */
 	unsigned refs;
 };
 
@@ -61,13 +64,24 @@ struct gc_conn {
 	struct gc_zmap *zone;
 	void *shm;
 	size_t shm_len;
+	bool shm_shared; /* the application's own mapping (gc_own_share()) */
 	uint32_t id;
 	int sock, efd;
+	/* fixed at start: the engine's hooks (in its gc_srv) and batch size */
+	const struct gc_ring_engine_hooks *h;
+	uint32_t batch;
 	/* Held by whoever works on the connection: the engine thread (pump and
 	 * the events that move it out of PARKED) or an application thread in
-	 * gc_ring_flush() (flush.c).  state changes to and from PARKED only
-	 * under it. */
+	 * gc_ring_flush() (gc_conn_flush()).  state changes to and from PARKED
+	 * only under it, and the teardown (gc_conn_teardown()) happens under
+	 * it: a thread holding it and seeing !gone may use the connection's
+	 * ring, zone, socket, eventfd, h and srv. */
 	pthread_mutex_t xlock;
+	bool gone;
+	/* The memory's owners: the engine (until the connection is buried)
+	 * and each gc_ring_flush() that found it in the table (conn.c). */
+	_Atomic unsigned refs;
+	struct gc_conn *tab_next; /* its bucket of the connection table */
 	enum gc_conn_state state;
 	bool sock_armed; /* the socket is in the epoll set, for EPOLLOUT */
 	struct gc_link link;         /* its client's active list, or the congestion-wait list */
@@ -76,9 +90,10 @@ struct gc_conn {
 	void *cc;
 	uint64_t cc_wake;
 	uint64_t idle_since;
-	/* taken, not yet sent (the socket was full) */
+	/* [0, pend_n): taken, not yet sent (the socket was full); the whole
+	 * array (batch records) is the scratch a drain takes records into */
 	struct gc_sent *pend;
-	uint32_t pend_i, pend_n, pend_end;
+	uint32_t pend_n, pend_end;
 	/* freed: unhooked from everything, its memory kept until the events
 	 * already returned by epoll_wait() are handled (they may name it) */
 	bool dead;
@@ -96,7 +111,7 @@ struct gc_client {
 	struct gc_zmap *zones;
 	struct gc_client *next;
 	/* Fair share: the engine serves clients round robin, then each
-	 * client's active rings round robin (engine.c). */
+	 * client's active rings round robin (server.c). */
 	struct gc_link active; /* its active connections (gc_conn.link) */
 	unsigned nactive;
 	struct gc_link alink; /* on the engine's list of clients with active rings */
@@ -125,27 +140,82 @@ struct gc_srv {
 	unsigned nactive, nconns;   /* active connections (of all clients), all */
 	uint32_t next_id;
 	struct gc_ring_engine_stats st; /* the engine thread's */
-	/* what gc_ring_flush() sent from application threads (flush.c) */
+	/* what gc_ring_flush() sent from application threads (handle.c) */
 	_Atomic uint64_t fl_packets, fl_bytes, fl_syscalls, fl_gso;
-	struct gc_sent *out; /* batch scratch */
+	struct gc_conntab *tab; /* connections by ring id, for gc_ring_flush() */
 	volatile int stop;
 };
 
-/* engine.c */
-struct gc_client *gc_srv_client_new(struct gc_srv *s, int fd, bool local);
-void gc_srv_client_free(struct gc_srv *s, struct gc_client *cl);
-int gc_srv_conn_start(struct gc_srv *s, struct gc_conn *c);
-/* Send p[0..n) on c's transport, counting into st; returns how many went. */
-unsigned gc_srv_xmit(struct gc_srv *s, struct gc_conn *c, const struct gc_sent *p, unsigned n,
-		     uint64_t now, struct gc_ring_engine_stats *st);
+/* ---- conn.c: one connection ---------------------------------------------- */
 
-void gc_srv_conn_free(struct gc_srv *s, struct gc_conn *c);
+/* What a drain left the connection waiting for. */
+enum gc_drain {
+	DRAIN_MORE,    /* took (or sent) what it could: look again */
+	DRAIN_EMPTY,   /* nothing published to take */
+	DRAIN_BLOCKED, /* the transport took part: the rest is pending */
+	DRAIN_CCWAIT,  /* congestion control said 0 (c->cc_wake) */
+	DRAIN_ERROR    /* the ring broke a rule (c->k.error) */
+};
 
-/* daemon.c */
-int gc_srv_request(struct gc_srv *s, struct gc_client *cl);
+/* Make c ready to drain (h, batch: the engine's); its pending array is
+ * allocated here.  The caller holds the first reference. */
+int gc_conn_init(struct gc_conn *c, const struct gc_ring_engine_hooks *h, uint32_t batch);
+/*
+ * Serve c once, the one drain both the engine loop and gc_ring_flush() use:
+ * send what is pending, else take at most a batch (or what congestion control
+ * allows) and send it, then move dev_i.  *consumed counts the records sent,
+ * refused by the transport or skipped as dead.  Counts into st.  The caller
+ * holds c->xlock; the state changes (which lists c is on) are the caller's.
+ */
+enum gc_drain gc_conn_drain(struct gc_conn *c, uint64_t now, struct gc_ring_engine_stats *st,
+			    unsigned *consumed);
+/*
+ * gc_ring_flush()'s engine half, on an application thread: under c->xlock,
+ * drain a parked ring until it is empty.  Returns 0 (done, or the engine is
+ * polling the ring anyway), 1 (the engine thread was woken for the rest),
+ * -1 (the ring broke a rule; the engine was woken to stop it) or -2 (the
+ * connection is gone: detached, or its engine stopped).  *sent counts the
+ * datagrams sent here (added to the engine's statistics).
+ */
+int gc_conn_flush(struct gc_conn *c, unsigned *sent);
+/* Under c->xlock: stop the ring, close and unmap what c holds, mark it gone.
+ * put_zone gives the zone back (the engine thread's, see server.c). */
+void gc_conn_teardown(struct gc_conn *c, void (*put_zone)(struct gc_client *, struct gc_zmap *));
+/* Drop a reference; the last one frees the memory. */
+void gc_conn_put(struct gc_conn *c);
+
+/* The connections of one engine by ring id.  Referenced by the engine and
+ * by every ring attached through the process that started it (a ring keeps
+ * its reference until it is freed or attached again), so gc_ring_flush()
+ * can look a ring up while another thread stops the engine. */
+struct gc_conntab *gc_conntab_new(void);
+void gc_conntab_get(struct gc_conntab *t);
+void gc_conntab_put(struct gc_conntab *t);
+void gc_conntab_add(struct gc_conntab *t, struct gc_conn *c);
+void gc_conntab_del(struct gc_conntab *t, struct gc_conn *c);
+/* The connection of ring id, with a reference (gc_conn_put()), or NULL. */
+struct gc_conn *gc_conntab_find(struct gc_conntab *t, uint32_t id);
+
+/* ---- listen.c: the listening socket --------------------------------------- */
+
 int gc_srv_listen(struct gc_srv *s, const char *path);
-void gc_srv_accept(struct gc_srv *s);
-void gc_srv_listen_pause(struct gc_srv *s, bool pause);
-void gc_zmap_put(struct gc_client *cl, struct gc_zmap *z);
+/* Is the peer of fd served?  why says why not. */
+bool gc_srv_peer_allowed(const struct gc_srv *s, int fd, char *why, size_t len);
+/* Tell a client why it is refused (a notice: seq 0), and hang up. */
+void gc_srv_refuse(struct gc_srv *s, int fd, int err, const char *why);
+/* Remove the socket file if it is still ours; close the socket. */
+void gc_srv_unlisten(struct gc_srv *s);
+
+/* ---- server.c: the engine thread ------------------------------------------ */
+
+/* A server with its local client on fd (the starting process's end of a
+ * socketpair), listening at p->listen if set; p is checked by the caller. */
+struct gc_srv *gc_srv_new(const struct gc_ring_engine_params *p,
+			  const struct gc_ring_engine_hooks *hooks, int fd);
+void *gc_srv_main(void *arg);
+/* Ask the engine thread to return (from any thread). */
+void gc_srv_stop(struct gc_srv *s);
+/* After the thread returned (or was never started). */
+void gc_srv_free(struct gc_srv *s);
 
 #endif

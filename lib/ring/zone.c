@@ -10,12 +10,96 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "ring/internal.h"
 
 #define ZONE_MAX ((size_t)64 << 30)
+
+/* The memfds this process created and mapped, which an engine started here
+ * uses instead of mapping them again (internal.h). */
+struct own_map {
+	struct own_map *next;
+	dev_t dev;
+	ino_t ino;
+	const void *base;
+	uint64_t size;
+	unsigned refs; /* engine connections using it */
+};
+static pthread_mutex_t own_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct own_map *own_maps;
+
+void gc_own_add(int fd, const void *base, uint64_t size)
+{
+	struct stat st;
+	struct own_map *m = calloc(1, sizeof(*m));
+
+	if (!m || fstat(fd, &st) < 0) {
+		free(m); /* not shared then: the engine maps its own */
+		return;
+	}
+	m->dev = st.st_dev;
+	m->ino = st.st_ino;
+	m->base = base;
+	m->size = size;
+	pthread_mutex_lock(&own_lock);
+	m->next = own_maps;
+	own_maps = m;
+	pthread_mutex_unlock(&own_lock);
+}
+
+void *gc_own_share(dev_t dev, ino_t ino, uint64_t size)
+{
+	void *base = NULL;
+
+	pthread_mutex_lock(&own_lock);
+	for (struct own_map *m = own_maps; m; m = m->next) {
+		if (m->dev == dev && m->ino == ino && m->size == size) {
+			m->refs++;
+			base = (void *)m->base;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&own_lock);
+	return base;
+}
+
+void gc_own_unshare(const void *base)
+{
+	pthread_mutex_lock(&own_lock);
+	for (struct own_map *m = own_maps; m; m = m->next) {
+		if (m->base == base) {
+			m->refs--;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&own_lock);
+}
+
+int gc_own_forget(const void *base, const char *fn)
+{
+	int busy = 0;
+
+	pthread_mutex_lock(&own_lock);
+	for (struct own_map **pp = &own_maps; *pp; pp = &(*pp)->next) {
+		struct own_map *m = *pp;
+		if (m->base == base) {
+			busy = m->refs != 0;
+			if (!busy) {
+				*pp = m->next;
+				free(m);
+			}
+			break;
+		}
+	}
+	pthread_mutex_unlock(&own_lock);
+	/* the engine lets go when the ring is detached (synchronously), so
+	 * this guards the rule rather than happening */
+	return busy ? gc_seterr(EBUSY, "%s: an engine still uses the memory", fn) : 0;
+}
 
 /* A sealed memfd of size bytes, mapped read-write at *map. */
 int gc_memfd_sealed(const char *name, size_t size, void **map)
@@ -71,6 +155,7 @@ GC_EXPORT struct gc_zone *gc_zone_create(size_t nbufs, size_t buf_size)
 		return NULL;
 	}
 	z->base = map;
+	gc_own_add(z->fd, map, z->size);
 	return z;
 }
 
@@ -81,6 +166,8 @@ GC_EXPORT int gc_zone_free(struct gc_zone *z)
 	if (atomic_load_explicit(&z->rings, memory_order_relaxed))
 		return gc_seterr(EBUSY, "gc_zone_free: %u ring(s) still use the zone",
 				 atomic_load_explicit(&z->rings, memory_order_relaxed));
+	if (gc_own_forget(z->base, "gc_zone_free") < 0)
+		return -1;
 	munmap(z->base, z->size);
 	close(z->fd);
 	free(z);

@@ -1,0 +1,420 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * handle.c - the public handles: an engine started in this process (its
+ * thread runs server.c) or a connection to one in another process, and a
+ * ring's attachment to either.
+ *
+ * A ring attached through the process that started its engine may be
+ * flushed from the application's thread (gc_ring_flush(), conn.c).  It finds
+ * its connection by ring id in the engine's connection table, which holds a
+ * reference on the connection while the flush runs; the ring holds a
+ * reference on the table, so a gc_ring_engine_stop() on another thread frees
+ * neither under it (the flush then fails with ENOTCONN).
+ */
+#include <errno.h>
+#include <limits.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+#include "ring/srv.h"
+
+GC_EXPORT struct gc_ring_engine *gc_ring_engine_start(const struct gc_ring_engine_params *p)
+{
+	return gc_ring_engine_start_hooks(p, NULL);
+}
+
+struct gc_ring_engine *gc_ring_engine_start_hooks(const struct gc_ring_engine_params *p,
+					const struct gc_ring_engine_hooks *hooks)
+{
+	struct gc_ring_engine_params d = { 0 };
+
+	if (p)
+		d = *p;
+	const unsigned known = GC_RING_ENGINE_PIN_CPU | GC_RING_ENGINE_LISTEN_GID |
+			       GC_RING_ENGINE_SUBMIT_FLUSH;
+	if (d.flags & ~known) {
+		gc_seterr(EINVAL, "gc_ring_engine_start: unknown flags 0x%x", d.flags & ~known);
+		return NULL;
+	}
+	if (d.listen_mode & ~0777u) {
+		gc_seterr(EINVAL, "gc_ring_engine_start: listen_mode 0%o has bits other than 0777",
+			  d.listen_mode);
+		return NULL;
+	}
+	if ((d.n_allow_uids && !d.allow_uids) || (d.n_allow_gids && !d.allow_gids)) {
+		gc_seterr(EFAULT, "gc_ring_engine_start: %s is NULL",
+			  d.n_allow_uids && !d.allow_uids ? "allow_uids" : "allow_gids");
+		return NULL;
+	}
+	if (d.n_allow_uids > 65536 || d.n_allow_gids > 65536) {
+		gc_seterr(EINVAL, "gc_ring_engine_start: more than 65536 %s",
+			  d.n_allow_uids > 65536 ? "allow_uids" : "allow_gids");
+		return NULL;
+	}
+	if ((d.flags & GC_RING_ENGINE_PIN_CPU) && (d.cpu < 0 || d.cpu >= CPU_SETSIZE)) {
+		gc_seterr(EINVAL, "gc_ring_engine_start: cpu %d is not a CPU number", d.cpu);
+		return NULL;
+	}
+	if (d.batch > GC_BATCH_MAX) {
+		gc_seterr(EINVAL, "gc_ring_engine_start: batch %u is above %u", d.batch, GC_BATCH_MAX);
+		return NULL;
+	}
+	if (!d.batch)
+		d.batch = 64;
+	if (!d.listen_mode)
+		d.listen_mode = 0600;
+	if (!d.max_clients)
+		d.max_clients = GC_MAX_CLIENTS_DEFAULT;
+
+	struct gc_ring_engine *e = calloc(1, sizeof(*e));
+	int sp[2] = { -1, -1 };
+	if (!e) {
+		gc_seterr(ENOMEM, "gc_ring_engine_start: out of memory");
+		return NULL;
+	}
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0) {
+		gc_seterr(errno, "gc_ring_engine_start: socketpair failed");
+		free(e);
+		return NULL;
+	}
+	struct gc_srv *s = gc_srv_new(&d, hooks, sp[0]);
+	if (!s) {
+		close(sp[0]);
+		close(sp[1]);
+		free(e);
+		return NULL;
+	}
+	pthread_mutex_init(&e->lock, NULL);
+	e->fd = sp[1];
+	e->srv = s;
+	int err = pthread_create(&e->thread, NULL, gc_srv_main, s);
+	if (err) {
+		gc_seterr(err, "gc_ring_engine_start: pthread_create failed");
+		pthread_mutex_destroy(&e->lock);
+		gc_srv_free(s);
+		close(sp[1]);
+		free(e);
+		return NULL;
+	}
+	return e;
+}
+
+/*
+ * Anyone who can create a file at path can listen there.  Hand rings, zones
+ * and sockets only to an engine run by root, by us, or by the uid the caller
+ * named (SO_PEERCRED of a listening socket: its owner when it called
+ * listen()).
+ */
+static int engine_trusted(int fd, const char *path, bool any_of_ours, uid_t want)
+{
+	struct ucred uc;
+	socklen_t len = sizeof(uc);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &len) < 0)
+		return gc_seterr(errno, "gc_ring_engine_connect: %s: no credentials of the engine", path);
+	if (any_of_ours ? uc.uid == 0 || uc.uid == geteuid() : uc.uid == want)
+		return 0;
+	if (any_of_ours)
+		return gc_seterr(EPERM, "gc_ring_engine_connect: the engine at %s runs as uid %u, "
+				 "neither root nor uid %u: not trusted (gc_ring_engine_connect_uid() "
+				 "names another)", path, (unsigned)uc.uid, (unsigned)geteuid());
+	return gc_seterr(EPERM, "gc_ring_engine_connect: the engine at %s runs as uid %u, not %u",
+			 path, (unsigned)uc.uid, (unsigned)want);
+}
+
+static struct gc_ring_engine *engine_connect(const char *path, bool any_of_ours, uid_t want)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+
+	if (!path) {
+		gc_seterr(EFAULT, "gc_ring_engine_connect: path is NULL");
+		return NULL;
+	}
+	if (strlen(path) >= sizeof(sa.sun_path)) {
+		gc_seterr(ENAMETOOLONG, "gc_ring_engine_connect: path is longer than %zu bytes",
+			  sizeof(sa.sun_path) - 1);
+		return NULL;
+	}
+	strcpy(sa.sun_path, path);
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		gc_seterr(errno, "gc_ring_engine_connect: socket failed");
+		return NULL;
+	}
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		int err = errno;
+		close(fd);
+		if (err == EACCES)
+			gc_seterr(err, "gc_ring_engine_connect: %s: no permission to connect (the "
+				  "engine's socket mode and group decide)", path);
+		else
+			gc_seterr(err, "gc_ring_engine_connect: no engine at %s", path);
+		return NULL;
+	}
+	if (engine_trusted(fd, path, any_of_ours, want) < 0) {
+		close(fd);
+		return NULL;
+	}
+	/* a daemon that stops answering must not hang the application */
+	struct timeval tv = { .tv_sec = 10 };
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	struct gc_ring_engine *e = calloc(1, sizeof(*e));
+	if (!e) {
+		close(fd);
+		gc_seterr(ENOMEM, "gc_ring_engine_connect: out of memory");
+		return NULL;
+	}
+	pthread_mutex_init(&e->lock, NULL);
+	e->fd = fd;
+	/* Ask once now: an engine that refuses us (not allowed, too many
+	 * clients) or speaks another version says so here, not at the first
+	 * attach. */
+	struct gc_req q = { .op = GC_OP_HELLO, .version = GC_PROTO_VERSION };
+	struct gc_rep rep;
+	int rfd = -1;
+	if (gc_client_call(e, "gc_ring_engine_connect", &q, NULL, 0, &rep, &rfd) < 0) {
+		int err = errno;
+		pthread_mutex_destroy(&e->lock);
+		close(fd);
+		free(e);
+		errno = err;
+		return NULL;
+	}
+	if (rfd >= 0)
+		close(rfd);
+	return e;
+}
+
+GC_EXPORT struct gc_ring_engine *gc_ring_engine_connect(const char *path)
+{
+	return engine_connect(path, true, 0);
+}
+
+GC_EXPORT struct gc_ring_engine *gc_ring_engine_connect_uid(const char *path, uid_t engine_uid)
+{
+	return engine_connect(path, false, engine_uid);
+}
+
+static void ring_unlink(struct gc_ring *r);
+
+GC_EXPORT int gc_ring_engine_stop(struct gc_ring_engine *e)
+{
+	if (!e)
+		return gc_seterr(EFAULT, "gc_ring_engine_stop: e is NULL");
+	pthread_mutex_lock(&e->lock);
+	while (e->rings)
+		ring_unlink(e->rings);
+	if (e->srv)
+		gc_srv_stop(e->srv);
+	pthread_mutex_unlock(&e->lock);
+	if (e->srv) {
+		pthread_join(e->thread, NULL);
+		gc_srv_free(e->srv);
+	}
+	close(e->fd);
+	pthread_mutex_destroy(&e->lock);
+	free(e);
+	return 0;
+}
+
+GC_EXPORT int gc_ring_engine_stats(struct gc_ring_engine *e, struct gc_ring_engine_stats *st)
+{
+	if (!e || !st)
+		return gc_seterr(EFAULT, "gc_ring_engine_stats: %s is NULL", e ? "st" : "e");
+	struct gc_req q = { .op = GC_OP_STATS, .version = GC_PROTO_VERSION };
+	struct gc_rep rep;
+	int rfd = -1;
+
+	pthread_mutex_lock(&e->lock);
+	int r = gc_client_call(e, "gc_ring_engine_stats", &q, NULL, 0, &rep, &rfd);
+	pthread_mutex_unlock(&e->lock);
+	if (rfd >= 0)
+		close(rfd);
+	if (r < 0)
+		return -1;
+	*st = rep.stats;
+	return 0;
+}
+
+/* ---- a ring's attachment ------------------------------------------------ */
+
+/* Freeing a ring detaches it first: it lives here, above the engine. */
+GC_EXPORT void gc_ring_free(struct gc_ring *r)
+{
+	if (!r)
+		return;
+	if (r->eng)
+		gc_ring_detach(r);
+	if (r->tab)
+		gc_conntab_put(r->tab);
+	atomic_fetch_sub_explicit(&r->zone->rings, 1, memory_order_relaxed);
+	/* detached: no engine of ours uses the mapping any more */
+	if (gc_own_forget(r->sh, "gc_ring_free") < 0)
+		return; /* cannot happen; leak rather than pull it from under one */
+	munmap(r->sh, r->map_len);
+	close(r->fd);
+	free(r);
+}
+
+/* Send what r published from this thread, its engine being in this process
+ * (r->tab): gc_ring_flush()'s work.  The count sent, or -1 with errno. */
+static int flush_here(struct gc_ring *r, const char *fn)
+{
+	/* By ring id, never by a pointer: the engine may have been stopped,
+	 * or the ring detached, meanwhile (on another thread). */
+	struct gc_conn *c = gc_conntab_find(r->tab, r->ring_id);
+	if (!c)
+		return gc_seterr(ENOTCONN, "%s: the ring is not attached to an engine", fn);
+	/* No notify handshake (the fence in gc_ring_publish()): the engine
+	 * parks the ring under the connection's lock, which we take next, so
+	 * either it saw this umod_i before parking or we see it parked. */
+	gc_ring_publish_store(r);
+	/* acquire: the error details were stored before it */
+	uint32_t err = atomic_load_explicit(&r->sh->error, memory_order_acquire);
+	unsigned sent = 0;
+	int w = err ? 0 : gc_conn_flush(c, &sent);
+	gc_conn_put(c);
+	if (w == -2)
+		return gc_seterr(ENOTCONN, "%s: the ring is not attached to an engine", fn);
+	/* a violation (w < 0), or the engine was woken for the rest (w > 0):
+	 * say so if it stopped the ring, as gc_ring_notify() would */
+	if (!err && w != 0)
+		err = atomic_load_explicit(&r->sh->error, memory_order_acquire);
+	if (err || w < 0)
+		return gc_ring_stopped(r, fn, err);
+	return (int)sent;
+}
+
+GC_EXPORT int gc_ring_flush(struct gc_ring *r)
+{
+	if (!r)
+		return gc_seterr(EFAULT, "gc_ring_flush: r is NULL");
+	if (r->tab)
+		return flush_here(r, "gc_ring_flush");
+	if (r->efd < 0)
+		return gc_seterr(ENOTCONN, "gc_ring_flush: the ring is not attached to an engine");
+	/* a daemon's ring: only the daemon can send */
+	return gc_ring_submit(r) < 0 ? -1 : 0;
+}
+
+/*
+ * Here, above ring.c, because of GC_RING_ENGINE_SUBMIT_FLUSH: a ring the
+ * engine parked (kern_notify) is sent from this thread instead of waking the
+ * engine thread.  That saves the engine's wake-up and park (on this VM about
+ * half as much CPU again as sending a burst of 16 datagrams with GSO) and
+ * the latency of being scheduled, and costs the caller the send.
+ */
+GC_EXPORT int gc_ring_submit(struct gc_ring *r)
+{
+	if (!gc_ring_publish(r))
+		return 0;
+	if (r->submit_flush && r->tab && flush_here(r, "gc_ring_submit") >= 0)
+		return 1;
+	/* not ours to send (any more): notify, which says why if it cannot */
+	return gc_ring_notify(r) < 0 ? -1 : 1;
+}
+
+/* ---- attaching to an engine --------------------------------------------- */
+
+GC_EXPORT int gc_ring_attach(struct gc_ring *r, struct gc_ring_engine *e, int sd)
+{
+	char why[160];
+
+	if (!r || !e)
+		return gc_seterr(EFAULT, "gc_ring_attach: %s is NULL", r ? "e" : "r");
+	if (r->eng)
+		return gc_seterr(EISCONN, "gc_ring_attach: r is attached already (ring %u)",
+				 r->ring_id);
+	if (gc_udp_check(sd, why, sizeof(why)) < 0)
+		return gc_seterr(errno, "gc_ring_attach: sd %d: %s", sd, why);
+
+	struct gc_req q = { .op = GC_OP_ATTACH, .version = GC_PROTO_VERSION, .entries = r->n,
+			    .ack_entries = r->n, .zone_size = r->zone->size };
+	const int fds[3] = { r->fd, r->zone->fd, sd };
+	struct gc_rep rep;
+	int efd = -1;
+
+	pthread_mutex_lock(&e->lock);
+	if (e->fd < 0) {
+		pthread_mutex_unlock(&e->lock);
+		return gc_seterr(ENOTCONN, "gc_ring_attach: the engine handle is stopped");
+	}
+	if (gc_client_call(e, "gc_ring_attach", &q, fds, 3, &rep, &efd) < 0) {
+		pthread_mutex_unlock(&e->lock);
+		return -1;
+	}
+	if (efd < 0) {
+		pthread_mutex_unlock(&e->lock);
+		return gc_seterr(EPROTO, "gc_ring_attach: the engine sent no notify descriptor");
+	}
+	r->eng = e;
+	/* a ring attached to the engine of this process may be flushed from
+	 * our threads: keep its connection table (see gc_ring_flush()) */
+	struct gc_conntab *tab = e->srv ? e->srv->tab : NULL;
+	if (r->tab != tab) {
+		if (r->tab)
+			gc_conntab_put(r->tab);
+		if (tab)
+			gc_conntab_get(tab);
+		r->tab = tab;
+	}
+	r->submit_flush = tab && (e->srv->p.flags & GC_RING_ENGINE_SUBMIT_FLUSH);
+	r->ring_id = rep.ring_id;
+	r->efd = efd;
+	r->eng_prev = NULL;
+	r->eng_next = e->rings;
+	if (e->rings)
+		e->rings->eng_prev = r;
+	e->rings = r;
+	/* the engine starts at its kern_i: nothing below is ours to modify */
+	r->dev_cache = atomic_load_explicit(&r->sh->dev_i, memory_order_acquire);
+	pthread_mutex_unlock(&e->lock);
+	return 0;
+}
+
+/* Forget the attachment (the engine handle's lock is held). */
+static void ring_unlink(struct gc_ring *r)
+{
+	struct gc_ring_engine *e = r->eng;
+
+	if (r->eng_prev)
+		r->eng_prev->eng_next = r->eng_next;
+	else
+		e->rings = r->eng_next;
+	if (r->eng_next)
+		r->eng_next->eng_prev = r->eng_prev;
+	r->eng_next = r->eng_prev = NULL;
+	close(r->efd);
+	r->efd = -1;
+	r->eng = NULL;
+	/* r->tab stays: gc_ring_flush() may be reading it on another thread */
+	/* no engine owns the ring now: it may not ask for notifications */
+	atomic_store_explicit(&r->sh->kern_notify, 0, memory_order_relaxed);
+}
+
+GC_EXPORT int gc_ring_detach(struct gc_ring *r)
+{
+	if (!r)
+		return gc_seterr(EFAULT, "gc_ring_detach: r is NULL");
+	struct gc_ring_engine *e = r->eng;
+	if (!e)
+		return gc_seterr(ENOTCONN, "gc_ring_detach: r is not attached");
+
+	struct gc_req q = { .op = GC_OP_DETACH, .version = GC_PROTO_VERSION, .ring_id = r->ring_id };
+	struct gc_rep rep;
+	int rfd = -1, ret = 0;
+
+	pthread_mutex_lock(&e->lock);
+	if (e->fd >= 0 && gc_client_call(e, "gc_ring_detach", &q, NULL, 0, &rep, &rfd) < 0)
+		ret = -1; /* the engine is gone or refused: forget the ring anyway */
+	if (rfd >= 0)
+		close(rfd);
+	ring_unlink(r);
+	pthread_mutex_unlock(&e->lock);
+	return ret;
+}

@@ -1,0 +1,74 @@
+"""lib/ring has no cycles: each file calls only functions of files listed
+above it in the dependency order written at the top of lib/ring/internal.h.
+
+A static check (no build needed): it finds the gc_* functions each file
+defines and the gc_* names each file calls.  Calls through function pointers
+(the cc.h hooks) are not calls between files and are not seen."""
+import pathlib
+import re
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+RING = ROOT / "lib" / "ring"
+
+DEF = re.compile(r"^(?:GC_EXPORT\s+)?(?!static)[A-Za-z_][\w \t*]*?\b(gc_\w+)\(", re.M)
+CALL = re.compile(r"\b(gc_\w+)\s*\(")
+
+
+def strip_comments(text):
+    text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
+    return re.sub(r'"(?:\\.|[^"\\])*"', '""', text)
+
+
+def layer_order():
+    """{file: rank} from the comment at the top of internal.h."""
+    text = (RING / "internal.h").read_text()
+    start = text.index("The files, in dependency order")
+    ranks, rank = {}, 0
+    for line in text[start:].splitlines()[1:]:
+        body = line.strip(" */")
+        names = re.findall(r"^(\w+\.c(?:\s+\w+\.c)*)\s", body + " ")
+        if not body and ranks:
+            continue
+        if names:
+            for name in names[0].split():
+                ranks[name] = rank
+            rank += 1
+        if line.strip() == "*/":
+            break
+    return ranks
+
+
+def graph():
+    defined, calls = {}, {}
+    for path in sorted(RING.glob("*.c")):
+        text = strip_comments(path.read_text())
+        for name in DEF.findall(text):
+            defined[name] = path.name
+        calls[path.name] = set(CALL.findall(text))
+    edges = set()
+    for src, names in calls.items():
+        for name in names:
+            dst = defined.get(name)
+            if dst and dst != src:
+                edges.add((src, dst, name))
+    return defined, edges
+
+
+def test_every_file_is_in_the_order():
+    ranks = layer_order()
+    files = {p.name for p in RING.glob("*.c")}
+    assert files, "no lib/ring/*.c"
+    assert files == set(ranks), (files ^ set(ranks))
+
+
+def test_calls_go_down_the_layers_only():
+    ranks = layer_order()
+    defined, edges = graph()
+    # the check sees the calls that matter (a parser that finds nothing
+    # would pass vacuously)
+    assert defined.get("gc_conn_drain") == "conn.c"
+    assert defined.get("gc_srv_decode") == "proto.c"
+    assert ("server.c", "conn.c", "gc_conn_drain") in edges
+    assert ("handle.c", "conn.c", "gc_conn_flush") in edges
+    bad = sorted(f"{s} -> {d} ({n})" for s, d, n in edges if ranks[d] >= ranks[s])
+    assert not bad, "calls up or sideways in lib/ring: " + ", ".join(bad)
