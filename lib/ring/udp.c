@@ -20,10 +20,9 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <groupcast/group.h> /* GC_UDP4_MAX, GC_UDP6_MAX */
 #include "ring/internal.h"
 
-#define UDP4_MAX 65507u /* 65535 - 20 (IPv4) - 8 (UDP) */
-#define UDP6_MAX 65527u /* 65535 - 8 (UDP) */
 #define GSO_SEGS 64u    /* UDP_MAX_SEGMENTS on every kernel with UDP GSO */
 #define CHUNK 64u       /* packets per sendmmsg() */
 
@@ -46,13 +45,13 @@ int gc_udp_check(int fd, char *buf, size_t len)
 	if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &v, &l) < 0)
 		return why(buf, len, errno == ENOTSOCK ? ENOTSOCK : errno, "not a socket");
 	if (v != AF_INET && v != AF_INET6)
-		return why(buf, len, EINVAL, "not an AF_INET or AF_INET6 socket");
+		return why(buf, len, EPROTOTYPE, "not an AF_INET or AF_INET6 socket");
 	l = sizeof(v);
 	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &v, &l) < 0 || v != SOCK_DGRAM)
-		return why(buf, len, EINVAL, "not a datagram socket");
+		return why(buf, len, EPROTOTYPE, "not a datagram socket");
 	l = sizeof(v);
 	if (getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &v, &l) < 0 || v != IPPROTO_UDP)
-		return why(buf, len, EINVAL, "not a UDP socket");
+		return why(buf, len, EPROTOTYPE, "not a UDP socket");
 	if (getpeername(fd, (struct sockaddr *)&ss, &sl) < 0)
 		return why(buf, len, ENOTCONN, "not connected (connect() it to the receiver)");
 	return 0;
@@ -67,7 +66,7 @@ int gc_udp_init(struct gc_udp *u, int fd)
 	u->fd = fd;
 	getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &dom, &l);
 	u->family = dom;
-	u->max_len = dom == AF_INET6 ? UDP6_MAX : UDP4_MAX;
+	u->max_len = dom == AF_INET6 ? GC_UDP6_MAX : GC_UDP4_MAX;
 	l = sizeof(mtu);
 	if (dom == AF_INET6) {
 		if (getsockopt(fd, IPPROTO_IPV6, IPV6_MTU, &mtu, &l) == 0 && mtu > 48)

@@ -17,7 +17,6 @@
 #include <unistd.h>
 #include "ring/internal.h"
 
-#define ZONE_MAX ((size_t)64 << 30)
 
 /* The memfds this process created and mapped, which an engine started here
  * uses instead of mapping them again (internal.h). */
@@ -135,7 +134,7 @@ GC_EXPORT struct gc_zone *gc_zone_create(size_t nbufs, size_t buf_size)
 		gc_seterr(EINVAL, "gc_zone_create: buf_size is 0");
 		return NULL;
 	}
-	if (buf_size > ZONE_MAX || nbufs > ZONE_MAX / ((buf_size + page - 1) / page * page)) {
+	if (buf_size > GC_ZONE_MAX || nbufs > GC_ZONE_MAX / ((buf_size + page - 1) / page * page)) {
 		gc_seterr(E2BIG, "gc_zone_create: nbufs %zu * buf_size %zu is above the 64 GiB limit",
 			  nbufs, buf_size);
 		return NULL;

@@ -152,11 +152,11 @@ static void attach_errors(void)
 	close(fds[0]);
 	close(fds[1]);
 	int tcp = socket(AF_INET, SOCK_STREAM, 0);
-	CHECK_ERR(gc_ring_attach(r, e, tcp), EINVAL);
+	CHECK_ERR(gc_ring_attach(r, e, tcp), EPROTOTYPE);
 	CHECK(strstr(gc_errmsg(), "sd") != NULL);
 	close(tcp);
 	int un = socket(AF_UNIX, SOCK_DGRAM, 0);
-	CHECK_ERR(gc_ring_attach(r, e, un), EINVAL);
+	CHECK_ERR(gc_ring_attach(r, e, un), EPROTOTYPE);
 	close(un);
 	int udp = udp_socket(AF_INET);
 	CHECK_ERR(gc_ring_attach(r, e, udp), ENOTCONN);

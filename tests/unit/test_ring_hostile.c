@@ -201,7 +201,7 @@ static void refusals(void)
 	CHECK_ERR(raw_attach(N, zone->size, ringfd, zone->fd, sd, 2), EINVAL);
 	CHECK_ERR(raw_attach(N, zone->size, ringfd, zone->fd, ringfd, 3), ENOTSOCK);
 	int tcp = socket(AF_INET, SOCK_STREAM, 0);
-	CHECK_ERR(raw_attach(N, zone->size, ringfd, zone->fd, tcp, 3), EINVAL);
+	CHECK_ERR(raw_attach(N, zone->size, ringfd, zone->fd, tcp, 3), EPROTOTYPE);
 	close(tcp);
 	CHECK_ERR(raw_attach(N, zone->size, sd, zone->fd, sd, 3), EINVAL);
 	/* a ring whose kern_i is garbage */
