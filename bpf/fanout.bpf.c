@@ -6,9 +6,12 @@
  * Per member: splice in the per-recipient bytes (room after the IP header for
  * the prepend, the tail for the append), write Ethernet + IP + UDP headers in
  * one store with checksums computed from sums the library precomputed, and
- * clone the packet out of the member's interface.  The trigger's payload sits
- * in page fragments (it is built with UDP_SEGMENT), so the copy each clone
- * forces is only the linear header, not the payload.
+ * clone the packet out of the member's interface.  Each clone makes the
+ * kernel copy the trigger's linear part (bpf_clone_redirect() unclones the
+ * original), so the library splices a payload of GC_SPLICE_MIN bytes or more
+ * into the trigger (write() to a pipe, splice() to the socket: kernel.c): it
+ * then sits in page fragments and only the headers are copied per clone.  A
+ * smaller payload is sent with send() and copied with the headers.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -102,14 +105,14 @@ static __always_inline int resolve(struct fan *f, struct gc_kslot *m, __u32 tot)
 	struct bpf_fib_lookup fib = {};
 	long rc;
 
-	if (m->ifindex && f->now - m->resolved_ns < GC_KRESOLVE_NS)
+	if (m->rt.ifindex && f->now - m->rt.resolved_ns < GC_KRESOLVE_NS)
 		return 0;
 	if (m->flags & GC_KF_LOCAL) {
-		__builtin_memset(m->dmac, 0, 12);
-		__builtin_memcpy(m->saddr, m->daddr, 16);
-		m->ifindex = 1; /* lo */
-		m->mtu = 65536;
-		m->resolved_ns = f->now;
+		__builtin_memset(m->rt.dmac, 0, 12);
+		__builtin_memcpy(m->rt.saddr, m->daddr, 16);
+		m->rt.ifindex = 1; /* lo */
+		m->rt.mtu = 65536;
+		m->rt.resolved_ns = f->now;
 		return 0;
 	}
 	fib.family = f->head->family == 4 ? 2 /* AF_INET */ : 10 /* AF_INET6 */;
@@ -124,19 +127,19 @@ static __always_inline int resolve(struct fan *f, struct gc_kslot *m, __u32 tot)
 	fib.ifindex = 1;
 	rc = bpf_fib_lookup(f->skb, &fib, sizeof(fib), BPF_FIB_LOOKUP_SRC);
 	if (rc != BPF_FIB_LKUP_RET_SUCCESS) {
-		m->ifindex = 0; /* resolve again next time */
+		m->rt.ifindex = 0; /* resolve again next time */
 		return -1;
 	}
-	m->ifindex = fib.ifindex;
-	m->mtu = fib.mtu_result ? fib.mtu_result : 1280; /* 0 never comes with tot_len: be safe */
-	m->mtu_ns = f->now;
-	__builtin_memcpy(m->dmac, fib.dmac, 6);
-	__builtin_memcpy(m->smac, fib.smac, 6);
+	m->rt.ifindex = fib.ifindex;
+	m->rt.mtu = fib.mtu_result ? fib.mtu_result : 1280; /* 0 never comes with tot_len: be safe */
+	m->rt.mtu_ns = f->now;
+	__builtin_memcpy(m->rt.dmac, fib.dmac, 6);
+	__builtin_memcpy(m->rt.smac, fib.smac, 6);
 	if (fib.family == 2)
-		*(__u32 *)m->saddr = fib.ipv4_src;
+		*(__u32 *)m->rt.saddr = fib.ipv4_src;
 	else
-		__builtin_memcpy(m->saddr, fib.ipv6_src, 16);
-	m->resolved_ns = f->now;
+		__builtin_memcpy(m->rt.saddr, fib.ipv6_src, 16);
+	m->rt.resolved_ns = f->now;
 	return 0;
 }
 
@@ -157,9 +160,9 @@ static __always_inline int fits_now(struct fan *f, struct gc_kslot *m, __u32 tot
 	struct bpf_fib_lookup fib = {};
 	long rc;
 
-	if (tot <= f->head->check_above || (m->flags & GC_KF_LOCAL) || f->now - m->mtu_ns < GC_KMTU_NS)
+	if (tot <= f->head->check_above || (m->flags & GC_KF_LOCAL) || f->now - m->rt.mtu_ns < GC_KMTU_NS)
 		return 1;
-	m->mtu_ns = f->now;
+	m->rt.mtu_ns = f->now;
 	fib.family = f->head->family == 4 ? 2 : 10;
 	fib.l4_protocol = 17;
 	fib.tot_len = (__u16)tot;
@@ -169,15 +172,15 @@ static __always_inline int fits_now(struct fan *f, struct gc_kslot *m, __u32 tot
 		__builtin_memcpy(fib.ipv6_dst, m->daddr, 16);
 	fib.ifindex = 1;
 	rc = bpf_fib_lookup(f->skb, &fib, sizeof(fib), BPF_FIB_LOOKUP_SKIP_NEIGH);
-	if (rc == BPF_FIB_LKUP_RET_SUCCESS && fib.ifindex == m->ifindex) {
+	if (rc == BPF_FIB_LKUP_RET_SUCCESS && fib.ifindex == m->rt.ifindex) {
 		if (fib.mtu_result)
-			m->mtu = fib.mtu_result;
+			m->rt.mtu = fib.mtu_result;
 		return 1;
 	}
 	if (rc == BPF_FIB_LKUP_RET_FRAG_NEEDED && fib.mtu_result)
-		m->mtu = fib.mtu_result;
+		m->rt.mtu = fib.mtu_result;
 	else
-		m->ifindex = 0; /* the route changed: resolve again */
+		m->rt.ifindex = 0; /* the route changed: resolve again */
 	return 0;
 }
 
@@ -204,12 +207,12 @@ static __always_inline int splice_room(struct fan *f, __u32 plen, __u32 alen)
 static __always_inline __u32 build_hdr(struct fan *f, struct gc_kslot *m, __u8 *hdr,
 				       const __u32 l3len, __u32 l4len, __u32 dsum)
 {
-	const __u8 *saddr = f->head->bound ? f->head->saddr : m->saddr;
+	const __u8 *saddr = f->head->bound ? f->head->saddr : m->rt.saddr;
 	struct udphdr *uh = (void *)(hdr + ETH_HLEN + l3len);
 	__u32 s;
 
-	__builtin_memcpy(hdr, m->dmac, 6);
-	__builtin_memcpy(hdr + 6, m->smac, 6);
+	__builtin_memcpy(hdr, m->rt.dmac, 6);
+	__builtin_memcpy(hdr + 6, m->rt.smac, 6);
 	if (l3len == 20) {
 		struct iphdr *ip = (void *)(hdr + ETH_HLEN);
 
@@ -273,7 +276,7 @@ static long one_member(__u32 i, void *ctx)
 	l4len = 8 + plen + f->slen + alen;
 	/* too big for the member's route or path MTU: the copy would carry DF
 	 * (or be refused); the user path fragments or fails as sendto() does */
-	if (resolve(f, m, f->l3len + l4len) || f->l3len + l4len > m->mtu || !fits_now(f, m, f->l3len + l4len)) {
+	if (resolve(f, m, f->l3len + l4len) || f->l3len + l4len > m->rt.mtu || !fits_now(f, m, f->l3len + l4len)) {
 		m->result = GC_KRES_USER;
 		return 0;
 	}
@@ -291,7 +294,7 @@ static long one_member(__u32 i, void *ctx)
 	if (alen && bpf_skb_store_bytes(f->skb, hlen + plen + f->slen, m->data + plen, alen, 0))
 		goto nobufs;
 	f->skb->mark = GC_KCLONE_MARK;
-	r = bpf_clone_redirect(f->skb, m->ifindex, 0);
+	r = bpf_clone_redirect(f->skb, m->rt.ifindex, 0);
 	m->result = r < 0 ? (__s32)r : r > 0 ? -NOBUFS : 0; /* > 0: NET_XMIT_DROP/CN */
 	return 0;
 nobufs:
@@ -342,6 +345,10 @@ int gc_fanout(struct __sk_buff *skb)
 	f.skb = skb;
 	f.l3len = l3len;
 	f.slen = skb->len - ETH_HLEN - l3len - 8;
+	/* A plain read-modify-write is enough: the library sends a socket's
+	 * triggers one after another under the socket's lock (group.c), and
+	 * each runs this program to the end inside its send() before the
+	 * next trigger exists. */
 	f.base = f.head->next_chunk++ * GC_KCHUNK;
 	if (f.base >= f.head->n)
 		return TC_ACT_STOLEN;
