@@ -752,9 +752,9 @@ def pacing_markdown(g1, g1p, engines):
 
 def shuffle_markdown(g1, g1s, engines):
     md = ["\n#### Group shuffled before every send, N=1000\n",
-          "The same members in another order before every send (`blast --shuffle`: gc_setgroup with one of "
-          "4 orders shuffled before timing, then gc_send). Sender CPU per send, µs (median), and its ratio to "
-          "the fixed group above (separate blast runs):\n"]
+          "The same members in another order before every send (`blast --shuffle`: the member array "
+          "shuffled in place, not timed, then gc_setgroup and gc_send, timed). Sender CPU per send, µs "
+          "(median), and its ratio to the fixed group above (separate blast runs):\n"]
     rows = []
     for p in g1s:
         q = next((x for x in g1 if x["size"] == p["size"] and not x["replace"] and x["n"] == p["n"]), None)

@@ -36,7 +36,17 @@ struct result {
 	uint64_t datagrams, failed;
 };
 
-#define SHUFFLES 4
+/* --shuffle: Fisher-Yates on the member array, in place, as an application
+ * reordering its group would */
+static void shuffle(struct sockaddr_storage *v, size_t n, unsigned *seed)
+{
+	for (size_t i = n - 1; i > 0; i--) {
+		size_t j = (size_t)rand_r(seed) % (i + 1);
+		struct sockaddr_storage t = v[i];
+		v[i] = v[j];
+		v[j] = t;
+	}
+}
 
 static void blast_usage(FILE *f)
 {
@@ -54,8 +64,8 @@ static void blast_usage(FILE *f)
 		"  --reps R          repetitions (default 5)\n"
 		"  --interval-us U   sleep U us after each send; not measured (default 0)\n"
 		"  --replace         gc_setgroup() before every send (and measure it)\n"
-		"  --shuffle         like --replace, with the members in another order each\n"
-		"                    send (cycling through %d orders shuffled before timing)\n"
+		"  --shuffle         like --replace, with the members shuffled before each\n"
+		"                    send (the shuffle is not timed with --interval-us)\n"
 		"  --prepend B       use gc_sendgroup() with B private bytes before the payload\n"
 		"  --append B        use gc_sendgroup() with B private bytes after the payload\n"
 		"  --cpu CPU         pin the sending thread (default 0; 'none' to not pin)\n"
@@ -63,7 +73,7 @@ static void blast_usage(FILE *f)
 		"  --seq-start N     first sequence number (default 0)\n"
 		"  --json            stdout has only the JSON lines; the table goes to stderr\n"
 		"Each member gets exactly reps * engines * sends datagrams.\n"
-		"Exit status 1 if any datagram failed.\n", SHUFFLES);
+		"Exit status 1 if any datagram failed.\n");
 }
 
 static void add_member_spec(struct blast *b, const char *spec)
@@ -380,25 +390,7 @@ int cmd_blast(int argc, char **argv)
 		rec[i].append = (struct iovec){ b.app ? a : NULL, b.app };
 	}
 	struct iovec shared = { payload, b.size };
-	/* --shuffle: SHUFFLES orders of the members (Fisher-Yates), made here so
-	 * that the shuffling itself is not timed; send c uses order c % SHUFFLES */
-	struct sockaddr_storage *orders = NULL;
-	if (b.shuffle) {
-		orders = malloc(SHUFFLES * b.n * sizeof(*orders));
-		if (!orders)
-			cli_fail("out of memory");
-		unsigned seed = 1;
-		for (size_t o = 0; o < SHUFFLES; o++) {
-			struct sockaddr_storage *v = orders + o * b.n;
-			memcpy(v, b.mem, b.n * sizeof(*v));
-			for (size_t i = b.n - 1; i > 0; i--) {
-				size_t j = (size_t)rand_r(&seed) % (i + 1);
-				struct sockaddr_storage t = v[i];
-				v[i] = v[j];
-				v[j] = t;
-			}
-		}
-	}
+	unsigned shuffle_seed = 1;
 
 	int statfd = open("/proc/stat", O_RDONLY | O_CLOEXEC);
 	if (statfd < 0)
@@ -440,6 +432,8 @@ int cmd_blast(int argc, char **argv)
 					cli_put_le64(payload + 8, seq);
 				}
 				seq++;
+				if (b.shuffle)
+					shuffle(b.mem, b.n, &shuffle_seed);
 				if (per_send) {
 					c0 = cli_now(CLOCK_THREAD_CPUTIME_ID);
 					w0 = cli_now(CLOCK_MONOTONIC);
@@ -449,9 +443,7 @@ int cmd_blast(int argc, char **argv)
 				if (b.sg) {
 					r = gc_sendgroup(sd, &shared, rec, b.n, 0, gerrno);
 				} else {
-					const struct sockaddr_storage *g =
-						orders ? orders + (c % SHUFFLES) * b.n : b.mem;
-					if (b.replace && gc_setgroup(sd, g, b.n) != 0)
+					if (b.replace && gc_setgroup(sd, b.mem, b.n) != 0)
 						cli_fail("gc_setgroup(%zu members): %s", b.n, gc_errmsg());
 					r = gc_send(sd, payload, b.size, 0);
 				}
@@ -561,7 +553,6 @@ int cmd_blast(int argc, char **argv)
 	free(pre);
 	free(app);
 	free(rec);
-	free(orders);
 	free(gerrno);
 	free(res);
 	free(b.mem);

@@ -339,14 +339,14 @@ static __u32 at(__u32 sum, size_t offset)
 	return offset & 1 ? ((sum & 0xff) << 8) | (sum >> 8) : sum;
 }
 
-/* Size the address table for a group of n: at least 4n entries, so it stays
- * at most half full with every member's address and some turnover. */
+/* Size the address table for a group of n: at least 2n entries, so every
+ * member's address fits while it is at most half full. */
 static int routes_reserve(struct kroutes *t, size_t n)
 {
 	size_t size = 64;
 	struct kroute_ent *e;
 
-	while (size < 4 * n)
+	while (size < 2 * n)
 		size *= 2;
 	if (t->e && size <= t->mask + 1)
 		return 0;
