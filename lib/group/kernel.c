@@ -540,8 +540,13 @@ static size_t kernel_send(struct gc_sock *s, const struct gc_batch *b)
 	for (size_t j = 0; j < k->nchanged; j++) {
 		const struct gc_kslot *m = &k->slots[k->changed[j]];
 
-		if (k->changed_e[j] && m->rt.ifindex)
-			k->changed_e[j]->rt = m->rt; /* learn what the program resolved */
+		struct kroute_ent *e = k->changed_e[j];
+
+		/* learn what the program resolved or re-checked (a seeded route
+		 * it did not touch is what the table has) */
+		if (e && m->rt.ifindex &&
+		    (e->rt.resolved_ns != m->rt.resolved_ns || e->rt.mtu_ns != m->rt.mtu_ns || !e->rt.ifindex))
+			e->rt = m->rt;
 	}
 	for (size_t i = 0; i < b->n; i++) {
 		__s32 r = k->slots[i].result;
