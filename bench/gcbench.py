@@ -72,10 +72,12 @@ class Result:
 
 def blast(build, lab, star, n, engines, size=100, sends=100, reps=5, interval_us=0,
           replace=False, prepend=0, append=0, family=4, extra=(), sendgroup=False, wrap=(),
-          warmup=False):
+          warmup=False, shuffle=False):
     """n members spread over the receivers; returns a verified Result.
 
     sendgroup=True uses gc_sendgroup() even with prepend = append = 0.
+    shuffle=True replaces the group before every send with the members in
+    another order (blast --shuffle).
     wrap is a command prefix for blast (e.g. perf record ... --).
     warmup=True runs every engine twice in a row (A A B B ...) and takes the
     medians from the second run only: switching engines costs the first send
@@ -111,7 +113,9 @@ def blast(build, lab, star, n, engines, size=100, sends=100, reps=5, interval_us
             "--interval-us", str(interval_us), *extra]
     for s in specs:
         argv += ["--members", s]
-    if replace:
+    if shuffle:
+        argv.append("--shuffle")
+    elif replace:
         argv.append("--replace")
     if prepend or append or sendgroup:
         argv += ["--prepend", str(prepend), "--append", str(append)]

@@ -6,7 +6,9 @@ with every available groupcast engine, in one command:
 
 G1  (Karsten et al., NOSSDAV 2005, Figures 3/4): sender CPU time (and wall
     time) of one group send against group size, 100 and 1000 byte payloads,
-    group replaced before every send and fixed group, engines interleaved.
+    group replaced before every send and fixed group, engines interleaved;
+    at N=1000 also the group shuffled before every send (same members, another
+    order: the kernel engine's route cache must not care).
 G2  (same paper, Table 1): players a 30 frame/s game server could serve,
     computed from G1 with the paper's method.
 F5  (same paper, Figure 5): where a send's time goes, from `perf record -e
@@ -153,7 +155,7 @@ class Runner:
         self.points = []        # every point, every attempt, for raw.json / rows.csv
 
     def point(self, exp, key, n, size, sends, reps, interval_us, replace=False, pre=0, app=0,
-              sendgroup=False, engines=None, wrap=(), retries=None, warmup=True):
+              sendgroup=False, engines=None, wrap=(), retries=None, warmup=True, shuffle=False):
         """One verified blast point.  On loss, retried with twice the pacing
         (the lost attempt is kept in the raw data and noted in the tables)."""
         engines = engines or self.engines
@@ -166,7 +168,7 @@ class Runner:
                 res = gcbench.blast(self.args.build, self.lab, self.star, n, engines, size=size,
                                     sends=sends, reps=reps, interval_us=interval_us, replace=replace,
                                     prepend=pre, append=app, sendgroup=sendgroup, wrap=wrap,
-                                    warmup=warmup)
+                                    warmup=warmup, shuffle=shuffle)
             except (RuntimeError, subprocess.TimeoutExpired, ValueError, KeyError) as e:
                 res, err = None, str(e)
             took = time.monotonic() - t0
@@ -193,7 +195,7 @@ class Runner:
             interval_us = max(2 * interval_us, 100)
         final = attempts[-1]
         p = {"experiment": exp, "key": key, "n": n, "size": size, "sends": sends, "reps": reps,
-             "replace": replace, "prepend": pre, "append": app, "sendgroup": sendgroup, "warmup": warmup,
+             "replace": replace, "shuffle": shuffle, "prepend": pre, "append": app, "sendgroup": sendgroup, "warmup": warmup,
              "engines": list(engines), "status": final["status"], "interval_us": final["interval_us"],
              "retried": len(attempts) > 1, "medians": final["medians"] if final["status"] == "ok" else {},
              "attempts": attempts}
@@ -263,6 +265,24 @@ def run_g1_pacing(r, cfg):
         log(f"  G1 paced check 100 B fixed N={n:<3} sends {sends:3} x {cfg['reps']} "
             f"[{time.monotonic() - t0:4.1f}s]  us/send: {desc}")
         out.append(p)
+    return out
+
+
+def run_g1_shuffle(r, cfg):
+    """N=1000 once more with the group shuffled before every send (its own
+    experiment name, so that the G1 curves and G2 never mix it in)."""
+    out = []
+    for size in cfg["g1_sizes"]:
+        for n in [n for n in cfg["g1_n"] if n == 1000]:
+            sends = g1_sends(n, cfg, n > UNPACED_MAX_N)
+            t0 = time.monotonic()
+            p = r.point("G1-shuffle", f"{size}B shuffle N={n}", n, size, sends, cfg["reps"], pace_us(n),
+                        replace=True, shuffle=True)
+            m = p["medians"]
+            desc = "  ".join(f"{e} {m[e]['cpu_ns'] / 1e3:.1f}" for e in r.engines) if p["status"] == "ok" else "LOST"
+            log(f"  G1 {size:4} B shuffle N={n:<5} sends {sends:3} x {cfg['reps']} reps  "
+                f"[{time.monotonic() - t0:4.1f}s]  us/send: {desc}")
+            out.append(p)
     return out
 
 
@@ -730,6 +750,24 @@ def pacing_markdown(g1, g1p, engines):
     return "\n".join(md)
 
 
+def shuffle_markdown(g1, g1s, engines):
+    md = ["\n#### Group shuffled before every send, N=1000\n",
+          "The same members in another order before every send (`blast --shuffle`: the member array "
+          "shuffled in place, not timed, then gc_setgroup and gc_send, timed). Sender CPU per send, µs "
+          "(median), and its ratio to the fixed group above (separate blast runs):\n"]
+    rows = []
+    for p in g1s:
+        q = next((x for x in g1 if x["size"] == p["size"] and not x["replace"] and x["n"] == p["n"]), None)
+        cells = [f"{p['size']} B"]
+        for e in engines:
+            a = q["medians"].get(e, {}).get("cpu_ns") if q else None
+            b = p["medians"].get(e, {}).get("cpu_ns")
+            cells.append(f"{fmt_us(b)} ({b / a:.2f}× fixed)" if a and b else fmt_us(b) if b else "LOST")
+        rows.append(cells)
+    md.append(md_table(["payload"] + engines, rows))
+    return "\n".join(md)
+
+
 def g2_markdown(g2, engines):
     md = ["Paper's Table 1 (seed 000; 100 B, FreeBSD 5.2.1 on a 400 MHz Pentium II; ms). Its N' is "
           "N × factor (checked: the last column recomputes it from the paper's own numbers):\n"]
@@ -1021,7 +1059,7 @@ def main():
         + (f"; skipped {skipped}" if skipped else "") + f"; output {args.out}")
 
     g1 = g2 = f5 = g3 = None
-    g1p = []
+    g1p, g1s = [], []
     prev = None
     if "G2" in only and "G1" not in only:
         try:
@@ -1041,6 +1079,7 @@ def main():
                 f"{cfg['reps']} reps, engines interleaved")
             g1 = run_g1(runner, cfg)
             g1p = run_g1_pacing(runner, cfg)
+            g1s = run_g1_shuffle(runner, cfg)
             timings["G1"] = time.monotonic() - t0
         if "F5" in only:
             t0 = time.monotonic()
@@ -1126,6 +1165,8 @@ def main():
             md.append(g1_markdown(g1, engines, cfg["g1_sizes"]))
             if g1p:
                 md.append(pacing_markdown(g1, g1p, engines))
+            if g1s:
+                md.append(shuffle_markdown(g1, g1s, engines))
     if g2:
         md.append("\n## G2: players a 30 frame/s server could serve (paper Table 1)\n")
         md.append("Method (the paper's): send = loop's time for one group send to N players; other = 33.33 ms "

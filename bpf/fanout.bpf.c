@@ -6,9 +6,12 @@
  * Per member: splice in the per-recipient bytes (room after the IP header for
  * the prepend, the tail for the append), write Ethernet + IP + UDP headers in
  * one store with checksums computed from sums the library precomputed, and
- * clone the packet out of the member's interface.  The trigger's payload sits
- * in page fragments (it is built with UDP_SEGMENT), so the copy each clone
- * forces is only the linear header, not the payload.
+ * clone the packet out of the member's interface.  Each clone makes the
+ * kernel copy the trigger's linear part (bpf_clone_redirect() unclones the
+ * original), so the library splices a payload of GC_SPLICE_MIN bytes or more
+ * into the trigger (write() to a pipe, splice() to the socket: kernel.c): it
+ * then sits in page fragments and only the headers are copied per clone.  A
+ * smaller payload is sent with send() and copied with the headers.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -67,7 +70,9 @@ struct fan {
 	__u32 base, count, slen; /* chunk start, members in it, shared payload length */
 	__u32 l3len;             /* 20 or 40 */
 	__u32 plen, alen;        /* per-recipient bytes now spliced into skb */
-	__u16 ip_id, ip_frag;    /* copied from the trigger (network order) */
+	__u32 ip_const;          /* IPv4: sum of the header words every copy shares */
+	__u32 udp_const;         /* protocol + source port, for the UDP checksum */
+	__u32 bound_ssum;        /* sum of head->saddr when the socket is bound */
 	__u64 now;
 };
 
@@ -88,6 +93,11 @@ static __always_inline __u16 fold(__u32 s)
 	return (__u16)s;
 }
 
+static __always_inline __u32 addr_sum(const struct fan *f, const __u8 *a)
+{
+	return f->l3len == 20 ? sum16(a, 2) : sum16(a, 8);
+}
+
 /*
  * Route, MACs, source and MTU of a member, cached in its slot for
  * GC_KRESOLVE_NS.  tot is the length of the member's IP packet: with it
@@ -102,14 +112,15 @@ static __always_inline int resolve(struct fan *f, struct gc_kslot *m, __u32 tot)
 	struct bpf_fib_lookup fib = {};
 	long rc;
 
-	if (m->ifindex && f->now - m->resolved_ns < GC_KRESOLVE_NS)
+	if (m->rt.ifindex && f->now - m->rt.resolved_ns < GC_KRESOLVE_NS)
 		return 0;
 	if (m->flags & GC_KF_LOCAL) {
-		__builtin_memset(m->dmac, 0, 12);
-		__builtin_memcpy(m->saddr, m->daddr, 16);
-		m->ifindex = 1; /* lo */
-		m->mtu = 65536;
-		m->resolved_ns = f->now;
+		__builtin_memset(m->rt.dmac, 0, 12);
+		__builtin_memcpy(m->rt.saddr, m->daddr, 16);
+		m->rt.ifindex = 1; /* lo */
+		m->rt.mtu = 65536;
+		m->rt.dsum = m->rt.ssum = addr_sum(f, m->daddr);
+		m->rt.resolved_ns = f->now;
 		return 0;
 	}
 	fib.family = f->head->family == 4 ? 2 /* AF_INET */ : 10 /* AF_INET6 */;
@@ -124,19 +135,21 @@ static __always_inline int resolve(struct fan *f, struct gc_kslot *m, __u32 tot)
 	fib.ifindex = 1;
 	rc = bpf_fib_lookup(f->skb, &fib, sizeof(fib), BPF_FIB_LOOKUP_SRC);
 	if (rc != BPF_FIB_LKUP_RET_SUCCESS) {
-		m->ifindex = 0; /* resolve again next time */
+		m->rt.ifindex = 0; /* resolve again next time */
 		return -1;
 	}
-	m->ifindex = fib.ifindex;
-	m->mtu = fib.mtu_result ? fib.mtu_result : 1280; /* 0 never comes with tot_len: be safe */
-	m->mtu_ns = f->now;
-	__builtin_memcpy(m->dmac, fib.dmac, 6);
-	__builtin_memcpy(m->smac, fib.smac, 6);
+	m->rt.ifindex = fib.ifindex;
+	m->rt.mtu = fib.mtu_result ? fib.mtu_result : 1280; /* 0 never comes with tot_len: be safe */
+	m->rt.mtu_ns = f->now;
+	__builtin_memcpy(m->rt.dmac, fib.dmac, 6);
+	__builtin_memcpy(m->rt.smac, fib.smac, 6);
 	if (fib.family == 2)
-		*(__u32 *)m->saddr = fib.ipv4_src;
+		*(__u32 *)m->rt.saddr = fib.ipv4_src;
 	else
-		__builtin_memcpy(m->saddr, fib.ipv6_src, 16);
-	m->resolved_ns = f->now;
+		__builtin_memcpy(m->rt.saddr, fib.ipv6_src, 16);
+	m->rt.dsum = addr_sum(f, m->daddr);
+	m->rt.ssum = addr_sum(f, m->rt.saddr);
+	m->rt.resolved_ns = f->now;
 	return 0;
 }
 
@@ -157,9 +170,9 @@ static __always_inline int fits_now(struct fan *f, struct gc_kslot *m, __u32 tot
 	struct bpf_fib_lookup fib = {};
 	long rc;
 
-	if (tot <= f->head->check_above || (m->flags & GC_KF_LOCAL) || f->now - m->mtu_ns < GC_KMTU_NS)
+	if (tot <= f->head->check_above || (m->flags & GC_KF_LOCAL) || f->now - m->rt.mtu_ns < GC_KMTU_NS)
 		return 1;
-	m->mtu_ns = f->now;
+	m->rt.mtu_ns = f->now;
 	fib.family = f->head->family == 4 ? 2 : 10;
 	fib.l4_protocol = 17;
 	fib.tot_len = (__u16)tot;
@@ -169,15 +182,15 @@ static __always_inline int fits_now(struct fan *f, struct gc_kslot *m, __u32 tot
 		__builtin_memcpy(fib.ipv6_dst, m->daddr, 16);
 	fib.ifindex = 1;
 	rc = bpf_fib_lookup(f->skb, &fib, sizeof(fib), BPF_FIB_LOOKUP_SKIP_NEIGH);
-	if (rc == BPF_FIB_LKUP_RET_SUCCESS && fib.ifindex == m->ifindex) {
+	if (rc == BPF_FIB_LKUP_RET_SUCCESS && fib.ifindex == m->rt.ifindex) {
 		if (fib.mtu_result)
-			m->mtu = fib.mtu_result;
+			m->rt.mtu = fib.mtu_result;
 		return 1;
 	}
 	if (rc == BPF_FIB_LKUP_RET_FRAG_NEEDED && fib.mtu_result)
-		m->mtu = fib.mtu_result;
+		m->rt.mtu = fib.mtu_result;
 	else
-		m->ifindex = 0; /* the route changed: resolve again */
+		m->rt.ifindex = 0; /* the route changed: resolve again */
 	return 0;
 }
 
@@ -198,56 +211,55 @@ static __always_inline int splice_room(struct fan *f, __u32 plen, __u32 alen)
 	return 0;
 }
 
-/* Ethernet + IP + UDP headers of member m into hdr; l3len is a constant
- * (20 or 40) in each inlined copy, so every stack offset is fixed.
- * Returns the header length. */
-static __always_inline __u32 build_hdr(struct fan *f, struct gc_kslot *m, __u8 *hdr,
-				       const __u32 l3len, __u32 l4len, __u32 dsum)
+/*
+ * Ethernet + IP + UDP headers of member m, written in place.  After a clone
+ * the trigger's head is a private copy (bpf_clone_redirect() uncloned it),
+ * so the program writes it directly instead of through bpf_skb_store_bytes().
+ * What every copy of one trigger shares (IP version, TOS, TTL, ID, fragment
+ * bits) was written once by gc_fanout(); here go the MACs, the lengths, the
+ * addresses, the ports and the two checksums, which start from sums made
+ * once per trigger (f->ip_const, f->udp_const) and per route (rt.dsum,
+ * rt.ssum).  l3len is a constant (20 or 40) in each inlined copy.
+ * Returns the header length, or 0 if the headers are not in the linear part
+ * (never for a trigger the library made).
+ */
+static __always_inline __u32 write_hdr(struct fan *f, struct gc_kslot *m, const __u32 l3len, __u32 l4len,
+				       __u32 dsum)
 {
-	const __u8 *saddr = f->head->bound ? f->head->saddr : m->saddr;
-	struct udphdr *uh = (void *)(hdr + ETH_HLEN + l3len);
-	__u32 s;
+	struct __sk_buff *skb = f->skb;
+	__u8 *d = (void *)(long)skb->data, *end = (void *)(long)skb->data_end;
+	const __u8 *saddr = f->head->bound ? f->head->saddr : m->rt.saddr;
+	__u32 asum = m->rt.dsum + (f->head->bound ? f->bound_ssum : m->rt.ssum);
+	__u16 len = bpf_htons(l4len), check;
+	struct udphdr *uh;
 
-	__builtin_memcpy(hdr, m->dmac, 6);
-	__builtin_memcpy(hdr + 6, m->smac, 6);
+	if (d + ETH_HLEN + l3len + 8 > end)
+		return 0;
+	__builtin_memcpy(d, m->rt.dmac, 6);
+	__builtin_memcpy(d + 6, m->rt.smac, 6);
 	if (l3len == 20) {
-		struct iphdr *ip = (void *)(hdr + ETH_HLEN);
+		struct iphdr *ip = (void *)(d + ETH_HLEN);
+		__u16 tot = bpf_htons(20 + l4len);
 
-		*(__u16 *)(hdr + 12) = bpf_htons(ETH_P_IP);
-		ip->version = 4;
-		ip->ihl = 5;
-		ip->tos = f->head->tos;
-		ip->tot_len = bpf_htons(20 + l4len);
-		ip->id = f->ip_id;
-		ip->frag_off = f->ip_frag;
-		ip->ttl = f->head->ttl;
-		ip->protocol = 17;
-		ip->check = 0;
+		ip->tot_len = tot;
 		__builtin_memcpy(&ip->saddr, saddr, 4);
 		__builtin_memcpy(&ip->daddr, m->daddr, 4);
-		ip->check = ~fold(sum16(ip, 10));
-		s = sum16(&ip->saddr, 4);
+		ip->check = ~fold(f->ip_const + tot + asum);
 	} else {
-		struct ipv6hdr *ip6 = (void *)(hdr + ETH_HLEN);
+		struct ipv6hdr *ip6 = (void *)(d + ETH_HLEN);
 
-		*(__u16 *)(hdr + 12) = bpf_htons(ETH_P_IPV6);
-		*(__u32 *)ip6 = bpf_htonl(0x60000000 | ((__u32)f->head->tos << 20));
-		ip6->payload_len = bpf_htons(l4len);
-		ip6->nexthdr = 17;
-		ip6->hop_limit = f->head->ttl;
+		ip6->payload_len = len;
 		__builtin_memcpy(&ip6->saddr, saddr, 16);
 		__builtin_memcpy(&ip6->daddr, m->daddr, 16);
-		s = sum16(&ip6->saddr, 16);
 	}
+	uh = (void *)(d + ETH_HLEN + l3len);
 	uh->source = f->head->sport;
 	uh->dest = m->dport;
-	uh->len = bpf_htons(l4len);
-	uh->check = 0;
-	/* pseudo header (addresses, protocol, length) + UDP header + data */
-	s += bpf_htons(17) + uh->len + sum16(uh, 4) + dsum;
-	uh->check = ~fold(s);
-	if (!uh->check)
-		uh->check = 0xffff;
+	uh->len = len;
+	/* pseudo header (addresses, protocol, length) + UDP header (its length
+	 * again) + data */
+	check = ~fold(f->udp_const + asum + 2 * (__u32)len + m->dport + dsum);
+	uh->check = check ? check : 0xffff;
 	return ETH_HLEN + l3len + 8;
 }
 
@@ -256,8 +268,6 @@ static long one_member(__u32 i, void *ctx)
 	struct fan *f = ctx;
 	__u32 idx = f->base + i, l4len, plen, alen, dsum, hlen;
 	struct gc_kslot *m = bpf_map_lookup_elem(f->slots, &idx);
-	/* 2 bytes of pad put the IP and UDP headers on aligned stack slots */
-	__u8 buf[2 + ETH_HLEN + 40 + 8] __attribute__((aligned(8))), *hdr = buf + 2;
 	long r;
 
 	if (!m)
@@ -273,7 +283,7 @@ static long one_member(__u32 i, void *ctx)
 	l4len = 8 + plen + f->slen + alen;
 	/* too big for the member's route or path MTU: the copy would carry DF
 	 * (or be refused); the user path fragments or fails as sendto() does */
-	if (resolve(f, m, f->l3len + l4len) || f->l3len + l4len > m->mtu || !fits_now(f, m, f->l3len + l4len)) {
+	if (resolve(f, m, f->l3len + l4len) || f->l3len + l4len > m->rt.mtu || !fits_now(f, m, f->l3len + l4len)) {
 		m->result = GC_KRES_USER;
 		return 0;
 	}
@@ -282,8 +292,8 @@ static long one_member(__u32 i, void *ctx)
 		return 0;
 	}
 	dsum = plen || alen ? m->data_csum : f->head->data_csum;
-	hlen = f->l3len == 20 ? build_hdr(f, m, hdr, 20, l4len, dsum) : build_hdr(f, m, hdr, 40, l4len, dsum);
-	if (bpf_skb_store_bytes(f->skb, 0, hdr, hlen, 0))
+	hlen = f->l3len == 20 ? write_hdr(f, m, 20, l4len, dsum) : write_hdr(f, m, 40, l4len, dsum);
+	if (!hlen)
 		goto nobufs;
 	/* plen, alen <= GC_KDATA (checked above), so both reads stay inside m->data */
 	if (plen && bpf_skb_store_bytes(f->skb, hlen, m->data, plen, 0))
@@ -291,11 +301,47 @@ static long one_member(__u32 i, void *ctx)
 	if (alen && bpf_skb_store_bytes(f->skb, hlen + plen + f->slen, m->data + plen, alen, 0))
 		goto nobufs;
 	f->skb->mark = GC_KCLONE_MARK;
-	r = bpf_clone_redirect(f->skb, m->ifindex, 0);
+	r = bpf_clone_redirect(f->skb, m->rt.ifindex, 0);
 	m->result = r < 0 ? (__s32)r : r > 0 ? -NOBUFS : 0; /* > 0: NET_XMIT_DROP/CN */
 	return 0;
 nobufs:
 	m->result = -NOBUFS;
+	return 0;
+}
+
+/*
+ * The header fields every copy of this trigger shares, written once into the
+ * trigger (clones copy them along): the user socket's TOS and TTL (IPv6:
+ * traffic class, flow label 0, hop limit); the trigger's own IPv4 ID and
+ * fragment bits stay.  Their checksum sums go to f->ip_const / udp_const.
+ */
+static __always_inline int shared_fields(struct fan *f)
+{
+	struct __sk_buff *skb = f->skb;
+	__u8 *d = (void *)(long)skb->data, *end = (void *)(long)skb->data_end;
+	struct gc_khead *h = f->head;
+
+	if (h->bound)
+		f->bound_ssum = addr_sum(f, h->saddr);
+	f->udp_const = bpf_htons(17) + h->sport;
+	if (f->l3len == 20) {
+		struct iphdr *ip = (void *)(d + ETH_HLEN);
+
+		if (d + ETH_HLEN + 20 > end)
+			return -1;
+		ip->tos = h->tos;
+		ip->ttl = h->ttl;
+		/* words 0 (version, IHL, TOS), 2 (ID), 3 (fragment), 4 (TTL,
+		 * protocol): all but the length, checksum and addresses */
+		f->ip_const = *(__u16 *)ip + ip->id + ip->frag_off + *(__u16 *)&ip->ttl;
+	} else {
+		struct ipv6hdr *ip6 = (void *)(d + ETH_HLEN);
+
+		if (d + ETH_HLEN + 40 > end)
+			return -1;
+		*(__u32 *)ip6 = bpf_htonl(0x60000000 | ((__u32)h->tos << 20));
+		ip6->hop_limit = h->ttl;
+	}
 	return 0;
 }
 
@@ -342,14 +388,16 @@ int gc_fanout(struct __sk_buff *skb)
 	f.skb = skb;
 	f.l3len = l3len;
 	f.slen = skb->len - ETH_HLEN - l3len - 8;
+	/* A plain read-modify-write is enough: the library sends a socket's
+	 * triggers one after another under the socket's lock (group.c), and
+	 * each runs this program to the end inside its send() before the
+	 * next trigger exists. */
 	f.base = f.head->next_chunk++ * GC_KCHUNK;
 	if (f.base >= f.head->n)
 		return TC_ACT_STOLEN;
 	f.count = f.head->n - f.base < GC_KCHUNK ? f.head->n - f.base : GC_KCHUNK;
-	if (l3len == 20 && !bpf_skb_load_bytes(skb, ETH_HLEN + 4, ip, 4)) {
-		f.ip_id = *(__u16 *)ip;
-		f.ip_frag = *(__u16 *)(ip + 2);
-	}
+	if (shared_fields(&f))
+		return TC_ACT_STOLEN;
 	f.now = bpf_ktime_get_coarse_ns();
 	bpf_loop(f.count, one_member, &f, 0);
 	return TC_ACT_STOLEN; /* the trigger itself goes nowhere */

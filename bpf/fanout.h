@@ -44,8 +44,25 @@ struct gc_khead {
 	__u16 pad2;
 };
 
+/* A member's route, MACs, source and MTU: cached by the program in the slot
+ * (resolve() in fanout.bpf.c).  The library keeps a copy per destination
+ * address (kernel.c) and seeds a slot with it when a known address moves
+ * into the slot, so a reordered group costs no look-ups. */
+struct gc_kroute {
+	__u32 ifindex;    /* 0: not resolved */
+	__u32 mtu;
+	__u64 resolved_ns;
+	__u64 mtu_ns;     /* when mtu was last looked up */
+	__u8 dmac[6], smac[6];
+	__u8 saddr[16];
+	__u32 dsum, ssum; /* 16-bit sums (memory order) of daddr and saddr, for the checksums */
+};
+
 /* One member.  The library writes the first part; the program caches the
- * route in the second (the library zeroes ifindex when daddr changes). */
+ * route in rt (the library zeroes rt.ifindex, or seeds rt, when daddr
+ * changes).  What a send reads of each member comes first, the per-recipient
+ * bytes last, so that a member costs the library and the program one or two
+ * cache lines. */
 struct gc_kslot {
 	__u8 daddr[16];   /* IPv4 in the first 4 bytes */
 	__u16 dport;      /* network order */
@@ -53,15 +70,8 @@ struct gc_kslot {
 	__u32 data_csum;  /* sum of prepend|shared|append when plen or alen, else unused */
 	__u32 flags;      /* GC_KF_* */
 	__s32 result;     /* 0, -errno, or GC_KRES_* */
+	struct gc_kroute rt; /* owned by the program while a send runs */
 	__u8 data[2 * GC_KDATA];
-	/* route cache, owned by the program */
-	__u32 ifindex;    /* 0: not resolved */
-	__u32 mtu;
-	__u64 resolved_ns;
-	__u64 mtu_ns;     /* when mtu was last looked up */
-	__u8 dmac[6], smac[6];
-	__u8 saddr[16];
-	__u32 pad;
 };
 
 #endif

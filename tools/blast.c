@@ -25,7 +25,7 @@ struct blast {
 	enum gc_engine eng[MAX_ENGINES];
 	size_t ne;
 	uint64_t size, sends, reps, interval_us, seq_start;
-	bool replace, sg, json;
+	bool replace, shuffle, sg, json;
 	size_t pre, app;
 	int cpu;
 	int sndbuf;
@@ -35,6 +35,18 @@ struct result {
 	double cpu, wall, busy, other, busy_frac;
 	uint64_t datagrams, failed;
 };
+
+/* --shuffle: Fisher-Yates on the member array, in place, as an application
+ * reordering its group would */
+static void shuffle(struct sockaddr_storage *v, size_t n, unsigned *seed)
+{
+	for (size_t i = n - 1; i > 0; i--) {
+		size_t j = (size_t)rand_r(seed) % (i + 1);
+		struct sockaddr_storage t = v[i];
+		v[i] = v[j];
+		v[j] = t;
+	}
+}
 
 static void blast_usage(FILE *f)
 {
@@ -52,6 +64,8 @@ static void blast_usage(FILE *f)
 		"  --reps R          repetitions (default 5)\n"
 		"  --interval-us U   sleep U us after each send; not measured (default 0)\n"
 		"  --replace         gc_setgroup() before every send (and measure it)\n"
+		"  --shuffle         like --replace, with the members shuffled before each\n"
+		"                    send (the shuffle is not timed with --interval-us)\n"
 		"  --prepend B       use gc_sendgroup() with B private bytes before the payload\n"
 		"  --append B        use gc_sendgroup() with B private bytes after the payload\n"
 		"  --cpu CPU         pin the sending thread (default 0; 'none' to not pin)\n"
@@ -127,7 +141,7 @@ static void parse_engines(struct blast *b, const char *list)
 static void blast_parse(struct blast *b, int argc, char **argv)
 {
 	enum { O_MEM = 256, O_ENG, O_SIZE, O_SENDS, O_REPS, O_IVL, O_REPL, O_PRE, O_APP,
-	       O_CPU, O_SNDBUF, O_SEQ, O_JSON };
+	       O_CPU, O_SNDBUF, O_SEQ, O_JSON, O_SHUF };
 	static const struct option lo[] = {
 		{ "members", required_argument, NULL, O_MEM },
 		{ "engines", required_argument, NULL, O_ENG },
@@ -136,6 +150,7 @@ static void blast_parse(struct blast *b, int argc, char **argv)
 		{ "reps", required_argument, NULL, O_REPS },
 		{ "interval-us", required_argument, NULL, O_IVL },
 		{ "replace", no_argument, NULL, O_REPL },
+		{ "shuffle", no_argument, NULL, O_SHUF },
 		{ "prepend", required_argument, NULL, O_PRE },
 		{ "append", required_argument, NULL, O_APP },
 		{ "cpu", required_argument, NULL, O_CPU },
@@ -170,6 +185,7 @@ static void blast_parse(struct blast *b, int argc, char **argv)
 		case O_REPS: b->reps = cli_u64("--reps", optarg, 1, 1000000); break;
 		case O_IVL: b->interval_us = cli_u64("--interval-us", optarg, 0, 60000000); break;
 		case O_REPL: b->replace = true; break;
+		case O_SHUF: b->replace = b->shuffle = true; break;
 		case O_PRE:
 			b->pre = cli_u64("--prepend", optarg, 0, GC_UDP6_MAX);
 			b->sg = true;
@@ -192,7 +208,7 @@ static void blast_parse(struct blast *b, int argc, char **argv)
 		cli_usage_error("--members is required");
 	parse_engines(b, engines);
 	if (b->replace && b->sg)
-		cli_usage_error("--replace does not apply with --prepend/--append (gc_sendgroup() takes no group)");
+		cli_usage_error("--replace/--shuffle do not apply with --prepend/--append (gc_sendgroup() takes no group)");
 	uint64_t max = b->has4 ? GC_UDP4_MAX : GC_UDP6_MAX;
 	if (b->size + b->pre + b->app > max)
 		cli_usage_error("--size/--prepend/--append: %llu bytes is more than a UDP datagram (%llu)",
@@ -262,8 +278,10 @@ static void summary(const struct blast *b, struct result *res, FILE *f, double t
 	fprintf(f, "\n%zu members, %llu bytes, %llu sends x %llu reps, %s, timing %s",
 		b->n, (unsigned long long)b->size, (unsigned long long)b->sends,
 		(unsigned long long)b->reps,
-		b->sg ? "gc_sendgroup" : (b->replace ? "gc_setgroup+gc_send every send"
-						     : "gc_send (group set once per rep)"),
+		b->sg ? "gc_sendgroup"
+		      : b->shuffle ? "gc_setgroup (another order)+gc_send every send"
+		      : b->replace ? "gc_setgroup+gc_send every send"
+				   : "gc_send (group set once per rep)",
 		per_send ? "per send" : "per rep");
 	if (per_send)
 		fprintf(f, " (timer pair ~%.0f ns CPU, not subtracted)", timer_ns);
@@ -370,6 +388,7 @@ int cmd_blast(int argc, char **argv)
 		rec[i].append = (struct iovec){ b.app ? a : NULL, b.app };
 	}
 	struct iovec shared = { payload, b.size };
+	unsigned shuffle_seed = 1;
 
 	int statfd = open("/proc/stat", O_RDONLY | O_CLOEXEC);
 	if (statfd < 0)
@@ -411,6 +430,8 @@ int cmd_blast(int argc, char **argv)
 					cli_put_le64(payload + 8, seq);
 				}
 				seq++;
+				if (b.shuffle)
+					shuffle(b.mem, b.n, &shuffle_seed);
 				if (per_send) {
 					c0 = cli_now(CLOCK_THREAD_CPUTIME_ID);
 					w0 = cli_now(CLOCK_MONOTONIC);
@@ -502,13 +523,14 @@ int cmd_blast(int argc, char **argv)
 			printf("{\"engine\":\"%s\",\"rep\":%zu,\"n\":%zu,\"size\":%llu,\"sends\":%llu,"
 			       "\"cpu_ns_per_send\":%.1f,\"wall_ns_per_send\":%.1f,"
 			       "\"machine_busy_ns_per_send\":%.1f,\"datagrams\":%llu,\"failed\":%llu,"
-			       "\"replace\":%s,\"mode\":\"%s\",\"prepend\":%zu,\"append\":%zu,"
+			       "\"replace\":%s,\"shuffle\":%s,\"mode\":\"%s\",\"prepend\":%zu,\"append\":%zu,"
 			       "\"resolved\":\"%s\",\"index\":%zu,\"timing\":\"%s\",\"timer_cpu_ns\":%.1f,"
 			       "\"other_threads_cpu_ns_per_send\":%.1f,\"machine_busy_frac\":%.3f,"
 			       "\"interval_us\":%llu,\"cpu\":%d,\"errno\":",
 			       ename, rep, b.n, (unsigned long long)b.size, (unsigned long long)b.sends,
 			       x->cpu, x->wall, x->busy, (unsigned long long)dg,
 			       (unsigned long long)failed, b.replace ? "true" : "false",
+			       b.shuffle ? "true" : "false",
 			       b.sg ? "sendgroup" : "send", b.pre, b.app,
 			       resolved == GC_ENGINE_NONE ? "none" : gc_engine_name(resolved), k,
 			       per_send ? "per_send" : "per_rep", per_send ? timer_ns : 0.0, x->other,

@@ -14,6 +14,13 @@
  * write() -> pipe -> splice() -> trigger, so it sits in page fragments and
  * each clone copies only its headers.
  *
+ * Routes are cached per destination address, not per slot: the program
+ * caches a member's route in its slot, and when an address moves into a slot
+ * (the group was replaced or reordered) the library seeds the slot from its
+ * own per-socket table of addresses (struct kroutes), filled from the slots
+ * the program resolved.  So replacing a group with the same members in any
+ * order costs no route look-ups.
+ *
  * Members the kernel cannot send (no neighbour entry yet, needs fragmenting,
  * a local non-loopback address, more than GC_KDATA bytes of prepend or
  * append, an IPv4 member of a dual-stack socket) are sent by the mmsg engine
@@ -27,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <unistd.h>
 #include <bpf/bpf.h>
 #include "internal.h"
@@ -34,6 +42,23 @@
 
 #define GC_SPLICE_MIN 256       /* smaller payloads are cheaper to copy per clone */
 #define GC_PIPE_SIZE (128 * 1024)
+#define KR_PROBES 16            /* probes per look-up: bounds the cost of colliding addresses */
+
+/* One destination address and the route the program last resolved for it. */
+struct kroute_ent {
+	__u8 daddr[16];
+	__u32 used;
+	struct gc_kroute rt;
+};
+
+/* Per socket: open addressing on a seeded hash of the address (the addresses
+ * may be chosen by peers: a relay's subscribers), at most half full; when
+ * full it is emptied at the start of the next send and fills again. */
+struct kroutes {
+	struct kroute_ent *e;
+	size_t mask, count;
+	__u64 seed;
+};
 
 #ifndef UDP_NO_CHECK6_TX
 #define UDP_NO_CHECK6_TX 101
@@ -53,6 +78,11 @@ struct gc_kern {
 	int *user_err;
 	size_t user_cap;
 	int bound_lo;           /* the user socket is bound to a loopback address */
+	int fwd;                /* kprog_need_forwarding() done for this socket */
+	struct kroutes routes;  /* address -> route */
+	size_t *changed;        /* slots whose address changed in this send... */
+	struct kroute_ent **changed_e; /* ...and their entries in routes (or NULL) */
+	size_t nchanged;
 };
 
 /* ---- per socket ------------------------------------------------------ */
@@ -72,6 +102,9 @@ static void kern_free(struct gc_kern *k)
 	free(k->user);
 	free(k->user_idx);
 	free(k->user_err);
+	free(k->routes.e);
+	free(k->changed);
+	free(k->changed_e);
 	free(k);
 }
 
@@ -173,6 +206,8 @@ static struct gc_kern *kern_setup(struct gc_sock *s)
 	}
 	k->trig = k->pipe[0] = k->pipe[1] = k->slots_fd = -1;
 	k->gen = kprog_gen();
+	if (getrandom(&k->routes.seed, sizeof(k->routes.seed), GRND_NONBLOCK) != sizeof(k->routes.seed))
+		k->routes.seed = (__u64)(uintptr_t)k ^ 0x9e3779b97f4a7c15ull;
 	if (s->family == AF_INET) {
 		((struct sockaddr_in *)&lo)->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 		((struct sockaddr_in *)&lo)->sin_port = htons(0);
@@ -242,10 +277,18 @@ static int slots_reserve(struct gc_kern *k, size_t n)
 
 static int user_reserve(struct gc_kern *k, size_t n)
 {
-	void *a, *b, *c;
+	void *a, *b, *c, *d, *e;
 
 	if (n <= k->user_cap)
 		return 0;
+	d = realloc(k->changed, n * sizeof(*k->changed));
+	if (d)
+		k->changed = d;
+	e = realloc(k->changed_e, n * sizeof(*k->changed_e));
+	if (e)
+		k->changed_e = e;
+	if (!d || !e)
+		return -1;
 	a = realloc(k->user, n * sizeof(*k->user));
 	if (a)
 		k->user = a;
@@ -296,10 +339,68 @@ static __u32 at(__u32 sum, size_t offset)
 	return offset & 1 ? ((sum & 0xff) << 8) | (sum >> 8) : sum;
 }
 
+/* Size the address table for a group of n: at least 2n entries, so every
+ * member's address fits while it is at most half full. */
+static int routes_reserve(struct kroutes *t, size_t n)
+{
+	size_t size = 64;
+	struct kroute_ent *e;
+
+	while (size < 2 * n)
+		size *= 2;
+	if (t->e && size <= t->mask + 1)
+		return 0;
+	if (!(e = calloc(size, sizeof(*e))))
+		return -1;
+	free(t->e); /* the cache starts over: the slots keep their own routes */
+	t->e = e;
+	t->mask = size - 1;
+	t->count = 0;
+	return 0;
+}
+
+static size_t routes_hash(const struct kroutes *t, const __u8 *a)
+{
+	__u64 x, y;
+
+	memcpy(&x, a, 8);
+	memcpy(&y, a + 8, 8);
+	x = (x ^ t->seed) * 0xff51afd7ed558ccdull;
+	x ^= (y + t->seed) * 0xc4ceb9fe1a85ec53ull;
+	x ^= x >> 31;
+	x *= 0x9e3779b97f4a7c15ull;
+	return (size_t)(x ^ (x >> 29));
+}
+
+/* The entry of address a, made (unresolved) if new; NULL when KR_PROBES
+ * probes find neither it nor room (the slot then resolves on its own). */
+static struct kroute_ent *routes_get(struct kroutes *t, const __u8 *a)
+{
+	size_t i = routes_hash(t, a);
+
+	for (int p = 0; p < KR_PROBES; p++, i++) {
+		struct kroute_ent *e = &t->e[i & t->mask];
+
+		if (!e->used) {
+			if (2 * (t->count + 1) > t->mask + 1)
+				return NULL; /* full: emptied at the next send */
+			memcpy(e->daddr, a, 16);
+			e->used = 1;
+			e->rt.ifindex = 0;
+			t->count++;
+			return e;
+		}
+		if (!memcmp(e->daddr, a, 16))
+			return e;
+	}
+	return NULL;
+}
+
 /* Write member i's slot; returns 1 if the kernel takes it, 0 if user space must. */
 static int put_slot(struct gc_sock *s, struct gc_kslot *m, const struct gc_giovec *g, __u32 shared_sum,
 		    size_t slen)
 {
+	struct gc_kern *k = s->kern;
 	unsigned char daddr[16] = { 0 };
 	__u16 dport;
 	__u32 flags = 0;
@@ -334,17 +435,30 @@ static int put_slot(struct gc_sock *s, struct gc_kslot *m, const struct gc_giove
 		if (IN6_IS_ADDR_LOOPBACK(&a->sin6_addr))
 			flags = GC_KF_LOCAL;
 	}
-	if (s->kern->bound_lo && !(flags & GC_KF_LOCAL)) {
+	if (k->bound_lo && !(flags & GC_KF_LOCAL)) {
 		/* sendto() refuses a loopback source off lo (EINVAL): let it say so */
 		m->flags = GC_KF_SKIP;
 		m->result = GC_KRES_USER;
 		return 0;
 	}
-	if (memcmp(m->daddr, daddr, 16) || m->flags != flags) {
+	if (memcmp(m->daddr, daddr, 16) || m->flags != flags || !m->rt.ifindex) {
+		/* a new destination in this slot, or one not resolved yet: the
+		 * route the table has for its address, if any (the program
+		 * checks its age), else the program resolves it; either way
+		 * the table learns the slot's route after the send */
+		struct kroute_ent *e = routes_get(&k->routes, daddr);
+
 		memcpy(m->daddr, daddr, 16);
-		m->ifindex = 0; /* a new destination: the program resolves it again */
-		if (!(flags & GC_KF_LOCAL))
+		if (e && e->rt.ifindex)
+			m->rt = e->rt;
+		else
+			m->rt.ifindex = 0;
+		k->changed[k->nchanged] = (size_t)(m - k->slots);
+		k->changed_e[k->nchanged++] = e;
+		if (!(flags & GC_KF_LOCAL) && !k->fwd) { /* K.lock once per socket, not per member */
 			kprog_need_forwarding(s->family);
+			k->fwd = 1;
+		}
 	}
 	m->dport = dport;
 	m->flags = flags;
@@ -402,8 +516,13 @@ static size_t kernel_send(struct gc_sock *s, const struct gc_batch *b)
 		goto all_user;
 	if (b->shared->iov_len + 8 + (s->family == AF_INET ? 20 : 40) > 65535)
 		goto all_user; /* the trigger itself would be fragmented on lo */
-	if (slots_reserve(k, b->n) || user_reserve(k, b->n))
+	if (slots_reserve(k, b->n) || user_reserve(k, b->n) || routes_reserve(&k->routes, b->n))
 		goto all_user;
+	if (2 * k->routes.count > k->routes.mask) { /* full: start over (slots keep their routes) */
+		memset(k->routes.e, 0, (k->routes.mask + 1) * sizeof(*k->routes.e));
+		k->routes.count = 0;
+	}
+	k->nchanged = 0;
 	h = kprog_head(k->sidx);
 	shared_sum = csum16(b->shared->iov_base, b->shared->iov_len);
 	for (size_t i = 0; i < b->n; i++)
@@ -414,6 +533,21 @@ static size_t kernel_send(struct gc_sock *s, const struct gc_batch *b)
 	for (size_t c = 0; nk && c < (b->n + GC_KCHUNK - 1) / GC_KCHUNK; c++)
 		if (trigger(k, b->shared))
 			break; /* the members of the chunks not triggered stay PENDING: user space sends them */
+	/* The results and routes can be read now, with no wait and no
+	 * barrier: the TC program runs synchronously inside each trigger's
+	 * send() (lo's egress path, in this thread), so when the last send()
+	 * returned the program had finished with every slot. */
+	for (size_t j = 0; j < k->nchanged; j++) {
+		const struct gc_kslot *m = &k->slots[k->changed[j]];
+
+		struct kroute_ent *e = k->changed_e[j];
+
+		/* learn what the program resolved or re-checked (a seeded route
+		 * it did not touch is what the table has) */
+		if (e && m->rt.ifindex &&
+		    (e->rt.resolved_ns != m->rt.resolved_ns || e->rt.mtu_ns != m->rt.mtu_ns || !e->rt.ifindex))
+			e->rt = m->rt;
+	}
 	for (size_t i = 0; i < b->n; i++) {
 		__s32 r = k->slots[i].result;
 

@@ -22,6 +22,8 @@ errno is 0 unless ret is -1 (then "errmsg" is gc_errmsg()).
 
 Optional job keys (all additive; without them the behaviour is as above):
     "stats_each": true     each result also gets "stats", gc_stats() right after that send
+    a send's "wait_file": X   before that send, create X + ".reached", then wait (60 s) for X
+    a send's "timed": true    its result gets "t_send", time.monotonic() just before the send
     "probe": ["kernel", ...]  before anything else, for each engine: gc_engine_available(),
                            gc_set_engine() on a fresh socket, and gc_set_engine() on a
                            fresh socket first set to mmsg; output "probe": {name:
@@ -262,7 +264,14 @@ def run_socket(lib, engine, job, start=None):
     results = []
     t_start = time.monotonic()
     for send in job["sends"]:
+        if send.get("wait_file"):
+            open(send["wait_file"] + ".reached", "w").close()
+            if not wait_file(send["wait_file"], 60):
+                raise RuntimeError(f"wait_file {send['wait_file']} did not appear in 60 s")
+        t_send = time.monotonic()
         results.append((do_send if send["kind"] == "send" else do_sendgroup)(lib, sd, send))
+        if send.get("timed"):
+            results[-1]["t_send"] = t_send
         if job.get("stats_each"):
             results[-1]["stats"] = stats_of(lib, sd)
         time.sleep(job.get("pace_ms", 20) / 1000)
