@@ -5,21 +5,12 @@
  * numeric literals, text, port and host comparison.
  */
 #include "addr.h"
+#include "check.h"
 
 #include <arpa/inet.h>
 #include <stdio.h>
 #include <string.h>
 
-static int failures;
-#define CHECK(cond, ...)                                                                \
-	do {                                                                            \
-		if (!(cond)) {                                                          \
-			failures++;                                                     \
-			fprintf(stderr, "%s:%d: FAIL %s: ", __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__);                                   \
-			fputc('\n', stderr);                                            \
-		}                                                                       \
-	} while (0)
 
 static void split_ok(const char *in, const char *want_addr, const char *want_rest)
 {

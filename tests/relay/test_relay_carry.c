@@ -8,6 +8,7 @@
  * a few milliseconds: it runs inside the event loop.
  */
 #include "relay.h"
+#include "check.h"
 
 #include <arpa/inet.h>
 #include <stdio.h>
@@ -15,16 +16,6 @@
 #include <string.h>
 #include <time.h>
 
-static int failures;
-#define CHECK(cond, ...)                                                      \
-	do {                                                                  \
-		if (!(cond)) {                                                \
-			failures++;                                           \
-			fprintf(stderr, "%s:%d: FAIL %s: ", __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__);                         \
-			fputc('\n', stderr);                                  \
-		}                                                             \
-	} while (0)
 
 #define N 10000
 

@@ -5,22 +5,13 @@
  * input is refused with a message naming file:line and what was expected.
  */
 #include "relay.h"
+#include "check.h"
 
 #include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int failures;
-#define CHECK(cond, ...)                                                      \
-	do {                                                                  \
-		if (!(cond)) {                                                \
-			failures++;                                           \
-			fprintf(stderr, "%s:%d: FAIL %s: ", __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__);                         \
-			fputc('\n', stderr);                                  \
-		}                                                             \
-	} while (0)
 
 static const struct rc_opts NUM = { .family = AF_UNSPEC, .flags = RCV_CHECKSUM, .numeric = true };
 

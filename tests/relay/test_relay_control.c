@@ -6,22 +6,13 @@
  * limits, the request budget, refused addresses and the SSRC index.
  */
 #include "relay.h"
+#include "check.h"
 
 #include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int failures;
-#define CHECK(cond, ...)                                                      \
-	do {                                                                  \
-		if (!(cond)) {                                                \
-			failures++;                                           \
-			fprintf(stderr, "%s:%d: FAIL %s: ", __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__);                         \
-			fputc('\n', stderr);                                  \
-		}                                                             \
-	} while (0)
 
 static uint64_t fake_now = 5000000000000ull;
 
