@@ -1,0 +1,121 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ccid.h - congestion control IDs as half-connection modules (RFC 4340 §10).
+ *
+ * A DCCP connection (conn.c) has two half-connections.  On the one that
+ * sends our data we run a CCID's sender side (HC-Sender), on the one that
+ * carries the peer's data its receiver side (HC-Receiver).  The modules do
+ * no I/O and read no clock: the connection passes the time in, asks them
+ * what to do, and writes the options they produce into the packets it
+ * builds.
+ *
+ *   ccid2.c   CCID 2, TCP-like (RFC 4341): window in packets, Ack Vectors,
+ *             Ack Ratio
+ *   ccid3.c   CCID 3, TFRC (RFC 4342, RFC 5348): rate, Loss Intervals,
+ *             Receive Rate, the nofeedback timer (uses tfrc.c)
+ *
+ * Sequence numbers are 48-bit (wire.h); times are CLOCK_MONOTONIC ns.
+ */
+#ifndef GC_DCCP_CCID_H
+#define GC_DCCP_CCID_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dccp/options.h"
+
+enum { DCCP_CCID2 = 2, DCCP_CCID3 = 3 };
+
+/* What a module needs from its connection, fixed at init. */
+struct dccp_ccid_env {
+	uint32_t mps;      /* maximum packet size: the largest payload, bytes */
+	uint64_t iss, isr; /* initial sequence numbers (ours, the peer's) */
+	uint64_t now_ns;
+	/*
+	 * The sender learned that the peer received our packet seq (from an
+	 * Ack Vector, or an Acknowledgement Number where the CCID defines it
+	 * so).  Called once per packet; the connection maps seq back to the
+	 * ring packet it carried (gc_conn_ack()).  May be NULL.
+	 */
+	void (*acked)(void *arg, uint64_t seq);
+	/* ...or that it was lost (reported once, never after acked). */
+	void (*lost)(void *arg, uint64_t seq);
+	void *arg;
+};
+
+/* Sender statistics (struct gc_dccp_stats takes them as they are). */
+struct dccp_ccid_tx_stats {
+	uint32_t cwnd;         /* CCID 2: window, packets; CCID 3: 0 */
+	uint32_t pipe;         /* packets in flight */
+	uint64_t x_bps;        /* CCID 3: allowed rate, bytes/s; CCID 2: 0 */
+	uint64_t rtt_ns;       /* smoothed RTT (0: none yet) */
+	double p;              /* loss event rate (CCID 3), or losses/sent (CCID 2) */
+	uint64_t lost;         /* packets the sender took as lost */
+};
+
+struct dccp_ccid_tx_ops {
+	uint8_t id;
+	void *(*init)(const struct dccp_ccid_env *env); /* NULL: ENOMEM */
+	void (*free)(void *tx);
+	/*
+	 * How many data packets may go now.  0: none; ask again at *wake_ns
+	 * (0: when an acknowledgement arrives).  CCID 3 releases packets one
+	 * at a time at its send interval.
+	 */
+	uint32_t (*budget)(void *tx, uint64_t now_ns, uint64_t *wake_ns);
+	/*
+	 * Packet seq went out: a data packet of len payload bytes (data) or
+	 * a pure Ack/Sync/... (!data).  *ccval is the CCVal to put in its
+	 * header (CCID 3's window counter; CCID 2 leaves it 0).
+	 */
+	void (*sent)(void *tx, uint64_t seq, size_t len, bool data, uint64_t now_ns,
+		     uint8_t *ccval);
+	/*
+	 * A packet with an Acknowledgement Number arrived from the peer (the
+	 * connection checked it against §7.5 first): ackno and its options.
+	 */
+	void (*recv_ack)(void *tx, uint64_t ackno, const struct dccp_opts *o, uint64_t now_ns);
+	/* Timer: the next time the module must be called at (0: none), and the call. */
+	uint64_t (*next_timer)(void *tx);
+	void (*timer)(void *tx, uint64_t now_ns);
+	/*
+	 * The Sequence Window the sender wants the peer to use for our
+	 * numbers (CCID 2 keeps it near 5 x cwnd, RFC 4341 §6.1.1); 0: no
+	 * opinion.  The connection negotiates it with Change L when it moves
+	 * by more than a factor of 2.
+	 */
+	uint64_t (*seq_window)(void *tx);
+	void (*stats)(void *tx, struct dccp_ccid_tx_stats *st);
+};
+
+struct dccp_ccid_rx_ops {
+	uint8_t id;
+	void *(*init)(const struct dccp_ccid_env *env);
+	void (*free)(void *rx);
+	/*
+	 * A packet from the peer passed the connection's checks: its type,
+	 * sequence number, CCVal, NDP Count option (o), payload length.
+	 * Returns true when an acknowledgement should go now (CCID 2: Ack
+	 * Ratio reached; CCID 3: feedback due, a new loss event).
+	 */
+	bool (*recv)(void *rx, uint8_t type, uint64_t seq, uint8_t ccval, const struct dccp_opts *o,
+		     size_t len, uint64_t now_ns);
+	/*
+	 * Write the feedback options for an Ack or DataAck the connection is
+	 * about to send (Ack Vector; CCID 3's Loss Intervals, Receive Rate,
+	 * Elapsed Time...).  *ackno is set to the Acknowledgement Number to
+	 * carry (GSR for both CCIDs).
+	 */
+	void (*put_feedback)(void *rx, struct dccp_obuf *b, uint64_t now_ns, uint64_t *ackno);
+	/* The peer acknowledged our ack seq: state below it may go (Ack of Ack, §11.4). */
+	void (*ack_of_ack)(void *rx, uint64_t seq);
+	uint64_t (*next_timer)(void *rx);
+	void (*timer)(void *rx, uint64_t now_ns); /* may make feedback due: see feedback_due */
+	bool (*feedback_due)(void *rx);
+};
+
+const struct dccp_ccid_tx_ops *dccp_ccid_tx(uint8_t id); /* NULL: not supported */
+const struct dccp_ccid_rx_ops *dccp_ccid_rx(uint8_t id);
+
+#endif
