@@ -55,6 +55,7 @@ struct sim {
 	double rev_loss;        /* reverse random loss probability */
 	uint64_t rng;
 	uint64_t drop_lo, drop_hi; /* also drop data seqs in [drop_lo, drop_hi] (0: none) */
+	uint64_t drop_every;       /* and every drop_every-th data packet (0: none) */
 	/* modules */
 	const struct dccp_ccid_tx_ops *txo;
 	const struct dccp_ccid_rx_ops *rxo;
@@ -174,7 +175,8 @@ static inline void sim_send_data(struct sim *s)
 
 	s->txo->sent(s->tx, seq, s->mps, true, s->now, &ccval);
 	s->sent++;
-	bool drop = sim_uniform(s) < s->loss || (s->drop_lo && seq >= s->drop_lo && seq <= s->drop_hi);
+	bool drop = sim_uniform(s) < s->loss || (s->drop_lo && seq >= s->drop_lo && seq <= s->drop_hi) ||
+		    (s->drop_every && s->sent % s->drop_every == 0);
 	uint64_t start = s->link_free > s->now ? s->link_free : s->now;
 	if (!drop && start - s->now > s->qlimit_ns)
 		drop = true; /* drop-tail */

@@ -478,7 +478,7 @@ int main(void)
 {
 	EXPECT(dccp_ccid_tx(DCCP_CCID2) && dccp_ccid_tx(DCCP_CCID2)->id == DCCP_CCID2);
 	EXPECT(dccp_ccid_rx(DCCP_CCID2) && dccp_ccid_rx(DCCP_CCID2)->id == DCCP_CCID2);
-	EXPECT(!dccp_ccid_tx(1) && !dccp_ccid_rx(0) && !dccp_ccid_tx(255));
+	EXPECT(!dccp_ccid_tx(1) && !dccp_ccid_rx(0) && !dccp_ccid_tx(255) && !dccp_ccid_rx(4));
 	hostile();
 	rto();
 	receiver();
