@@ -188,6 +188,7 @@ static int do_listen(const struct dccp_args *a)
 	uint64_t received = 0, lost = 0, bytes = 0, corrupt = 0;
 	long long first_seq = -1;
 	const char *state = "CLOSED";
+	uint64_t invalid = 0;
 	if (c) {
 		static uint8_t buf[65536];
 		while (!stop && (!a->count || received < a->count)) {
@@ -202,8 +203,10 @@ static int do_listen(const struct dccp_args *a)
 					cli_warn("recv: %s", gc_errmsg());
 				break;
 			}
-			if (len == 0 && ri.seq == 0 && ri.lost == 0)
-				break; /* the peer closed */
+			if (ri.eof) {
+				lost += ri.lost; /* data lost after the last packet */
+				break;
+			}
 			if (first_seq < 0)
 				first_seq = (long long)ri.seq;
 			received++;
@@ -217,14 +220,16 @@ static int do_listen(const struct dccp_args *a)
 				}
 		}
 		struct gc_dccp_stats st;
-		if (gc_dccp_stats(c, &st) == 0)
+		if (gc_dccp_stats(c, &st) == 0) {
 			state = gc_dccp_state_name(st.state);
+			invalid = st.invalid;
+		}
 	}
 	printf("{\"received\":%llu,\"lost\":%llu,\"bytes\":%llu,\"first_seq\":%lld,"
-	       "\"corrupt\":%llu,\"accepted\":%s,\"state\":",
+	       "\"corrupt\":%llu,\"invalid\":%llu,\"accepted\":%s,\"state\":",
 	       (unsigned long long)received, (unsigned long long)lost,
 	       (unsigned long long)bytes, first_seq, (unsigned long long)corrupt,
-	       c ? "true" : "false");
+	       (unsigned long long)invalid, c ? "true" : "false");
 	cli_json_str(stdout, state);
 	printf("}\n");
 	if (c)

@@ -84,10 +84,12 @@ struct gc_zone *gc_dccp_zone(struct gc_dccp *c);
 struct gc_dccp_rxinfo {
 	uint64_t seq;  /* 48-bit DCCP sequence number of this packet */
 	uint64_t lost; /* data packets lost between the previous delivered one and this */
+	int eof;       /* 1: the peer closed; lost counts data lost after the last packet */
 };
 
 /* Next received payload into buf (truncated to len; the full length is
- * returned).  0 with no data: the peer closed.  -1 EAGAIN after timeout_ms
+ * returned).  0 with ri->eof set: the peer closed (ri->lost: data packets
+ * lost after the last one delivered).  -1 EAGAIN after timeout_ms
  * (0: poll; < 0: forever), ECONNRESET on a Reset. */
 ssize_t gc_dccp_recv(struct gc_dccp *c, void *buf, size_t len, struct gc_dccp_rxinfo *ri,
 		     int timeout_ms);
