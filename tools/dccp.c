@@ -160,6 +160,8 @@ static int do_send(const struct dccp_args *a)
 		cli_warn("ring wait: %s", gc_errmsg());
 	print_stats_send(c, i);
 	free(queued_at);
+	/* An unanswered Close is no failure: the peer may have gone with our
+	 * data (its Reset lost); the JSON line says what was delivered. */
 	if (gc_dccp_close(c, 3000) != 0)
 		cli_warn("close: %s", gc_errmsg());
 	return fflush(stdout) == 0 ? 0 : CLI_EXIT_FAIL;

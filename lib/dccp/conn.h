@@ -96,6 +96,9 @@ struct dccp_conn {
 	/* features the peer asked us to confirm on our next packet */
 	uint8_t confirm_buf[64];
 	size_t confirm_len;
+	/* the server's Init Cookie, echoed on every packet in PARTOPEN (§8.1.4) */
+	uint8_t cookie[253];
+	uint8_t cookie_len;
 	/* received data, for the application (ring of DCCP_RX_QUEUE) */
 	struct dccp_rxpkt rxq[DCCP_RX_QUEUE];
 	unsigned rxq_head, rxq_n;

@@ -169,7 +169,7 @@ static int addr_in(const char *fn, const struct sockaddr *sa, socklen_t len,
 static int c_emit(void *arg, const uint8_t *p, size_t len)
 {
 	struct gc_dccp *c = arg;
-	return dccp_sock_send(c->fd, &c->peer, c->udp ? NULL : &c->local, p, len);
+	return dccp_sock_send(c->fd, c->udp, &c->peer, c->udp ? NULL : &c->local, p, len);
 }
 
 static struct inflight *slot(struct gc_dccp *c, uint64_t seq)
@@ -528,7 +528,7 @@ static int l_emit(void *arg, const uint8_t *p, size_t len)
 {
 	const struct dccp_sock_pkt *sp = ((void **)arg)[1];
 	const struct gc_dccp_listener *l = ((void **)arg)[0];
-	return dccp_sock_send(l->fd, &sp->from, l->udp ? NULL : &sp->to, p, len);
+	return dccp_sock_send(l->fd, l->udp, &sp->from, l->udp ? NULL : &sp->to, p, len);
 }
 
 /* A native connection of ours owns this packet: the listener leaves it be. */
