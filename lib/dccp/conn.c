@@ -849,6 +849,16 @@ bool dccp_listener_input(struct dccp_listener *l, const uint8_t *pkt, size_t len
 		       h->ack == get48(ck + 1) && dccp_seq_delta(h->seq, get48(ck + 7)) >= 1 &&
 		       dccp_seq_delta(h->seq, get48(ck + 7)) <= 64;
 	}
+	uint64_t mac_seen = 0;
+	if (good) {
+		memcpy(&mac_seen, ck + 20, 8);
+		for (unsigned i = 0; i < 256; i++)
+			if (l->used[i].t_ns && l->used[i].mac == mac_seen &&
+			    now_ns - l->used[i].t_ns <= (DCCP_COOKIE_LIFE_S + 1) * 1000 * MS) {
+				l->replays++;
+				return false; /* the connection exists already, or did: drop */
+			}
+	}
 	if (!good) {
 		l->bad_cookies++;
 		l_reply(l, h, DCCP_RESET, h->has_ack ? dccp_seq_add(h->ack, 1) : 0, NULL, 0,
@@ -857,6 +867,9 @@ bool dccp_listener_input(struct dccp_listener *l, const uint8_t *pkt, size_t len
 		return false;
 	}
 	/* The handshake is complete: only now does a connection exist. */
+	l->used[l->used_next].mac = mac_seen;
+	l->used[l->used_next].t_ns = now_ns ? now_ns : 1;
+	l->used_next = (l->used_next + 1) % 256;
 	memset(c, 0, sizeof(*c));
 	c->server = true;
 	c->p = l->p;

@@ -146,6 +146,12 @@ struct dccp_listener {
 	 * per-connection state; a flood from one address costs one slot) */
 	struct { uint32_t h; uint64_t window_ns; unsigned n; } rl[64];
 	unsigned per_source_rate; /* Responses per source per second */
+	/* MACs of the cookies that opened connections in the last
+	 * DCCP_COOKIE_LIFE_S: a replayed Ack opens nothing (state kept only
+	 * for handshakes that completed) */
+	struct { uint64_t mac, t_ns; } used[256];
+	unsigned used_next;
+	uint64_t replays;
 };
 
 /* A fresh listener with a random key. */
