@@ -376,6 +376,65 @@ static void test_windows_and_sync(void)
 	close_pair();
 }
 
+static void test_midconnection_seqwin(void)
+{
+	uint64_t now = 250000 * MS;
+	open_pair(now);
+	/* the client's CCID wants a larger window: Change L on its packets
+	 * (DataAcks), Confirm R back, both ends switch */
+	C.seqwin_pending = 4000;
+	uint64_t seq;
+	CHECK_OK(dccp_conn_send(&C, "a", 1, now + MS, &seq));
+	to_s(&L, &S, &have_s, now + MS);
+	EXPECT_EQ(S.s.w_rx, 4000u);
+	EXPECT_EQ(C.s.w_tx, 500u); /* not before the Confirm */
+	dccp_conn_timer(&S, now + 100 * MS); /* the server's delayed ack carries it */
+	if (!to_client.n)
+		CHECK_OK(dccp_conn_send(&S, "b", 1, now + 100 * MS, &seq));
+	to_c(&C, now + 100 * MS);
+	EXPECT_EQ(C.s.w_tx, 4000u);
+	EXPECT_EQ(C.seqwin_pending, 0u);
+	/* the window is in force: a packet 2000 ahead (beyond the old 3/4 x 500)
+	 * is valid at the server now */
+	C.s.gss = dccp_seq_add(C.s.gss, 2000);
+	uint64_t inv = S.st.invalid;
+	CHECK_OK(dccp_conn_send(&C, "c", 1, now + 101 * MS, &seq));
+	to_s(&L, &S, &have_s, now + 101 * MS);
+	EXPECT_EQ(S.st.invalid, inv);
+	close_pair();
+}
+
+/* Confirms pending in PARTOPEN never push a DataAck past the MPS: they go
+ * on an Ack of their own first. */
+static void test_partopen_mps(void)
+{
+	uint64_t now = 260000 * MS;
+	to_server.n = to_client.n = 0;
+	struct dccp_conn_params lp = params(5001, 0);
+	lp.ph_out = ph_s2c;
+	dccp_listener_init(&L, &lp);
+	struct dccp_conn_params cp = params(40000, 5001);
+	cp.ph_out = ph_c2s;
+	dccp_conn_connect(&C, &cp, &cenv, 9, now);
+	have_s = false;
+	to_s(&L, &S, &have_s, now);
+	to_c(&C, now);
+	CHECK(C.state == DCCP_S_PARTOPEN);
+	to_server.n = 0;
+	memset(C.confirm_buf, 0, sizeof(C.confirm_buf)); /* 64 bytes of (padding) options */
+	C.confirm_len = sizeof(C.confirm_buf);
+	static char full[1400];
+	uint64_t seq;
+	CHECK_OK(dccp_conn_send(&C, full, sizeof(full), now + MS, &seq));
+	for (unsigned i = 0; i < to_server.n; i++) {
+		struct dccp_hdr h;
+		CHECK(parse(&to_server.p[i], &ph_c2s, &h));
+		EXPECT(h.opt_len + h.data_len <= cp.mps + 64);
+	}
+	EXPECT_EQ(to_server.n, 2u); /* an Ack with the Confirms, then the DataAck */
+	dccp_conn_free(&C);
+}
+
 static void test_reset(void)
 {
 	uint64_t now = 300000 * MS;
@@ -417,6 +476,8 @@ int main(void)
 	test_cookies();
 	test_request_flood();
 	test_windows_and_sync();
+	test_midconnection_seqwin();
+	test_partopen_mps();
 	test_reset();
 	return check_done("dccp_conn");
 }
