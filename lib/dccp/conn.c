@@ -420,6 +420,11 @@ bool dccp_conn_input(struct dccp_conn *c, const uint8_t *pkt, size_t len, const 
 		c->st.invalid++;
 		return false;
 	}
+	/* A Response to another of our Requests (the listener is stateless and
+	 * answered each with its own ISS): we went on with the first, so this
+	 * one is no sequence error worth a Sync, just stale. */
+	if (c->state == DCCP_S_PARTOPEN && h->type == DCCP_RESPONSE && h->seq != c->s.isr)
+		return false;
 	/* §8.5 step 4..: the sequence-number checks */
 	if (c->state == DCCP_S_REQUEST) {
 		if ((h->type != DCCP_RESPONSE && h->type != DCCP_RESET) ||

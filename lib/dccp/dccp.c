@@ -586,8 +586,9 @@ GC_EXPORT struct gc_dccp *gc_dccp_accept(struct gc_dccp_listener *l, int timeout
 		void *ea[2] = { l, &sp };
 		struct dccp_conn_env env = { .emit = c_emit, .acked = c_acked, .lost = c_lost, .arg = c };
 		/* the Ack that completes the handshake is answered through the
-		 * listener's socket: the connection's own does not exist yet */
-		c->fd = dup(l->fd);
+		 * listener's socket (borrowed): the connection's own does not
+		 * exist yet */
+		c->fd = l->fd;
 		c->peer = sp.from;
 		c->local = sp.to;
 		ssset_port(&c->local, ssport(&l->local));
@@ -595,7 +596,6 @@ GC_EXPORT struct gc_dccp *gc_dccp_accept(struct gc_dccp_listener *l, int timeout
 		bool ok = dccp_listener_input(&l->l, sp.pkt, sp.len, &h, &ph_in, &ph_out, l->udp, now,
 					      l_emit, ea, &c->conn, &env);
 		pthread_mutex_unlock(&c->mu);
-		close(c->fd);
 		c->fd = -1;
 		if (!ok)
 			continue;

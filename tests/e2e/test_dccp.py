@@ -115,7 +115,7 @@ def test_dead_packets_are_not_sent(pair, build):
     assert losses
     assert tx["queued"] == 3000
     assert tx["sent"] + tx["dead"] == tx["queued"], tx
-    assert rx["received"] + rx["lost"] == tx["sent"], (rx, tx)
+    assert rx["received"] + rx["lost"] == tx["sent"], json.dumps([rx, tx])
 
 
 def nobody_tshark(pcap, *prefs):
