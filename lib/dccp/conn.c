@@ -557,7 +557,11 @@ bool dccp_conn_input(struct dccp_conn *c, const uint8_t *pkt, size_t len, const 
 			c->txo->recv_ack(c->tx, h->ack, &o, now_ns);
 		if (h->has_ack && c->rx)
 			c->rxo->ack_of_ack(c->rx, h->ack);
-		if (c->rx && c->rxo->recv(c->rx, h->type, h->seq, h->ccval, &o, h->data_len, now_ns))
+		/* Feedback only for a half-connection that carries data: a data
+		 * sender's own pure Acks would blur the receiver's NDP-based loss
+		 * count (a lost Ack next to a lost data packet reads as two) */
+		if (c->rx && c->rxo->recv(c->rx, h->type, h->seq, h->ccval, &o, h->data_len, now_ns) &&
+		    (c->st.received || h->type != DCCP_ACK))
 			send_ctl(c, DCCP_ACK, now_ns, 0);
 		if (h->type != DCCP_ACK && c->state >= DCCP_S_OPEN && c->state <= DCCP_S_CLOSING)
 			deliver(c, h, pkt, &o);
@@ -629,7 +633,8 @@ uint64_t dccp_conn_timer(struct dccp_conn *c, uint64_t now_ns)
 		uint64_t t = c->rxo->next_timer(c->rx);
 		if (t && t <= now_ns)
 			c->rxo->timer(c->rx, now_ns);
-		if (c->rxo->feedback_due(c->rx) && c->state >= DCCP_S_OPEN && c->state <= DCCP_S_CLOSING)
+		if (c->rxo->feedback_due(c->rx) && c->st.received && c->state >= DCCP_S_OPEN &&
+		    c->state <= DCCP_S_CLOSING)
 			send_ctl(c, DCCP_ACK, now_ns, 0);
 	}
 	/* §7.5.2 / RFC 4341 §6.1.1: keep the peer's window for our numbers
@@ -920,11 +925,8 @@ bool dccp_listener_input(struct dccp_listener *l, const uint8_t *pkt, size_t len
 			}
 		}
 	}
-	if (h->type == DCCP_DATAACK) {
-		struct dccp_opts o2;
-		if (dccp_opts_parse(h, pkt, DCCP_PF_ESTABLISHED, &o2, NULL) == DCCP_OK)
-			deliver(c, h, pkt, &o2);
-	}
+	if (h->type == DCCP_DATAACK)
+		deliver(c, h, pkt, &o); /* its payload is the first data */
 	/* leave PARTOPEN at the client at once (§8.1.5) */
 	send_ctl(c, DCCP_ACK, now_ns, 0);
 	return true;
