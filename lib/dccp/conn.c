@@ -88,7 +88,8 @@ static int send_ctl(struct dccp_conn *c, uint8_t type, uint64_t now_ns, uint8_t 
 	dccp_obuf_init(&b, ob, sizeof(ob));
 	bool has_ack = dccp_type_has_ack(type);
 	common_opts(c, &b, has_ack && type != DCCP_SYNC && type != DCCP_SYNCACK);
-	if (c->rx && (type == DCCP_ACK || type == DCCP_DATAACK) && c->state >= DCCP_S_PARTOPEN) {
+	if (c->rx && c->st.received && (type == DCCP_ACK || type == DCCP_DATAACK) &&
+	    c->state >= DCCP_S_PARTOPEN) {
 		uint64_t ackno;
 		c->rxo->put_feedback(c->rx, &b, now_ns, &ackno);
 	}
