@@ -28,6 +28,18 @@ def ratio(a, b):
     return a / b
 
 
+def paired_ratios(runs, baselines, pair, value):
+    """Rep-by-rep ratios value(run) / value(baseline), the baseline being
+    baselines[pair(run)]: the baseline run of the same interleaved pass.  A run
+    whose baseline is missing or lost (baseline["lost"] true) has no ratio."""
+    out = []
+    for x in runs:
+        b = baselines.get(pair(x))
+        if b and not b.get("lost"):
+            out.append(value(x) / value(b))
+    return out
+
+
 def percentile(values, p):
     """The value at rank int(len * p) of the sorted values (no interpolation)."""
     v = sorted(values)
