@@ -38,11 +38,13 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import gcbench  # noqa: E402
+from gcbench import plot, report  # noqa: E402
+from gcbench.analyse import percentile as pct  # noqa: E402
+from gcbench.run import compile_bpf  # noqa: E402
 from netlab import Lab  # noqa: E402
 
 G, PORT = "239.192.12.9", 7790
@@ -59,10 +61,8 @@ class LinkCounters:
 
     def __init__(self, lab, t, build):
         self.lab, self.t = lab, t
-        self.obj = os.path.join(lab.workdir(), "l2_count.o")
-        subprocess.run(["clang", "-O2", "-g", "-Wall", "-Werror", "-target", "bpf", "-D__TARGET_ARCH_x86",
-                        "-I", os.path.join(build, "bpf"), "-c", os.path.join(HERE, "l2_count.bpf.c"),
-                        "-o", self.obj], check=True)
+        self.obj = compile_bpf(build, os.path.join(HERE, "l2_count.bpf.c"),
+                               os.path.join(lab.workdir(), "l2_count.o"), ["-Werror"])
 
     def attach(self):
         """(Re)attach everywhere: fresh maps, counters at zero."""
@@ -98,11 +98,6 @@ class LinkCounters:
                 per[KINDS[k]] = tot
             out.setdefault(name, {})[direction] = per
         return out
-
-
-def pct(v, p):
-    v = sorted(v)
-    return v[min(len(v) - 1, int(len(v) * p))] if v else None
 
 
 def run(lab, t, build, loss, size, rate, session, counters):
@@ -183,10 +178,8 @@ def summarize(loss, res, size):
     }
 
 
-def plot(results, path):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+def figure(results, path):
+    plt = plot.pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
     for r in results:
         v = sorted(x / 1000 for x in r["samples"])
@@ -199,8 +192,7 @@ def plot(results, path):
     ax.set_title("L2: LTP/LMS recovery latency, 3-level tree, 4 receivers")
     ax.grid(True, which="both", alpha=.3)
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    plot.save(fig, path, dpi=120)
 
 
 def link_table(results):
@@ -258,8 +250,8 @@ def main():
             res = run(lab, t, a.build, loss, size, a.rate, 9000 + i, counters)
             results.append(summarize(loss, res, size))
             print(json.dumps({k: v for k, v in results[-1].items() if k != "samples"}), flush=True)
-    with open(os.path.join(a.out, "results.json"), "w") as f:
-        json.dump([{k: v for k, v in r.items() if k != "samples"} for r in results], f, indent=1)
+    report.write_json(os.path.join(a.out, "results.json"),
+                      [{k: v for k, v in r.items() if k != "samples"} for r in results])
     with open(os.path.join(a.out, "samples.json"), "w") as f:
         json.dump({str(r["loss"]): r["samples"] for r in results}, f)
     with open(os.path.join(a.out, "table.md"), "w") as f:
@@ -267,8 +259,8 @@ def main():
                 + link_table(results) + "\n")
     with open(os.path.join(a.out, "command.txt"), "w") as f:
         f.write("sudo python3 bench/ltp.py " + " ".join(sys.argv[1:]) + "\n")
-    plot(results, os.path.join(a.out, "l2_recovery_cdf.png"))
-    gcbench.portable(a.out)
+    figure(results, os.path.join(a.out, "l2_recovery_cdf.png"))
+    report.portable(a.out)
     print(table(results))
     print(link_table(results))
 
