@@ -31,7 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gcbench  # noqa: E402
 import relaylab  # noqa: E402
 from gcbench import analyse, plot, report  # noqa: E402
-from gcbench.run import machine_busy, task_cpu_ns  # noqa: E402
+from gcbench.run import log, machine_busy, task_cpu_ns  # noqa: E402
 
 IN_PORT = 2055
 PORT_BASE = relaylab.PORT_BASE
@@ -127,7 +127,6 @@ def main():
         methods.append({"name": name, "argv": [bin_, "relay", "--engine", e]})
     sizes = [int(x) for x in a.sizes.split(",")]
     count = max(1, int(a.rate * a.seconds))
-    log = lambda s: print(s, flush=True)  # noqa: E731
     log(f"S1: {[m['name'] for m in methods]}, N={sizes}, {a.rate}/s x {a.seconds} s, {a.size} B, {a.reps} reps")
     rows = []
     lab, rl = relaylab.make(a.build, 2)
