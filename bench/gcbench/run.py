@@ -156,10 +156,9 @@ class Runner:
             t0 = time.monotonic()
             err = None
             try:
-                res = blast(self.args.build, self.lab, self.star, n, engines, size=size,
-                                    sends=sends, reps=reps, interval_us=interval_us, replace=replace,
-                                    prepend=pre, append=app, sendgroup=sendgroup, wrap=wrap,
-                                    warmup=warmup, shuffle=shuffle)
+                res = blast(self.args.build, self.lab, self.star, n, engines, size=size, sends=sends,
+                            reps=reps, interval_us=interval_us, replace=replace, prepend=pre, append=app,
+                            sendgroup=sendgroup, wrap=wrap, warmup=warmup, shuffle=shuffle)
             except (RuntimeError, subprocess.TimeoutExpired, ValueError, KeyError) as e:
                 res, err = None, str(e)
             took = time.monotonic() - t0
@@ -184,7 +183,8 @@ class Runner:
             interval_us = max(2 * interval_us, 100)
         final = attempts[-1]
         p = {"experiment": exp, "key": key, "n": n, "size": size, "sends": sends, "reps": reps,
-             "replace": replace, "shuffle": shuffle, "prepend": pre, "append": app, "sendgroup": sendgroup, "warmup": warmup,
+             "replace": replace, "shuffle": shuffle, "prepend": pre, "append": app, "sendgroup": sendgroup,
+             "warmup": warmup,
              "engines": list(engines), "status": final["status"], "interval_us": final["interval_us"],
              "retried": len(attempts) > 1, "medians": final["medians"] if final["status"] == "ok" else {},
              "attempts": attempts}
