@@ -39,9 +39,10 @@ Definitions (per receiver, then pooled over the four):
                      original was dropped on this receiver's link, or above it)
   recovery latency   arrival of that first repair minus the arrival of the first
                      packet with a higher sequence number (the moment the gap was
-                     detectable from data).  Losses with nothing after them (the
-                     tail: found by heartbeats / flush / SPMs) have no sample and
-                     are counted apart.  LTP's own samples (gc_ltp_recovery_samples,
+                     detectable from data).  Losses repaired before any higher
+                     sequence number came (the tail, found by heartbeats / flush /
+                     SPMs, or another receiver's repair that came first) have no
+                     sample and are counted apart (tail_losses).  LTP's own samples (gc_ltp_recovery_samples,
                      gap registered -> repair) are kept beside it as a check.
   exposure           repairs for a sequence number the receiver already held,
                      per own loss
