@@ -324,7 +324,8 @@ static void tx_stats(void *tx, struct dccp_ccid_tx_stats *st)
 
 	memset(st, 0, sizeof(*st));
 	st->pipe = (uint32_t)dccp_seq_sub(t->head, t->last_ackno);
-	st->x_bps = t->x >= 1.8e19 ? UINT64_MAX : (uint64_t)t->x;
+	/* rounded up: a rate below 1 B/s (tiny packets at the t_mbi floor) is not 0 */
+	st->x_bps = t->x >= 1.8e19 ? UINT64_MAX : (uint64_t)ceil(t->x);
 	st->rtt_ns = (uint64_t)(t->r * NS);
 	st->p = t->p;
 }
