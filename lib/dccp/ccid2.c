@@ -5,6 +5,7 @@
  *
  * Sender: a window in packets (RFC 4341 §5): slow start from the RFC 3390
  * initial window, congestion avoidance (+1 per window of acked packets),
+ * growth only while at least half the window is in use (RFC 2861),
  * the window halved at most once per window of data on loss or ECN marks,
  * and a TCP retransmission timeout (RFC 6298, 200 ms floor) that empties
  * the pipe and restarts at one packet.  Ack Vectors are walked over a
@@ -56,6 +57,7 @@ struct ccid2_tx {
 	bool have_high;
 	uint32_t cwnd, ssthresh, pipe, ca_acc;
 	uint64_t recover; /* a loss of a packet up to here is part of the last reduction */
+	bool grow;        /* the window was in use when this ack came (RFC 2861) */
 	uint64_t srtt, rttvar, rto, rto_at;
 	bool have_rtt;
 	struct ccid2_tx_counters c;
@@ -229,6 +231,8 @@ static bool mark_received(struct ccid2_tx *t, uint64_t seq, bool ecn)
 	t->c.acked++;
 	if (t->env.acked)
 		t->env.acked(t->env.arg, seq);
+	if (!t->grow)
+		return true;
 	if (t->cwnd < t->ssthresh) {
 		t->cwnd++;
 	} else if (++t->ca_acc >= t->cwnd) {
@@ -290,6 +294,11 @@ static void recv_ack(void *tx, uint64_t ackno, const struct dccp_opts *o, uint64
 	}
 	uint32_t pipe0 = t->pipe;
 	bool sample = false;
+	/* RFC 4341 §5.1 / RFC 2861: an application that keeps less than half
+	 * the window in flight has not tested it; growing it anyway would let
+	 * a data-limited sender (one packet every 30 ms, say) build a window
+	 * it could later dump on the path at once. */
+	t->grow = 2 * (uint64_t)pipe0 >= t->cwnd;
 	if (!has_ackvec(o)) { /* the Acknowledgement Number itself was received */
 		sample = in_record(t, ackno) && mark_received(t, ackno, false);
 	} else {

@@ -12,6 +12,7 @@
  *     change nothing and are counted; contradictions and repeats are ignored;
  *   - the receiver's Ack Vector says exactly what arrived, honours the Ack
  *     Ratio, the delayed-ack timer and Ack of Ack;
+ *   - a data-limited sender does not grow its window (RFC 2861);
  *   - the RTO empties the pipe and restarts at one packet;
  *   - Sequence Window is 5 x cwnd (at least 100).
  */
@@ -139,6 +140,24 @@ static void halving(void)
 	EXPECT(txs(s.txo, s.tx).cwnd <= w / 2 + 12);
 	sim_drain(&s, 2 * SEC);
 	check_reports(&s, "halving");
+	sim_free(&s);
+}
+
+/* A data-limited sender (one packet per 30 ms, 20 ms RTT) does not grow its window. */
+static void app_limited(void)
+{
+	struct sim s;
+
+	sim_init(&s, DCCP_CCID2, 1000, 5);
+	s.bw = 1.25e6;
+	s.owd_ns = 10 * MS;
+	s.rate_limit_ns = 30 * MS;
+	sim_run(&s, 10 * SEC);
+	EXPECT(s.sent >= 330 && s.sent <= 334);
+	/* two packets in flight at most: the initial 4 grows once, to 5, then stops */
+	EXPECT(txs(s.txo, s.tx).cwnd <= 5);
+	sim_drain(&s, SEC);
+	check_reports(&s, "app-limited");
 	sim_free(&s);
 }
 
@@ -485,6 +504,7 @@ int main(void)
 	seq_window();
 	halving();
 	utilisation();
+	app_limited();
 	random_loss();
 	return check_done("ccid2");
 }
