@@ -196,7 +196,6 @@ static void recv_ack(void *tx, uint64_t ackno, const struct dccp_opts *o, uint64
 		t->c.bad_ackno++;
 		return;
 	}
-	t->c.feedback++;
 	if (dccp_seq_after(ackno, t->last_ackno))
 		t->last_ackno = ackno;
 	/* RTT: the acked packet's age less the time the receiver held it */
@@ -219,6 +218,13 @@ static void recv_ack(void *tx, uint64_t ackno, const struct dccp_opts *o, uint64
 	struct dccp_loss_interval li[TFRC_NINTERVAL + 1];
 	uint8_t skip;
 	unsigned n = dccp_loss_intervals(o, li, TFRC_NINTERVAL + 1, &skip);
+	/* A DataAck of the peer's own data without CCID 3 options is not
+	 * feedback (RFC 4342 §6): its RTT sample counts, nothing else. */
+	if (n == 0 && !o->has_loss_rate && !o->has_recv_rate) {
+		t->c.not_feedback++;
+		return;
+	}
+	t->c.feedback++;
 	double p = t->p;
 	bool new_event = false;
 	if (n > 0) {

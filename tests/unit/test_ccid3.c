@@ -390,6 +390,16 @@ static void hostile(void)
 	EXPECT_EQ(c.bad_elapsed, 1);
 	EXPECT_EQ(txs(o, tx).rtt_ns, 0);
 	EXPECT_EQ(txs(o, tx).x_bps, 1000);
+	/* an Ack without CCID 3 options: an RTT sample, not feedback */
+	uint64_t nofb = o->next_timer(tx);
+	memset(&op, 0, sizeof(op));
+	o->recv_ack(tx, SIM_ISS + 1, &op, 12 * MS);
+	dccp_ccid3_tx_counters(tx, &c);
+	EXPECT_EQ(c.not_feedback, 1);
+	EXPECT_EQ(c.feedback, 1);
+	EXPECT_EQ(txs(o, tx).rtt_ns, 12 * MS);
+	EXPECT_EQ(o->next_timer(tx), nofb);
+	EXPECT_EQ(txs(o, tx).x_bps, 1000);
 	/* Loss Intervals of length 0: p = 1 at most, X at its floor, interval bounded */
 	o->sent(tx, SIM_ISS + 2, 1000, true, 20 * MS, NULL);
 	struct dccp_loss_interval li[3] = { { 0, 0, 0, false }, { 0, 1, 1, false }, { 0, 1, 1, false } };
@@ -399,7 +409,7 @@ static void hostile(void)
 	parse_area(area, b.len, &op);
 	o->recv_ack(tx, SIM_ISS + 2, &op, 30 * MS);
 	struct dccp_ccid_tx_stats st = txs(o, tx);
-	EXPECT_EQ(st.rtt_ns, 10 * MS);
+	EXPECT_EQ(st.rtt_ns, (uint64_t)(0.9 * 12 * MS + 0.1 * 10 * MS));
 	EXPECT(st.p > 0 && st.p <= 1);
 	EXPECT(st.x_bps >= 1000 / 64 && st.x_bps < 1000000);
 	uint64_t wake;
