@@ -11,7 +11,8 @@
  *   2 a b    the clock moves (a << 8 | b) x 10 us; due timers run
  *   3 d t c  an arrival at both receivers: seq hi + (int8_t)d, type t,
  *            CCVal c, NDP Count c >> 4 when t & 0x80; feedback if due
- *   4 d      Ack of Ack for hi - d;  5 r  Ack Ratio r
+ *   4 d      Ack of Ack for hi - d;  5 r  Ack Ratio r at the CCID 2 receiver,
+ *            and lost Acks reported to the CCID 2 sender if r is odd
  * Whatever the bytes:
  *   - CCID 2 reports each data packet at most once, only packets it sent,
  *     and acked + lost + pipe == sent; cwnd stays in [1, CCID2_MAX_CWND];
@@ -202,7 +203,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			for (int k = 0; k < 2; k++)
 				ro[k]->ack_of_ack(rx[k], dccp_seq_sub(rx_hi, d));
 		} else {
-			dccp_ccid2_rx_set_ack_ratio(rx[0], NEXT());
+			uint8_t r = NEXT();
+			dccp_ccid2_rx_set_ack_ratio(rx[0], r);
+			dccp_ccid2_tx_acks_lost(sd[0].tx, r & 1);
+			uint32_t want = dccp_ccid2_tx_ack_ratio(sd[0].tx);
+			struct dccp_ccid_tx_stats st;
+			sd[0].o->stats(sd[0].tx, &st);
+			REQUIRE(want >= 1 && want <= (st.cwnd + 1) / 2 + 1);
 		}
 		for (int k = 0; k < 2; k++)
 			check_tx(&sd[k], now);

@@ -14,7 +14,9 @@
  *     Ratio, the delayed-ack timer and Ack of Ack;
  *   - a data-limited sender does not grow its window (RFC 2861);
  *   - the RTO empties the pipe and restarts at one packet;
- *   - Sequence Window is 5 x cwnd (at least 100).
+ *   - Sequence Window is 5 x cwnd (at least 100);
+ *   - Ack Ratio falls to 1 without lost Acks, doubles with them, stays
+ *     within ceil(cwnd / 2), and the receiver then acks every R packets.
  */
 #include "check.h"
 #include "ccid_sim.h"
@@ -362,7 +364,51 @@ static void seq_window(void)
 	uint32_t cwnd = txs(s.txo, s.tx).cwnd;
 	EXPECT(cwnd > 20);
 	EXPECT_EQ(s.txo->seq_window(s.tx), 5 * (uint64_t)cwnd);
-	EXPECT_EQ(dccp_ccid2_tx_ack_ratio(s.tx), 2);
+	sim_free(&s);
+}
+
+/*
+ * RFC 4341 §6.1.2: Ack Ratio falls by 1 after cwnd / (R^2 - R) windows
+ * without lost Acks (here cwnd stays within 25..50 packets: a 1 per 12-25
+ * windows at R = 2), doubles after a window with lost Acks.
+ */
+static void ack_ratio(void)
+{
+	struct sim s;
+
+	sim_init(&s, DCCP_CCID2, 1000, 6);
+	s.bw = 1.25e6;
+	s.owd_ns = 10 * MS;
+	s.qlimit_ns = 20 * MS;
+	EXPECT_EQ(dccp_ccid2_tx_ack_ratio(s.tx), 2); /* the feature's default */
+	sim_run(&s, 5 * SEC);
+	EXPECT_EQ(dccp_ccid2_tx_ack_ratio(s.tx), 1);
+	/* the connection sees the peer's Acks go missing and passes the ratio on */
+	for (int i = 0; i < 20; i++) {
+		dccp_ccid2_tx_acks_lost(s.tx, 1);
+		sim_run(&s, s.now + 50 * MS);
+		dccp_ccid2_rx_set_ack_ratio(s.rx, dccp_ccid2_tx_ack_ratio(s.tx));
+	}
+	uint32_t r = dccp_ccid2_tx_ack_ratio(s.tx), cwnd = txs(s.txo, s.tx).cwnd;
+	if (!EXPECT(r >= 4 && r <= (cwnd + 1) / 2))
+		fprintf(stderr, "  ratio %u cwnd %u\n", r, cwnd);
+	uint64_t a0 = s.acks_sent, d0 = s.delivered_n;
+	sim_run(&s, s.now + 500 * MS);
+	/* an ack per r data packets, or per 10 ms (the delayed-ack bound) if
+	 * r packets take longer: far fewer than one per packet */
+	uint64_t acks = s.acks_sent - a0, pkts = s.delivered_n - d0;
+	if (!EXPECT(acks * 8 <= pkts && acks <= 500 / 10 + 5))
+		fprintf(stderr, "  r %u: %llu acks for %llu packets\n", r, (unsigned long long)acks,
+			(unsigned long long)pkts);
+	EXPECT(s.delivered_n - d0 > 500);
+	/* no more lost Acks: it falls again */
+	for (int i = 0; i < 100; i++) {
+		sim_run(&s, s.now + 100 * MS);
+		dccp_ccid2_rx_set_ack_ratio(s.rx, dccp_ccid2_tx_ack_ratio(s.tx));
+	}
+	EXPECT(dccp_ccid2_tx_ack_ratio(s.tx) < r);
+	sim_drain(&s, 5 * SEC);
+	check_reports(&s, "ack ratio");
 	sim_free(&s);
 }
 
@@ -502,6 +548,7 @@ int main(void)
 	rto();
 	receiver();
 	seq_window();
+	ack_ratio();
 	halving();
 	utilisation();
 	app_limited();
