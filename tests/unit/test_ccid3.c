@@ -11,6 +11,7 @@
  *   - the receiver: losses after 3 later packets, NDP Count gaps are not
  *     losses, losses within one RTT are one event, and the Loss Intervals /
  *     Loss Event Rate it sends weigh the intervals as worked out below;
+ *   - a drop-tail bottleneck is filled, one overflow burst is one loss event;
  *   - random loss both ways: X stays positive and finite, every ack reported once;
  *   - hostile feedback: unsent Acknowledgement Numbers, Elapsed Time longer
  *     than the packet's age, Loss Intervals of length 0.
@@ -198,6 +199,31 @@ static void tiny_interval(void)
 	if (!EXPECT(util > 0.5))
 		fprintf(stderr, "  100 us RTT: utilisation %.3f\n", util);
 	EXPECT(txs(s.txo, s.tx).rtt_ns < 2 * MS);
+	sim_free(&s);
+}
+
+/* A 10 Mbit/s link with a 40 ms drop-tail queue: TFRC fills it, and the
+ * drops of one queue overflow (a burst within an RTT) are one loss event. */
+static void bottleneck(void)
+{
+	struct sim s;
+
+	sim_init(&s, DCCP_CCID3, 1000, 12);
+	s.bw = 1.25e6;
+	s.owd_ns = 10 * MS;
+	s.qlimit_ns = 40 * MS;
+	sim_run(&s, 10 * SEC);
+	uint64_t b0 = s.delivered_bytes;
+	sim_run(&s, 40 * SEC);
+	double util = (double)(s.delivered_bytes - b0) / (30.0 * s.bw);
+	struct ccid3_rx_counters rc;
+	dccp_ccid3_rx_counters(s.rx, &rc);
+	bool ok = EXPECT(util > 0.9);
+	ok &= EXPECT(rc.loss_events > 0 && 2 * rc.loss_events < s.dropped_n);
+	if (!ok)
+		fprintf(stderr, "  utilisation %.3f, %llu drops, %llu loss events\n", util,
+			(unsigned long long)s.dropped_n, (unsigned long long)rc.loss_events);
+	EXPECT(txs(s.txo, s.tx).rtt_ns > 20 * MS && txs(s.txo, s.tx).rtt_ns < 60 * MS);
 	sim_free(&s);
 }
 
@@ -428,6 +454,7 @@ int main(void)
 	slow_start_nofeedback();
 	tiny_interval();
 	convergence();
+	bottleneck();
 	random_loss();
 	return check_done("ccid3");
 }
