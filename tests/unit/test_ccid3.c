@@ -9,7 +9,8 @@
  *   - the nofeedback timer halves X, in slow start and after loss;
  *   - at 100 us RTT the send interval is at least 1 ns, never 0;
  *   - the receiver: losses after 3 later packets, NDP Count gaps are not
- *     losses, losses within one RTT are one event, and the Loss Intervals /
+ *     losses, losses within one RTT are one event, Receive Rate covers at
+ *     least an RTT, and the Loss Intervals /
  *     Loss Event Rate it sends weigh the intervals as worked out below;
  *   - a drop-tail bottleneck is filled, one overflow burst is one loss event;
  *   - random loss both ways: X stays positive and finite, every ack reported once;
@@ -346,6 +347,25 @@ static void receiver(void)
 	arrive(rx, i, &none);
 	dccp_ccid3_rx_counters(rx, &c);
 	EXPECT_EQ(o->next_timer(rx), i * MS + c.rtt_ns);
+	o->free(rx);
+
+	/* Receive Rate over at least one RTT: feedback at 40 and 48 ms (8000 B
+	 * between), then a loss event makes feedback due at 52 ms after 300 B:
+	 * 4 ms is less than the RTT, so the rate covers both periods:
+	 * 8300 B / 12 ms = 691666 B/s (300 B / 4 ms alone would be 75000) */
+	rx = fresh_rx();
+	for (i = 1; i <= 40; i++)
+		arrive(rx, i, &none);
+	feedback(rx, 40 * MS, &op, area, li, &ackno);
+	for (i = 41; i <= 48; i++)
+		arrive(rx, i, &none);
+	feedback(rx, 48 * MS, &op, area, li, &ackno);
+	for (i = 50; i <= 52; i++)
+		o->recv(rx, DCCP_DATA, SIM_ISR + i, (uint8_t)((i / 2) & 15), &none, 100, i * MS);
+	EXPECT(o->feedback_due(rx));
+	feedback(rx, 52 * MS, &op, area, li, &ackno);
+	EXPECT(op.has_recv_rate);
+	EXPECT_EQ(op.recv_rate, 691666);
 	o->free(rx);
 
 	/* two losses two packets apart (the same window): one event */
