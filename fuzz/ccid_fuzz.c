@@ -45,7 +45,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 	} while (0)
 
 #define ISS 0xfffffffff000ull /* near the 48-bit wrap */
-#define ISR 77ull
+#define ISR 0xffffffffff80ull /* the receivers wrap too */
 #define MAXSENT 8192
 
 struct side {
