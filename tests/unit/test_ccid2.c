@@ -117,7 +117,7 @@ static void halving(void)
 	sim_run(&s, 50 * MS);
 	uint32_t before = txs(s.txo, s.tx).cwnd;
 	EXPECT(before >= 40);
-	s.drop_lo = s.drop_hi = s.next_seq + 5;
+	s.drop_lo = s.drop_hi = dccp_seq_add(s.next_seq, 5);
 	uint32_t at_loss = before;
 	for (int i = 0; i < 200 && txc(&s).halvings == 0; i++) {
 		at_loss = txs(s.txo, s.tx).cwnd;
@@ -134,8 +134,8 @@ static void halving(void)
 	EXPECT(txs(s.txo, s.tx).cwnd > before);
 	/* five losses in one window: one halving */
 	uint32_t w = txs(s.txo, s.tx).cwnd;
-	s.drop_lo = s.next_seq + 3;
-	s.drop_hi = s.drop_lo + 4;
+	s.drop_lo = dccp_seq_add(s.next_seq, 3);
+	s.drop_hi = dccp_seq_add(s.drop_lo, 4);
 	sim_run(&s, s.now + 100 * MS);
 	EXPECT_EQ(txc(&s).halvings, 2);
 	EXPECT_EQ(txc(&s).lost, 6);
