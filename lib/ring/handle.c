@@ -237,7 +237,7 @@ GC_EXPORT int gc_ring_engine_stats(struct gc_ring_engine *e, struct gc_ring_engi
 		close(rfd);
 	if (r < 0)
 		return -1;
-	*st = rep.stats;
+	gc_stats_from_wire(&rep.stats, st);
 	return 0;
 }
 
