@@ -102,7 +102,7 @@ int cmd_engine(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct gc_ring_engine_params p = { .cpu = -1 };
+	struct gc_ring_engine_params p = GC_RING_ENGINE_PARAMS_INIT(.cpu = -1);
 	uint64_t interval = 0;
 	uid_t uids[MAX_ALLOW];
 	gid_t gids[MAX_ALLOW];

@@ -190,7 +190,7 @@ static void real_daemon(void)
 {
 	char path[108];
 	snprintf(path, sizeof(path), "/tmp/gc-ring-seq-%d.sock", (int)getpid());
-	struct gc_ring_engine_params p = { .listen = path, .quiet = 1 };
+	struct gc_ring_engine_params p = GC_RING_ENGINE_PARAMS_INIT(.listen = path, .quiet = 1);
 	struct gc_ring_engine *eng = gc_ring_engine_start(&p);
 	struct gc_ring_engine *c = gc_ring_engine_connect(path);
 	struct rx *rx = rx_open(AF_INET, 1);
