@@ -67,7 +67,7 @@ static double now_s(void)
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 static long num(const char *name, const char *s, long lo, long hi)
@@ -102,8 +102,8 @@ static char *slurp(const char *path, long long *len)
 		fail("--file %s: %s", path, strerror(errno));
 	if (*len == 0 || *len > UINT32_MAX)
 		fail("--file %s: %lld bytes, want 1..%u", path, *len, UINT32_MAX);
-	char *buf = malloc(*len);
-	if (!buf || fread(buf, 1, *len, f) != (size_t)*len)
+	char *buf = malloc((size_t)*len); /* > 0, checked */
+	if (!buf || fread(buf, 1, (size_t)*len, f) != (size_t)*len)
 		fail("--file %s: cannot read", path);
 	fclose(f);
 	return buf;
@@ -163,10 +163,10 @@ static int do_send(const struct args *a)
 	if (NormDataEnqueue(s, buf, (UINT32)len, NULL, 0) == NORM_OBJECT_INVALID)
 		fail("--file %s: NORM will not enqueue %lld bytes", a->file, len);
 	/* Sent and flushed, then stay to answer NACKs for --linger-ms. */
-	double deadline = t0 + len / a->rate * 4 + 60, flushed = 0;
+	double deadline = t0 + (double)len / a->rate * 4 + 60, flushed = 0;
 	NormEvent e;
 	while (now_s() < deadline) {
-		if (flushed && now_s() > flushed + a->linger_ms / 1000.0)
+		if (flushed && now_s() > flushed + (double)a->linger_ms / 1000.0)
 			break;
 		if (!next_event(inst, &e, 0.05))
 			continue;
@@ -197,7 +197,7 @@ static int do_recv(const struct args *a)
 	double t0 = now_s(), first = 0, done = 0;
 	long long got = -1;
 	NormEvent e;
-	while (!done && now_s() < t0 + a->timeout_ms / 1000.0) {
+	while (!done && now_s() < t0 + (double)a->timeout_ms / 1000.0) {
 		if (!next_event(inst, &e, 0.05))
 			continue;
 		if (e.type == NORM_RX_OBJECT_NEW && !first)

@@ -208,8 +208,8 @@ static char *slurp(const char *path, long long *len)
 		fail("--file %s: %s", path, strerror(errno));
 	if (fseek(f, 0, SEEK_END) || (*len = ftell(f)) <= 0 || fseek(f, 0, SEEK_SET))
 		fail("--file %s: empty or unreadable", path);
-	char *buf = malloc(*len);
-	if (!buf || fread(buf, 1, *len, f) != (size_t)*len)
+	char *buf = malloc((size_t)*len); /* > 0, checked */
+	if (!buf || fread(buf, 1, (size_t)*len, f) != (size_t)*len)
 		fail("--file %s: cannot read", path);
 	fclose(f);
 	return buf;
@@ -256,7 +256,7 @@ static int do_send(const struct args *a)
 		uint64_t t = now_ns();
 		wait_io(s, t < until ? until - t : 0, st);
 	}
-	printf("{\"ok\":true,\"bytes\":%lld,\"seconds\":%.6f}\n", len, (sent - t0) / 1e9);
+	printf("{\"ok\":true,\"bytes\":%lld,\"seconds\":%.6f}\n", len, (double)(sent - t0) / 1e9);
 	fflush(stdout);
 	pgm_close(s, true);
 	free(buf);
@@ -292,7 +292,7 @@ static int do_recv(const struct args *a)
 			fail("--out %s: %s", a->out, strerror(errno));
 	}
 	printf("{\"ok\":%s,\"bytes\":%lld,\"reset\":%s,\"seconds\":%.6f}\n", ok ? "true" : "false", have,
-	       reset ? "true" : "false", first ? (done - first) / 1e9 : 0.0);
+	       reset ? "true" : "false", first ? (double)(done - first) / 1e9 : 0.0);
 	fflush(stdout);
 	pgm_close(s, false);
 	free(out);

@@ -127,9 +127,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		rx[k] = ro[k]->init(&renv);
 		REQUIRE(s->tx && rx[k]);
 	}
-#define NEXT() (i < size ? data[i++] : 0)
+#define NEXT() (uint8_t)(i < size ? data[i++] : 0)
 	while (i < size) {
-		uint8_t opc = NEXT() % 6;
+		uint8_t opc = (uint8_t)(NEXT() % 6);
 		if (opc == 0) {
 			uint8_t n = NEXT();
 			for (int k = 0; k < 2; k++) {

@@ -157,7 +157,7 @@ int cmd_engine(int argc, char **argv)
 				sizeof(((struct sockaddr_un *)0)->sun_path) - 1);
 	if (p.cpu >= 0) {
 		cpu_set_t set;
-		if (sched_getaffinity(0, sizeof(set), &set) == 0 && !CPU_ISSET(p.cpu, &set))
+		if (sched_getaffinity(0, sizeof(set), &set) == 0 && !CPU_ISSET((size_t)p.cpu, &set))
 			cli_usage_error("--cpu: CPU %d is not one this process may run on", p.cpu);
 		p.flags |= GC_RING_ENGINE_PIN_CPU;
 	}

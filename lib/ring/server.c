@@ -686,7 +686,7 @@ void *gc_srv_main(void *arg)
 	if (s->p.flags & GC_RING_ENGINE_PIN_CPU) {
 		cpu_set_t set;
 		CPU_ZERO(&set);
-		CPU_SET(s->p.cpu, &set);
+		CPU_SET((size_t)s->p.cpu, &set); /* checked >= 0 at start */
 		pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
 	}
 	while (!s->stop) {

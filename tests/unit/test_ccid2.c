@@ -168,7 +168,7 @@ static void random_loss(void)
 	struct sim s;
 
 	for (int rev = 0; rev < 2; rev++) {
-		sim_init(&s, DCCP_CCID2, 1200, 10 + rev);
+		sim_init(&s, DCCP_CCID2, 1200, 10 + (uint64_t)rev);
 		s.bw = 2.5e6;
 		s.owd_ns = 15 * MS;
 		s.qlimit_ns = 60 * MS;

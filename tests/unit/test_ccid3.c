@@ -78,7 +78,7 @@ static void convergence(void)
 	ok &= EXPECT(near(xs[100], want, 0.01));
 	if (!ok)
 		fprintf(stderr, "  p %.5f rtt %.3f ms median X %.0f B/s, want %.1f\n", st.p,
-			st.rtt_ns / 1e6, xs[100], want);
+			(double)st.rtt_ns / 1e6, xs[100], want);
 	EXPECT(near(want, 112332.234362993, 1e-9));
 	/* the rate the path carried over the last 60 s agrees */
 	uint64_t b0 = s.delivered_bytes;
@@ -101,10 +101,10 @@ static void convergence(void)
 	EXPECT_EQ(txs(s.txo, s.tx).x_bps, x0);
 	s.txo->timer(s.tx, at);
 	uint64_t x1 = txs(s.txo, s.tx).x_bps;
-	if (!EXPECT(near((double)x1, x0 / 2.0, 0.02)))
+	if (!EXPECT(near((double)x1, (double)x0 / 2.0, 0.02)))
 		fprintf(stderr, "  X %llu -> %llu\n", (unsigned long long)x0, (unsigned long long)x1);
 	s.txo->timer(s.tx, s.txo->next_timer(s.tx));
-	EXPECT(near((double)txs(s.txo, s.tx).x_bps, x1 / 2.0, 0.02));
+	EXPECT(near((double)txs(s.txo, s.tx).x_bps, (double)x1 / 2.0, 0.02));
 	struct ccid3_tx_counters tc;
 	dccp_ccid3_tx_counters(s.tx, &tc);
 	EXPECT_EQ(tc.nofeedback, 2);
