@@ -37,6 +37,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "e2e"))
 import gcbench  # noqa: E402
+from gcbench import plot  # noqa: E402
+from gcbench.report import machine_facts, portable, write_json  # noqa: E402
+from gcbench.run import compile_bpf  # noqa: E402
 import lmspkt  # noqa: E402
 from lmspkt import REQ, option  # noqa: E402
 from netlab import Lab  # noqa: E402
@@ -77,12 +80,7 @@ class Cost:
 
     def __init__(self, lab, ns, ingress, egress, build):
         self.lab, self.ns = lab, ns
-        obj = os.path.join(lab.workdir(), "lms_cost.o")
-        # the library's own BPF flags (CMakeLists.txt writes them): arch, UAPI headers
-        with open(os.path.join(build, "bpf", "clang-bpf-flags")) as f:
-            cflags = f.read().split("\n")
-        subprocess.run(["clang", *filter(None, cflags), "-c", os.path.join(HERE, "lms_cost.bpf.c"), "-o", obj],
-                       check=True)
+        obj = compile_bpf(build, os.path.join(HERE, "lms_cost.bpf.c"), os.path.join(lab.workdir(), "lms_cost.o"))
         script = ["set -e", "mount -t bpf bpf /sys/fs/bpf", f"bpftool prog loadall {obj} /sys/fs/bpf/cost"]
         for dev in set(ingress) | set(egress):
             script.append(f"tc qdisc replace dev {dev} clsact")
@@ -209,7 +207,7 @@ def report(rows, lms_counts, drops):
     mhz = cpu_mhz()
     by = {r["method"]: r for r in rows}
     base = by["mcast-1"]["median_ns"]
-    facts = gcbench.machine_facts()
+    facts = machine_facts()
     lines = ["# L1: LMS forwarding cost at a router (seed 004, Table 6.1)", "",
              f"Machine: {facts.get('cpu', '?')}, {facts['cpus']} CPUs, {mhz:.0f} MHz, kernel {facts['kernel']}.  "
              f"{args.reps} repetitions of {args.packets} packets per point, methods interleaved; "
@@ -250,20 +248,18 @@ def report(rows, lms_counts, drops):
     text = "\n".join(lines) + "\n"
     with open(os.path.join(args.out, "results.md"), "w") as f:
         f.write(text)
-    with open(os.path.join(args.out, "results.json"), "w") as f:
-        json.dump({"mhz": mhz, "reps": args.reps, "packets": args.packets, "rows": rows,
-                   "lms_counts": lms_counts, "drops": drops, "thesis_cycles": THESIS}, f, indent=1)
+    write_json(os.path.join(args.out, "results.json"),
+                      {"mhz": mhz, "reps": args.reps, "packets": args.packets, "rows": rows,
+                       "lms_counts": lms_counts, "drops": drops, "thesis_cycles": THESIS})
     with open(os.path.join(args.out, "command.txt"), "w") as f:
         f.write("sudo python3 bench/lms.py " + " ".join(sys.argv[1:]) + "\n")
-    plot(by, base)
-    gcbench.portable(args.out)
+    figure(by, base)
+    portable(args.out)
     print(text)
 
 
-def plot(by, base):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+def figure(by, base):
+    plt = plot.pyplot()
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4))
     for kind, mark in (("mcast", "o-"), ("request", "s-"), ("dmcast", "^-")):
         xs = [k for k in FANOUT if f"{kind}-{k}" in by and by[f"{kind}-{k}"]["median_ns"]]
@@ -283,8 +279,7 @@ def plot(by, base):
     for a in (a1, a2):
         a.grid(alpha=0.3)
         a.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(os.path.join(args.out, "l1_cost.png"), dpi=120)
+    plot.save(fig, os.path.join(args.out, "l1_cost.png"), dpi=120)
 
 
 if __name__ == "__main__":

@@ -31,13 +31,15 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gcbench  # noqa: E402
 import relaylab  # noqa: E402
+from gcbench import analyse, plot, report  # noqa: E402
+from gcbench.run import log  # noqa: E402
 
 PAPER = {"s": 1.664, "f": 0.791, "predicted": 1.461, "observed": 1.45, "n": 1000, "size": 1000}
 
 
 def med(rows, key):
-    v = [r[key] for r in rows]
-    return statistics.median(v) if v else float("nan")
+    m = analyse.median_or_none(r[key] for r in rows)
+    return float("nan") if m is None else m
 
 
 def cpu_vs_group(rl, engines, sizes, rate, seconds, reps, log):
@@ -91,9 +93,7 @@ def max_rate(rl, engines, n, ladder, seconds, log):
 
 
 def plots(out, rows, engines, mr, am):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = plot.pyplot()
     sizes = sorted({r["n"] for r in rows})
     fig, ax = plt.subplots(1, 2, figsize=(11, 4.2))
     for e in engines:
@@ -111,9 +111,7 @@ def plots(out, rows, engines, mr, am):
     for a in ax:
         a.grid(alpha=0.3)
         a.legend()
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "cpu_vs_group.png"), dpi=110)
-    plt.close(fig)
+    plot.save(fig, os.path.join(out, "cpu_vs_group.png"))
 
     fig, ax = plt.subplots(figsize=(6.5, 4))
     names = [m["engine"] for m in mr]
@@ -123,9 +121,7 @@ def plots(out, rows, engines, mr, am):
     ax.set(ylabel="input datagrams/s", title=f"Highest input rate without loss, N={mr[0]['n']}")
     ax.legend()
     ax.grid(alpha=0.3, axis="y")
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "max_rate.png"), dpi=110)
-    plt.close(fig)
+    plot.save(fig, os.path.join(out, "max_rate.png"))
 
     fig, ax = plt.subplots(figsize=(6.5, 4))
     labels = ["paper (Helix)", f"ours ({am['best']})"]
@@ -136,9 +132,7 @@ def plots(out, rows, engines, mr, am):
     ax.set(ylabel="relay speed-up over the sendmsg loop", title="Amdahl check, N=1000, 1000 B")
     ax.legend()
     ax.grid(alpha=0.3, axis="y")
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "amdahl.png"), dpi=110)
-    plt.close(fig)
+    plot.save(fig, os.path.join(out, "amdahl.png"))
 
 
 def write_md(out, a, rows, engines, mr, am, facts, elapsed):
@@ -250,7 +244,7 @@ def main():
             elapsed = float(m.group(1)) if m else 0
         write_md(a.out, ra, rows, engines, mr, am, raw["facts"], elapsed)
         plots(a.out, rows, engines, mr, am)
-        gcbench.portable(a.out)
+        report.portable(a.out)
         return 0
     if a.quick:
         a.sizes, a.reps, a.seconds, a.ladder = "10,1000", 1, 1.5, "300,1000"
@@ -262,8 +256,7 @@ def main():
         sys.exit("need the loop engine and AUTO's pick among --engines")
     os.makedirs(a.out, exist_ok=True)
     sizes = [int(x) for x in a.sizes.split(",")]
-    facts = gcbench.machine_facts()
-    log = lambda s: print(s, flush=True)  # noqa: E731
+    facts = report.machine_facts()
     log(f"G4: relay CPU against group size {sizes} at {a.rate}/s, engines {engines} (AUTO -> {best})")
 
     lab, rl = relaylab.make(a.build, 2)
@@ -290,18 +283,14 @@ def main():
     log(f"Amdahl: s={s:.3f} f={f:.3f} predicted {am['predicted']:.3f}, observed {am['observed']:.3f} "
         f"(paper: s={PAPER['s']} f={PAPER['f']} predicted {PAPER['predicted']} observed {PAPER['observed']})")
 
-    with open(os.path.join(a.out, "raw.json"), "w") as fo:
-        json.dump({"cpu_vs_group": rows, "max_rate": mr, "amdahl": am, "facts": facts, "args": vars(a),
-                   "elapsed": time.monotonic() - t_start}, fo, indent=1)
-    with open(os.path.join(a.out, "amdahl.json"), "w") as fo:
-        json.dump(am, fo, indent=1)
+    report.write_json(os.path.join(a.out, "raw.json"),
+                      {"cpu_vs_group": rows, "max_rate": mr, "amdahl": am, "facts": facts, "args": vars(a),
+                       "elapsed": time.monotonic() - t_start})
+    report.write_json(os.path.join(a.out, "amdahl.json"), am)
     keys = ["engine", "n", "rep", "rate", "sent", "in", "out", "errors", "ingest_drops", "cpu_ns", "send_ns",
             "wall_ns", "cpu_util", "cpu_ns_per_datagram", "send_fraction", "proc_stat_cpu_ns",
             "machine_busy_frac", "delivered", "due", "lost"]
-    with open(os.path.join(a.out, "cpu.csv"), "w", newline="") as fo:
-        w = csv.DictWriter(fo, keys, extrasaction="ignore")
-        w.writeheader()
-        w.writerows(rows)
+    report.write_dicts_csv(os.path.join(a.out, "cpu.csv"), rows, keys)
     with open(os.path.join(a.out, "max_rate.csv"), "w", newline="") as fo:
         w = csv.writer(fo)
         w.writerow(["engine", "n", "rate", "sustained", "relay_read", "sent", "ingest_drops", "send_errors",
@@ -323,7 +312,7 @@ def main():
                  f"blast: {' '.join(map(str, bl.argv))}\n")
     write_md(a.out, a, rows, engines, mr, am, facts, elapsed)
     plots(a.out, rows, engines, mr, am)
-    gcbench.portable(a.out)
+    report.portable(a.out)
     log(f"results in {a.out}")
     return 0
 

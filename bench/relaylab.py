@@ -18,11 +18,11 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gcbench  # noqa: E402
+from gcbench.run import machine_busy, proc_cpu_ns  # noqa: E402,F401  (samplicator.py uses relaylab.machine_busy)
 
 TOOL = os.path.join(gcbench.ROOT, "tests", "e2e", "relaytool.py")
 PORT_BASE = 20000
 RTP_PORT = 5004
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 def make(build, receivers=2):
@@ -34,19 +34,6 @@ def make(build, receivers=2):
     # subscriber traffic must not delay it (and receiving is the relay's job).
     lab.set_rps(star.sender, link.a.ifname, 0b01)
     return lab, RelayLab(build, lab, star, link)
-
-
-def proc_cpu_ns(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) * 1e9 / CLK_TCK
-
-
-def machine_busy():
-    with open("/proc/stat") as f:
-        v = [int(x) for x in f.readline().split()[1:9]]
-    busy = v[0] + v[1] + v[2] + v[5] + v[6]
-    return busy, busy + v[3] + v[4] + v[7]
 
 
 class RelayLab:

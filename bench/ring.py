@@ -54,22 +54,18 @@ Results go to bench/results/ring/ (raw.jsonl, summary.csv, results.md,
 fig7.png, fig8_*.png, command.txt).
 """
 import argparse
-import csv
 import datetime
 import json
 import os
-import platform
 import shutil
-import statistics
 import subprocess
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "lab"))
-sys.path.insert(0, os.path.join(ROOT, "bench"))
-from netlab import Lab  # noqa: E402
-import gcbench  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gcbench import analyse, plot  # noqa: E402
+from gcbench.report import machine_facts, portable, write_dicts_csv  # noqa: E402
+from gcbench.run import ROOT, Lab, compile_bpf, log  # noqa: E402
 
 SIZES = [0, 100, 500, 1000, 1400]
 KS = [1, 2, 4, 8, 16, 32]
@@ -81,10 +77,6 @@ PAPER = {
     "fig8_udp_over_ring_k16": 1.71,    # "DCCP-16 outperforms ... UDP by 71% or more"
     "fig8_k4_over_k16": 1.26,          # "DCCP-16 outperforms DCCP-4 by 26%"
 }
-
-
-def log(msg):
-    print(msg, flush=True)
 
 
 def sh(argv, **kw):
@@ -103,10 +95,8 @@ def build(build_dir, tmp):
     sh(["cc", "-std=c11", "-O2", "-D_GNU_SOURCE", "-Wall", "-Wextra", "-Werror", "-I", os.path.join(ROOT, "include"),
         os.path.join(ROOT, "bench", "ring_p1.c"), os.path.join(build_dir, "libgroupcast.a"), *libs, "-lpthread",
         "-o", exe])
-    sink = os.path.join(tmp, "ring_sink.o")
-    arch = subprocess.run(["gcc", "-print-multiarch"], capture_output=True, text=True).stdout.strip() or "x86_64-linux-gnu"
-    sh(["clang", "-O2", "-g", "-Wall", "-Werror", "-target", "bpf", "-I", f"/usr/include/{arch}", "-c",
-        os.path.join(ROOT, "bench", "ring_sink.bpf.c"), "-o", sink])
+    sink = compile_bpf(build_dir, os.path.join(ROOT, "bench", "ring_sink.bpf.c"), os.path.join(tmp, "ring_sink.o"),
+                       ["-Werror"])
     return exe, sink
 
 
@@ -179,34 +169,30 @@ def summarize(rows):
     gso = {(row["placement"], row["conns"], row["size"], row["k"], row["rep"]): row for row in rows
            if row["method"] == "gso"}
     out = []
+
+    def per_packet(x):
+        return x["cpu_ns"] / x["packets"]
+
     for k, g in sorted(groups.items()):
         ok = [x for x in g if not x["lost"]]
-        per = [x["cpu_ns"] / x["packets"] for x in ok]
-        ratios = []
-        for x in ok:
-            u = udp.get((x["placement"], x["conns"], x["size"], x["rep"]))
-            if u and not u["lost"]:
-                ratios.append((x["cpu_ns"] / x["packets"]) / (u["cpu_ns"] / u["packets"]))
-        rgso = []
-        for x in ok:
-            u = gso.get((x["placement"], x["conns"], x["size"], x["k"], x["rep"]))
-            if u and not u["lost"] and x["method"] != "gso":
-                rgso.append((x["cpu_ns"] / x["packets"]) / (u["cpu_ns"] / u["packets"]))
+        cpu, cpu_min, cpu_max = analyse.spread(per_packet(x) for x in ok)
+        ratio, ratio_min, ratio_max = analyse.spread(analyse.paired_ratios(
+            ok, udp, lambda x: (x["placement"], x["conns"], x["size"], x["rep"]), per_packet))
+        ratio_gso, ratio_gso_min, ratio_gso_max = analyse.spread(analyse.paired_ratios(
+            [x for x in ok if x["method"] != "gso"], gso,
+            lambda x: (x["placement"], x["conns"], x["size"], x["k"], x["rep"]), per_packet))
+
+        def med(field):
+            return analyse.median_or_none(x[field] / x["packets"] for x in ok)
+
         s = {
             "placement": k[0], "conns": k[1], "method": k[2], "size": k[3], "k": k[4], "notify": k[5],
             "reps": len(g), "lost_reps": len(g) - len(ok),
-            "cpu_ns": statistics.median(per) if per else None,
-            "cpu_min": min(per) if per else None, "cpu_max": max(per) if per else None,
-            "app_ns": statistics.median(x["app_ns"] / x["packets"] for x in ok) if ok else None,
-            "engine_ns": statistics.median(x["engine_ns"] / x["packets"] for x in ok) if ok else None,
-            "busy_ns": statistics.median(x["busy_ns"] / x["packets"] for x in ok) if ok else None,
-            "wall_ns": statistics.median(x["wall_ns"] / x["packets"] for x in ok) if ok else None,
-            "notifies_per_pkt": statistics.median(x["notifies"] / x["packets"] for x in ok) if ok else None,
-            "gso_share": statistics.median(x["gso"] / x["packets"] for x in ok) if ok else None,
-            "ratio": statistics.median(ratios) if ratios else None,
-            "ratio_min": min(ratios) if ratios else None, "ratio_max": max(ratios) if ratios else None,
-            "ratio_gso": statistics.median(rgso) if rgso else None,
-            "ratio_gso_min": min(rgso) if rgso else None, "ratio_gso_max": max(rgso) if rgso else None,
+            "cpu_ns": cpu, "cpu_min": cpu_min, "cpu_max": cpu_max,
+            "app_ns": med("app_ns"), "engine_ns": med("engine_ns"), "busy_ns": med("busy_ns"),
+            "wall_ns": med("wall_ns"), "notifies_per_pkt": med("notifies"), "gso_share": med("gso"),
+            "ratio": ratio, "ratio_min": ratio_min, "ratio_max": ratio_max,
+            "ratio_gso": ratio_gso, "ratio_gso_min": ratio_gso_min, "ratio_gso_max": ratio_gso_max,
         }
         out.append(s)
     return out
@@ -225,10 +211,7 @@ def fmt(v, digits=0):
 
 
 def plots(summary, outdir, placements, conns_list, sizes, ks):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = plot.pyplot()
     us = 1e-3
 
     def ys(rows, field="cpu_ns"):
@@ -252,9 +235,7 @@ def plots(summary, outdir, placements, conns_list, sizes, ks):
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(os.path.join(outdir, "fig7.png"), dpi=120)
-    plt.close(fig)
+    plot.save(fig, os.path.join(outdir, "fig7.png"), dpi=120)
 
     # Figure 8: per-packet cost against payload for every k, both notify modes
     for pl in placements:
@@ -279,21 +260,7 @@ def plots(summary, outdir, placements, conns_list, sizes, ks):
             axs[-1].legend(fontsize=7)
             fig.suptitle(f"P1 / Figure 8: publish every k packets; {conns} connection{'s' if conns > 1 else ''}, "
                          f"engine {'on the application CPU' if pl == 'shared' else 'on its own CPU'}")
-            fig.tight_layout()
-            fig.savefig(os.path.join(outdir, f"fig8_{conns}conn_{pl}.png"), dpi=120)
-            plt.close(fig)
-
-
-def machine_facts():
-    facts = gcbench.machine_facts()
-    facts["python"] = platform.python_version()
-    try:
-        with open("/proc/meminfo") as f:
-            facts["mem"] = f.readline().split(":", 1)[1].strip()
-    except OSError:
-        pass
-    facts["cc"] = subprocess.run(["cc", "--version"], capture_output=True, text=True).stdout.splitlines()[0]
-    return facts
+            plot.save(fig, os.path.join(outdir, f"fig8_{conns}conn_{pl}.png"), dpi=120)
 
 
 def report(summary, outdir, args, facts, started, elapsed):
@@ -510,10 +477,7 @@ def report_paced(summary, outdir, args, facts, started, elapsed):
 def write_results(rows, args, facts, started, elapsed):
     """summary.csv, the plots and results.md from the raw rows; returns the summary."""
     summary = summarize(rows)
-    with open(os.path.join(args.out, "summary.csv"), "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(summary[0].keys()))
-        w.writeheader()
-        w.writerows(summary)
+    write_dicts_csv(os.path.join(args.out, "summary.csv"), summary)
     if args.pace:
         report_paced(summary, args.out, args, facts, started, elapsed)
         return summary
@@ -572,8 +536,8 @@ def main():
             text = f.read()
         started = text.split("run ", 1)[1].split("\n", 1)[0]
         elapsed = float(text.split("elapsed: ", 1)[1].split(" ", 1)[0])
-        write_results(rows, args, machine_facts(), started, elapsed)
-        gcbench.portable(args.out)
+        write_results(rows, args, machine_facts(detail=True), started, elapsed)
+        portable(args.out)
         log(f"results rebuilt in {args.out}")
         return
     if os.geteuid() != 0:
@@ -583,7 +547,7 @@ def main():
     t0 = time.time()
     tmp = os.path.join(args.out, "tmp")
     exe, sink = build(args.build, tmp)
-    facts = machine_facts()
+    facts = machine_facts(detail=True)
     rows, argvs = [], []
     lab, star, r, snd_if = make_lab(args.receiver, sink, args.conns)
     try:
@@ -623,7 +587,7 @@ def main():
                                                 if args.receiver == "tc" else "\n"))
         f.write(f"elapsed: {elapsed:.0f} s\n")
     shutil.rmtree(tmp, ignore_errors=True)
-    gcbench.portable(args.out)
+    portable(args.out)
     if args.pace:
         for x in summary:
             if x["method"] != "udp":

@@ -484,8 +484,8 @@ static void run_single(const char *method, size_t size, unsigned k, int mode, st
 		res->app = res->cpu;
 		return;
 	}
-	struct gc_ring_engine_params p = { .flags = GC_RING_ENGINE_PIN_CPU, .cpu = o.engine_cpu,
-					   .batch = o.batch };
+	struct gc_ring_engine_params p = GC_RING_ENGINE_PARAMS_INIT(.flags = GC_RING_ENGINE_PIN_CPU, .cpu = o.engine_cpu,
+					   .batch = o.batch);
 	if (mode == 3)
 		p.flags |= GC_RING_ENGINE_SUBMIT_FLUSH;
 	struct gc_ring_engine *e = gc_ring_engine_start(&p);
@@ -542,9 +542,9 @@ static void run_multi(const char *method, size_t size, unsigned k, int mode, str
 			sigaddset(&set, SIGTERM);
 			sigprocmask(SIG_BLOCK, &set, NULL);
 			pin(o.engine_cpu);
-			struct gc_ring_engine_params p = { .flags = GC_RING_ENGINE_PIN_CPU,
+			struct gc_ring_engine_params p = GC_RING_ENGINE_PARAMS_INIT(.flags = GC_RING_ENGINE_PIN_CPU,
 							   .cpu = o.engine_cpu, .listen = o.sock,
-							   .batch = o.batch };
+							   .batch = o.batch);
 			struct gc_ring_engine *e = gc_ring_engine_start(&p);
 			if (!e)
 				die("daemon%s", "");

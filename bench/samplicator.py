@@ -21,11 +21,8 @@ it from its upstream source yourself and pass --samplicator PATH.  Results
 and the command go to bench/results/samplicator/.
 """
 import argparse
-import csv
-import json
 import os
 import platform
-import statistics
 import subprocess
 import sys
 import time
@@ -33,21 +30,11 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gcbench  # noqa: E402
 import relaylab  # noqa: E402
+from gcbench import analyse, plot, report  # noqa: E402
+from gcbench.run import log, machine_busy, task_cpu_ns  # noqa: E402
 
 IN_PORT = 2055
 PORT_BASE = relaylab.PORT_BASE
-
-
-def task_cpu_ns(pid):
-    """Run time of every thread of pid, in ns (schedstat's first field)."""
-    total = 0
-    for t in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{t}/schedstat") as f:
-                total += int(f.read().split()[0])
-        except (OSError, ValueError, IndexError):
-            pass  # a thread that ended between listdir and open
-    return total
 
 
 def receivers_argv(rl, n):
@@ -95,13 +82,13 @@ def one_run(rl, method, argv_tail, n, rate, count, size):
     try:
         wait_bound(lab, rl.relay_ns, IN_PORT, proc)
         wait_idle(proc.pid)
-        c0, b0, w0 = task_cpu_ns(proc.pid), relaylab.machine_busy(), time.monotonic()
+        c0, b0, w0 = task_cpu_ns(proc.pid), machine_busy(), time.monotonic()
         tx = lab.popen(rl.p_ns, ["taskset", "-c", "1", sys.executable, relaylab.TOOL, "tx", "--to",
                                  f"{rl.relay_addr}:{IN_PORT}", "--count", count, "--rate", rate,
                                  "--size", size], stdout=subprocess.PIPE, text=True)
         tx.communicate(timeout=count / rate * 5 + 60)
         res = rl.finish_sinks(sinks)  # each exits once it has all it is due, or after 3 s of quiet
-        c1, b1, w1 = task_cpu_ns(proc.pid), relaylab.machine_busy(), time.monotonic()
+        c1, b1, w1 = task_cpu_ns(proc.pid), machine_busy(), time.monotonic()
     finally:
         rl.stop(proc)
     got = sum(s["received"] for s in res)
@@ -140,7 +127,6 @@ def main():
         methods.append({"name": name, "argv": [bin_, "relay", "--engine", e]})
     sizes = [int(x) for x in a.sizes.split(",")]
     count = max(1, int(a.rate * a.seconds))
-    log = lambda s: print(s, flush=True)  # noqa: E731
     log(f"S1: {[m['name'] for m in methods]}, N={sizes}, {a.rate}/s x {a.seconds} s, {a.size} B, {a.reps} reps")
     rows = []
     lab, rl = relaylab.make(a.build, 2)
@@ -160,22 +146,16 @@ def main():
         for m in methods:
             rs = [r for r in rows if r["n"] == n and r["method"] == m["name"]]
             ok = [r for r in rs if r["lost"] == 0]
-            med[(n, m["name"])] = {
-                "cpu_ns_per_input": statistics.median(r["cpu_ns_per_input"] for r in ok) if ok else None,
-                "min": min((r["cpu_ns_per_input"] for r in ok), default=None),
-                "max": max((r["cpu_ns_per_input"] for r in ok), default=None),
-                "runs": len(rs), "lost_runs": len(rs) - len(ok),
-            }
+            mid, lo, hi = analyse.spread(r["cpu_ns_per_input"] for r in ok)
+            med[(n, m["name"])] = {"cpu_ns_per_input": mid, "min": lo, "max": hi,
+                                   "runs": len(rs), "lost_runs": len(rs) - len(ok)}
     os.makedirs(a.out, exist_ok=True)
-    facts = gcbench.machine_facts()
+    facts = report.machine_facts()
     args = dict(vars(a), samplicator="samplicate")  # where it was built is this machine's business
-    with open(os.path.join(a.out, "raw.json"), "w") as fo:
-        json.dump({"rows": rows, "args": args, "facts": facts,
-                   "medians": [{"n": k[0], "method": k[1], **v} for k, v in med.items()]}, fo, indent=1)
-    with open(os.path.join(a.out, "rows.csv"), "w", newline="") as fo:
-        w = csv.DictWriter(fo, list(rows[0].keys()))
-        w.writeheader()
-        w.writerows(rows)
+    report.write_json(os.path.join(a.out, "raw.json"),
+                      {"rows": rows, "args": args, "facts": facts,
+                       "medians": [{"n": k[0], "method": k[1], **v} for k, v in med.items()]})
+    report.write_dicts_csv(os.path.join(a.out, "rows.csv"), rows)
     lines = ["# S1: groupcast relay against samplicator", "",
              f"Input: {a.rate} datagrams/s of {a.size} B for {a.seconds} s, replicated to N receivers "
              f"(two receiver namespaces); the replicator on CPU 0. Median of {a.reps} interleaved reps of the "
@@ -207,9 +187,7 @@ def main():
                  f"replicators: taskset -c 0 {{samplicate | groupcast relay --engine E}} -p {IN_PORT} "
                  f"ADDR/PORT x N\nproducer: tests/e2e/relaytool.py tx --rate {a.rate} --size {a.size}, on CPU 1\n")
     try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        plt = plot.pyplot()
         fig, ax = plt.subplots(figsize=(6, 4))
         for m in methods:
             ys = [med[(n, m["name"])]["cpu_ns_per_input"] for n in sizes]
@@ -220,11 +198,10 @@ def main():
         ax.set_ylabel("replicator CPU per input datagram (µs)")
         ax.set_title(f"samplicator vs groupcast relay ({a.size} B, median of {a.reps})")
         ax.legend()
-        fig.tight_layout()
-        fig.savefig(os.path.join(a.out, "cpu_vs_receivers.png"), dpi=110)
+        plot.save(fig, os.path.join(a.out, "cpu_vs_receivers.png"))
     except ImportError:
         log("matplotlib missing: no plot")
-    gcbench.portable(a.out)
+    report.portable(a.out)
     print("\n".join(lines))
     return 0
 

@@ -29,12 +29,12 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define REQUIRE(c)                                                                   \
-	do {                                                                         \
-		if (!(c)) {                                                          \
+#define REQUIRE(c)                                                                              \
+	do {                                                                                    \
+		if (!(c)) {                                                                     \
 			fprintf(stderr, "dccp_conn_fuzz: %s:%d: %s\n", __FILE__, __LINE__, #c); \
-			abort();                                                     \
-		}                                                                    \
+			abort();                                                                \
+		}                                                                               \
 	} while (0)
 
 #define MS 1000000ull
@@ -71,8 +71,9 @@ static void deliver_box(struct box *q, struct dccp_conn *c, uint64_t now)
 
 static bool open_pair(uint64_t now)
 {
-	struct dccp_conn_params lp = { .ccid = 2, .mps = 1400, .seq_window = 200, .sport = 5001,
-				       .udp = true, .ph_out.family = 2 };
+	struct dccp_conn_params lp = {
+		.ccid = 2, .mps = 1400, .seq_window = 200, .sport = 5001, .udp = true, .ph_out.family = 2
+	};
 	struct dccp_conn_params cp = lp;
 	cp.sport = 40000;
 	cp.dport = 5001;
@@ -85,8 +86,8 @@ static bool open_pair(uint64_t now)
 	struct dccp_hdr h;
 	struct dccp_conn_env senv = { .emit = emit, .arg = &to_client };
 	REQUIRE(dccp_parse(to_server.b, to_server.len, NULL, &h, NULL) == DCCP_OK);
-	dccp_listener_input(&L, to_server.b, to_server.len, &h, &ph, &ph, true, now, emit, &to_client,
-			    &S, &senv);
+	dccp_listener_input(&L, to_server.b, to_server.len, &h, &ph, &ph, true, now, emit,
+			    &to_client, &S, &senv);
 	deliver_box(&to_client, &C, now);
 	REQUIRE(C.state == DCCP_S_PARTOPEN);
 	REQUIRE(dccp_parse(to_server.b, to_server.len, NULL, &h, NULL) == DCCP_OK);
@@ -137,8 +138,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		} else if (h.sport == S.p.dport && h.dport == S.p.sport) {
 			dccp_conn_input(&S, pkt, len, &h, now);
 		} else if (!have_n) {
-			have_n = dccp_listener_input(&L, pkt, len, &h, &ph, &ph, true, now, emit, &to_client,
-						     &N, &nenv);
+			have_n = dccp_listener_input(&L, pkt, len, &h, &ph, &ph, true, now, emit,
+						     &to_client, &N, &nenv);
 		} else {
 			dccp_conn_input(&N, pkt, len, &h, now);
 		}

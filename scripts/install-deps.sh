@@ -16,10 +16,12 @@ pkgs=(
   libsodium-dev                      # relay JOIN cookies and DCCP Init Cookies: SipHash (crypto_shorthash)
   libcap-dev                         # relay and engine daemon: drop capabilities after setup
   abigail-tools                      # ctest abi: the library's ABI against abi/libgroupcast.abi
+  clang-format-14                    # ctest format: the C sources against .clang-format (scripts/check-format.sh)
   libclang-rt-14-dev                 # -DGC_FUZZ=ON: libFuzzer and the sanitizer runtimes for clang
   libcap2 libsystemd0                # what the unpacked smcrouted needs at run time (see below)
   qemu-system-x86 busybox-static     # DCCP interop: Linux 6.1 guest under TCG (qboot.rom comes with qemu-system-data)
   tcpdump tshark                     # tshark judges DCCP wire formats (test_dccp_wire.py, interop); tcpdump captures
+  libnorm-dev libpgm-dev             # bench/ltp.py L2: the NORM and PGM peers (bench/norm_peer.c, pgm_peer.c)
 )
 
 missing=()

@@ -117,7 +117,8 @@ static int do_send(const struct dccp_args *a)
 			if (m > 0) {
 				for (int k = 0; k < m; k++) {
 					unsigned pos = (first + (unsigned)k) % n;
-					if (queued_at[pos] && now - queued_at[pos] > a->dead_ms * 1000000ull) {
+					if (queued_at[pos] &&
+					    now - queued_at[pos] > a->dead_ms * 1000000ull) {
 						gc_ring_mark_dead(r, pos);
 						queued_at[pos] = 0;
 					}
@@ -154,7 +155,8 @@ static int do_send(const struct dccp_args *a)
 			cli_fail("submit: %s", gc_errmsg());
 	}
 	uint64_t left = deadline > cli_now(CLOCK_MONOTONIC)
-				? (deadline - cli_now(CLOCK_MONOTONIC)) / 1000000ull : 0;
+		? (deadline - cli_now(CLOCK_MONOTONIC)) / 1000000ull
+		: 0;
 	/* Stats before close: close frees the connection. */
 	if (gc_ring_wait(r, n - 1, (int)(left > 5000 ? 5000 : left)) != 0 && errno != ETIMEDOUT)
 		cli_warn("ring wait: %s", gc_errmsg());
@@ -239,9 +241,9 @@ static int do_listen(const struct dccp_args *a)
 	}
 	printf("{\"received\":%llu,\"lost\":%llu,\"bytes\":%llu,\"first_seq\":%lld,"
 	       "\"corrupt\":%llu,\"invalid\":%llu,\"accepted\":%s,\"state\":",
-	       (unsigned long long)received, (unsigned long long)lost,
-	       (unsigned long long)bytes, first_seq, (unsigned long long)corrupt,
-	       (unsigned long long)invalid, c ? "true" : "false");
+	       (unsigned long long)received, (unsigned long long)lost, (unsigned long long)bytes,
+	       first_seq, (unsigned long long)corrupt, (unsigned long long)invalid,
+	       c ? "true" : "false");
 	cli_json_str(stdout, state);
 	printf("}\n");
 	if (c)
@@ -272,7 +274,9 @@ int cmd_dccp(int argc, char **argv)
 	if (argc < 2)
 		cli_usage_error("expected 'listen' or 'send'");
 	struct dccp_args a = { .o = { .size = sizeof(struct gc_dccp_opts), .ccid = 2 },
-			       .count = 1000, .size = 1000, .timeout_s = 30 };
+			       .count = 1000,
+			       .size = 1000,
+			       .timeout_s = 30 };
 	if (!strcmp(argv[1], "listen"))
 		a.listen = true, a.count = 0;
 	else if (strcmp(argv[1], "send"))
@@ -289,7 +293,9 @@ int cmd_dccp(int argc, char **argv)
 		case 'r': a.rate = cli_u64("--rate", optarg, 1, 100000000); break;
 		case 'd': a.dead_ms = cli_u64("--dead-after-ms", optarg, 1, 3600000); break;
 		case 't': a.timeout_s = cli_u64("--timeout", optarg, 1, 86400); break;
-		case 'S': a.o.service = (uint32_t)cli_u64("--service", optarg, 0, UINT32_MAX); break;
+		case 'S':
+			a.o.service = (uint32_t)cli_u64("--service", optarg, 0, UINT32_MAX);
+			break;
 		case 'h': dccp_usage(stdout); return 0;
 		default: cli_getopt_error(ch, argv);
 		}

@@ -102,7 +102,7 @@ int cmd_engine(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct gc_ring_engine_params p = { .cpu = -1 };
+	struct gc_ring_engine_params p = GC_RING_ENGINE_PARAMS_INIT(.cpu = -1);
 	uint64_t interval = 0;
 	uid_t uids[MAX_ALLOW];
 	gid_t gids[MAX_ALLOW];
@@ -157,7 +157,7 @@ int cmd_engine(int argc, char **argv)
 				sizeof(((struct sockaddr_un *)0)->sun_path) - 1);
 	if (p.cpu >= 0) {
 		cpu_set_t set;
-		if (sched_getaffinity(0, sizeof(set), &set) == 0 && !CPU_ISSET(p.cpu, &set))
+		if (sched_getaffinity(0, sizeof(set), &set) == 0 && !CPU_ISSET((size_t)p.cpu, &set))
 			cli_usage_error("--cpu: CPU %d is not one this process may run on", p.cpu);
 		p.flags |= GC_RING_ENGINE_PIN_CPU;
 	}

@@ -135,7 +135,7 @@ void cli_pin(const char *opt, int cpu)
 		return;
 	cpu_set_t set;
 	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
+	CPU_SET((size_t)cpu, &set);
 	if (sched_setaffinity(0, sizeof(set), &set) != 0)
 		cli_usage_error("%s: cannot run on CPU %d (%ld CPUs online; or not in this cpuset): %s",
 				opt, cpu, sysconf(_SC_NPROCESSORS_ONLN), strerror(errno));

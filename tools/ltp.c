@@ -150,7 +150,7 @@ static void print_stats(const struct gc_ltp *l)
 		uint64_t sum = 0;
 		for (size_t i = 0; i < n; i++)
 			sum += us[i];
-		printf(",\"mean\":%.1f,\"p50\":%u,\"p90\":%u,\"p99\":%u,\"max\":%u", (double)sum / n,
+		printf(",\"mean\":%.1f,\"p50\":%u,\"p90\":%u,\"p99\":%u,\"max\":%u", (double)sum / (double)n,
 		       us[n / 2], us[n * 9 / 10], us[n * 99 / 100], us[n - 1]);
 	}
 	printf("}");

@@ -49,10 +49,10 @@ enum gc_dccp_encap {
  */
 struct gc_dccp_opts {
 	size_t size;
-	int ccid;            /* 2 or 3 [2]: the CCID of both half-connections */
-	int encap;           /* GC_DCCP_NATIVE or GC_DCCP_UDP [NATIVE] */
+	int ccid;	     /* 2 or 3 [2]: the CCID of both half-connections */
+	int encap;	     /* GC_DCCP_NATIVE or GC_DCCP_UDP [NATIVE] */
 	uint32_t service;    /* Service Code [0] */
-	uint32_t mps;        /* largest payload, bytes [1400] */
+	uint32_t mps;	     /* largest payload, bytes [1400] */
 	uint32_t ring_slots; /* ring records, power of 2 [1024] */
 	uint32_t zone_bufs;  /* zone buffers of mps bytes [ring_slots] */
 	uint32_t seq_window; /* initial Sequence Window [100, RFC 4340 §7.5.2] */
@@ -60,7 +60,7 @@ struct gc_dccp_opts {
 	uint32_t timeout_ms; /* connect: handshake deadline [10000] */
 };
 
-struct gc_dccp;          /* one connection */
+struct gc_dccp;		 /* one connection */
 struct gc_dccp_listener; /* a passive socket: answers Requests with cookies */
 
 /* Active open: returns once OPEN (or fails: ECONNREFUSED on a Reset,
@@ -91,8 +91,7 @@ struct gc_dccp_rxinfo {
  * returned).  0 with ri->eof set: the peer closed (ri->lost: data packets
  * lost after the last one delivered).  -1 EAGAIN after timeout_ms
  * (0: poll; < 0: forever), ECONNRESET on a Reset. */
-ssize_t gc_dccp_recv(struct gc_dccp *c, void *buf, size_t len, struct gc_dccp_rxinfo *ri,
-		     int timeout_ms);
+ssize_t gc_dccp_recv(struct gc_dccp *c, void *buf, size_t len, struct gc_dccp_rxinfo *ri, int timeout_ms);
 
 enum gc_dccp_state {
 	GC_DCCP_CLOSED = 0,
@@ -109,22 +108,22 @@ enum gc_dccp_state {
 const char *gc_dccp_state_name(int state);
 
 struct gc_dccp_stats {
-	int state;            /* enum gc_dccp_state */
+	int state; /* enum gc_dccp_state */
 	int ccid;
-	uint32_t cwnd;        /* CCID 2: window, packets */
-	uint32_t pipe;        /* packets in flight */
-	uint64_t x_bps;       /* CCID 3: allowed rate, bytes/s */
-	uint64_t rtt_us;      /* smoothed RTT (0: none yet) */
-	double p;             /* loss event rate */
-	uint64_t sent;        /* data packets sent */
-	uint64_t acked;       /* ...acknowledged by the peer */
-	uint64_t lost;        /* ...the sender took as lost */
-	uint64_t dead;        /* ring packets dropped as dead before they went */
+	uint32_t cwnd;		/* CCID 2: window, packets */
+	uint32_t pipe;		/* packets in flight */
+	uint64_t x_bps;		/* CCID 3: allowed rate, bytes/s */
+	uint64_t rtt_us;	/* smoothed RTT (0: none yet) */
+	double p;		/* loss event rate */
+	uint64_t sent;		/* data packets sent */
+	uint64_t acked;		/* ...acknowledged by the peer */
+	uint64_t lost;		/* ...the sender took as lost */
+	uint64_t dead;		/* ring packets dropped as dead before they went */
 	uint64_t retransmitted; /* always 0: DCCP never retransmits */
-	uint64_t received;    /* data packets received */
-	uint64_t rx_lost;     /* data packets the peer sent that never came */
-	uint64_t syncs;       /* Syncs sent */
-	uint64_t invalid;     /* packets dropped by the §7.5 checks or parsing */
+	uint64_t received;	/* data packets received */
+	uint64_t rx_lost;	/* data packets the peer sent that never came */
+	uint64_t syncs;		/* Syncs sent */
+	uint64_t invalid;	/* packets dropped by the §7.5 checks or parsing */
 };
 int gc_dccp_stats(struct gc_dccp *c, struct gc_dccp_stats *st);
 

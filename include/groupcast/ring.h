@@ -254,7 +254,20 @@ struct gc_ring_engine;
  * engine started in this process, UDP, no congestion control; see gc_ring(3)) */
 #define GC_RING_ENGINE_SUBMIT_FLUSH 0x4u
 
+/*
+ * The struct grows at its end from one release to the next; sz says which
+ * version the caller was compiled with (libbpf's and libxdp's opts rule).
+ * Fill it with GC_RING_ENGINE_PARAMS_INIT(), which sets sz:
+ *
+ *   struct gc_ring_engine_params p = GC_RING_ENGINE_PARAMS_INIT(.listen = path);
+ *
+ * The library reads the fields sz covers and takes the defaults for the
+ * rest.  sz below sizeof(size_t) is EINVAL; a larger struct than this
+ * library knows is accepted only if the part it does not know is zero
+ * (E2BIG otherwise: a field was set that this library would ignore).
+ */
 struct gc_ring_engine_params {
+	size_t sz;          /* sizeof(struct gc_ring_engine_params) */
 	unsigned flags;     /* GC_RING_ENGINE_PIN_CPU | GC_RING_ENGINE_LISTEN_GID |
 			       GC_RING_ENGINE_SUBMIT_FLUSH */
 	int cpu;            /* with GC_RING_ENGINE_PIN_CPU */
@@ -286,6 +299,9 @@ struct gc_ring_engine_params {
 				   sparse 64 GiB zones must not exhaust the daemon's
 				   address space */
 };
+
+#define GC_RING_ENGINE_PARAMS_INIT(...) \
+	{ .sz = sizeof(struct gc_ring_engine_params), __VA_ARGS__ }
 
 /*
  * Start an engine thread in this process.  p may be NULL (defaults).  With

@@ -5,6 +5,7 @@
  *
  * Sender: a window in packets (RFC 4341 §5): slow start from the RFC 3390
  * initial window, congestion avoidance (+1 per window of acked packets),
+ * growth only while at least half the window is in use (RFC 2861),
  * the window halved at most once per window of data on loss or ECN marks,
  * and a TCP retransmission timeout (RFC 6298, 200 ms floor) that empties
  * the pipe and restarts at one packet.  Ack Vectors are walked over a
@@ -56,6 +57,11 @@ struct ccid2_tx {
 	bool have_high;
 	uint32_t cwnd, ssthresh, pipe, ca_acc;
 	uint64_t recover; /* a loss of a packet up to here is part of the last reduction */
+	bool grow;        /* the window was in use when this ack came (RFC 2861) */
+	/* Ack Ratio (RFC 4341 §6.1.2), judged once per window of data */
+	uint32_t ratio, ok_windows;
+	uint64_t win_end;   /* the window ends when a packet after this is acked */
+	bool acks_lost;     /* the peer's Acks were lost in the current window */
 	uint64_t srtt, rttvar, rto, rto_at;
 	bool have_rtt;
 	struct ccid2_tx_counters c;
@@ -105,6 +111,8 @@ static void *tx_init(const struct dccp_ccid_env *env)
 	t->cwnd = w < 2 ? 2 : w > 4 ? 4 : w;
 	t->ssthresh = CCID2_MAX_CWND;
 	t->rto = RTO_INIT_NS;
+	t->ratio = 2; /* the feature's default (RFC 4340 §11.3) */
+	t->win_end = t->head;
 	return t;
 }
 
@@ -229,6 +237,8 @@ static bool mark_received(struct ccid2_tx *t, uint64_t seq, bool ecn)
 	t->c.acked++;
 	if (t->env.acked)
 		t->env.acked(t->env.arg, seq);
+	if (!t->grow)
+		return true;
 	if (t->cwnd < t->ssthresh) {
 		t->cwnd++;
 	} else if (++t->ca_acc >= t->cwnd) {
@@ -261,6 +271,34 @@ static void detect_losses(struct ccid2_tx *t)
 		}
 }
 
+static uint32_t ratio_max(const struct ccid2_tx *t)
+{
+	return (t->cwnd + 1) / 2; /* ceil(cwnd / 2): two acks per window at least */
+}
+
+/*
+ * RFC 4341 §6.1.2 at the end of each window of data: Ack Ratio doubles
+ * after a window in which the peer's Acks were lost, and falls by 1 after
+ * cwnd / (R^2 - R) windows without; never above ceil(cwnd / 2).
+ */
+static void ack_ratio_window(struct ccid2_tx *t)
+{
+	uint32_t r = t->ratio;
+
+	if (t->acks_lost) {
+		r = 2 * r;
+		t->ok_windows = 0;
+	} else if (r > 1 && ++t->ok_windows >= t->cwnd / (r * r - r)) {
+		r--;
+		t->ok_windows = 0;
+	}
+	if (r > ratio_max(t))
+		r = ratio_max(t);
+	t->ratio = r < 1 ? 1 : r;
+	t->acks_lost = false;
+	t->win_end = t->head;
+}
+
 static bool has_ackvec(const struct dccp_opts *o)
 {
 	for (unsigned k = 0; k < o->n; k++)
@@ -290,6 +328,11 @@ static void recv_ack(void *tx, uint64_t ackno, const struct dccp_opts *o, uint64
 	}
 	uint32_t pipe0 = t->pipe;
 	bool sample = false;
+	/* RFC 4341 §5.1 / RFC 2861: an application that keeps less than half
+	 * the window in flight has not tested it; growing it anyway would let
+	 * a data-limited sender (one packet every 30 ms, say) build a window
+	 * it could later dump on the path at once. */
+	t->grow = 2 * (uint64_t)pipe0 >= t->cwnd;
 	if (!has_ackvec(o)) { /* the Acknowledgement Number itself was received */
 		sample = in_record(t, ackno) && mark_received(t, ackno, false);
 	} else {
@@ -317,6 +360,8 @@ static void recv_ack(void *tx, uint64_t ackno, const struct dccp_opts *o, uint64
 		rtt_sample(t, now_ns - slot_of(t, ackno)->t);
 	detect_losses(t);
 	advance_una(t);
+	if (t->have_high && dccp_seq_after(t->high_ack, t->win_end))
+		ack_ratio_window(t);
 	if (t->pipe == 0)
 		t->rto_at = 0;
 	else if (t->pipe < pipe0) /* progress restarts the timer (RFC 6298 (5.3)) */
@@ -371,16 +416,17 @@ static void tx_stats(void *tx, struct dccp_ccid_tx_stats *st)
 	st->lost = t->c.lost;
 }
 
-/*
- * RFC 4341 §6.1.2: at most ceil(cwnd / 2), so that a window brings at least
- * two acks.  We keep the feature's default of 2 otherwise: raising it needs
- * the ack-loss count of §6.1.2, and the tx module does not see the peer's
- * sequence numbers.
- */
 uint32_t dccp_ccid2_tx_ack_ratio(void *tx)
 {
-	uint32_t half = (((struct ccid2_tx *)tx)->cwnd + 1) / 2;
-	return half < 2 ? 1 : 2;
+	struct ccid2_tx *t = tx;
+	uint32_t r = t->ratio;
+	return r > ratio_max(t) ? ratio_max(t) : r; /* the window may have shrunk since */
+}
+
+void dccp_ccid2_tx_acks_lost(void *tx, uint64_t n)
+{
+	if (n)
+		((struct ccid2_tx *)tx)->acks_lost = true;
 }
 
 void dccp_ccid2_tx_counters(void *tx, struct ccid2_tx_counters *c)

@@ -24,6 +24,13 @@ extern const struct dccp_ccid_rx_ops dccp_ccid2_rx_ops;
  */
 uint32_t dccp_ccid2_tx_ack_ratio(void *tx);
 void dccp_ccid2_rx_set_ack_ratio(void *rx, uint32_t r);
+/*
+ * The connection saw n of the peer's Acks missing (a gap in the sequence
+ * numbers of the peer's Ack packets, §6.1.2): Ack Ratio doubles at the end
+ * of this window of data.  Without this call the ratio only falls (to 1
+ * after a few windows), as §6.1.2 says for a path that loses no Acks.
+ */
+void dccp_ccid2_tx_acks_lost(void *tx, uint64_t n);
 
 /* What the sender refused or corrected (untrusted feedback). */
 struct ccid2_tx_counters {

@@ -196,7 +196,6 @@ static void recv_ack(void *tx, uint64_t ackno, const struct dccp_opts *o, uint64
 		t->c.bad_ackno++;
 		return;
 	}
-	t->c.feedback++;
 	if (dccp_seq_after(ackno, t->last_ackno))
 		t->last_ackno = ackno;
 	/* RTT: the acked packet's age less the time the receiver held it */
@@ -219,6 +218,13 @@ static void recv_ack(void *tx, uint64_t ackno, const struct dccp_opts *o, uint64
 	struct dccp_loss_interval li[TFRC_NINTERVAL + 1];
 	uint8_t skip;
 	unsigned n = dccp_loss_intervals(o, li, TFRC_NINTERVAL + 1, &skip);
+	/* A DataAck of the peer's own data without CCID 3 options is not
+	 * feedback (RFC 4342 §6): its RTT sample counts, nothing else. */
+	if (n == 0 && !o->has_loss_rate && !o->has_recv_rate) {
+		t->c.not_feedback++;
+		return;
+	}
+	t->c.feedback++;
 	double p = t->p;
 	bool new_event = false;
 	if (n > 0) {
@@ -324,7 +330,8 @@ static void tx_stats(void *tx, struct dccp_ccid_tx_stats *st)
 
 	memset(st, 0, sizeof(*st));
 	st->pipe = (uint32_t)dccp_seq_sub(t->head, t->last_ackno);
-	st->x_bps = t->x >= 1.8e19 ? UINT64_MAX : (uint64_t)t->x;
+	/* rounded up: a rate below 1 B/s (tiny packets at the t_mbi floor) is not 0 */
+	st->x_bps = t->x >= 1.8e19 ? UINT64_MAX : (uint64_t)ceil(t->x);
 	st->rtt_ns = (uint64_t)(t->r * NS);
 	st->p = t->p;
 }

@@ -18,6 +18,7 @@ extern const struct dccp_ccid_rx_ops dccp_ccid3_rx_ops;
 
 struct ccid3_tx_counters {
 	uint64_t feedback;     /* feedback packets used */
+	uint64_t not_feedback; /* acks without Loss Intervals, Loss Event Rate or Receive Rate */
 	uint64_t bad_ackno;    /* Acknowledgement Number we never sent: ignored */
 	uint64_t bad_elapsed;  /* Elapsed Time longer than the packet's age: no RTT sample */
 	uint64_t loss_events;  /* feedback that reported a new loss event */

@@ -21,10 +21,10 @@
 #include "dccp/feature.h"
 
 #define MS 1000000ull
-#define PARTOPEN_NS (200 * MS)       /* §8.1.5: PARTOPEN timer starts at 200 ms */
-#define REQUEST_NS (500 * MS)        /* first Request retransmission */
+#define PARTOPEN_NS (200 * MS) /* §8.1.5: PARTOPEN timer starts at 200 ms */
+#define REQUEST_NS (500 * MS)  /* first Request retransmission */
 #define CLOSE_NS (200 * MS)
-#define TIMEWAIT_NS (2000 * MS)      /* short 2 MSL: ports are ours alone in practice */
+#define TIMEWAIT_NS (2000 * MS) /* short 2 MSL: ports are ours alone in practice */
 #define MAX_BACKOFF_NS (8000 * MS)
 #define CLOSE_TRIES 6
 #define OPT_CAP 512
@@ -42,8 +42,13 @@ static int emit(struct dccp_conn *c, uint8_t type, const uint8_t *opts, size_t o
 		const void *data, size_t dlen, uint8_t ccval, uint8_t reset_code)
 {
 	uint8_t pkt[DCCP_MAX_HDR + 65536];
-	struct dccp_hdr h = { .sport = c->p.sport, .dport = c->p.dport, .type = type, .x = true,
-			      .ccval = ccval, .service = c->p.service, .reset_code = reset_code };
+	struct dccp_hdr h = { .sport = c->p.sport,
+			      .dport = c->p.dport,
+			      .type = type,
+			      .x = true,
+			      .ccval = ccval,
+			      .service = c->p.service,
+			      .reset_code = reset_code };
 	c->s.gss = dccp_seq_add(c->s.gss, 1);
 	h.seq = c->s.gss;
 	h.has_ack = dccp_type_has_ack(type);
@@ -108,8 +113,9 @@ static int send_ctl(struct dccp_conn *c, uint8_t type, uint64_t now_ns, uint8_t 
 static int send_sync(struct dccp_conn *c, uint8_t type, uint64_t ack)
 {
 	uint8_t pkt[64];
-	struct dccp_hdr h = { .sport = c->p.sport, .dport = c->p.dport, .type = type, .x = true,
-			      .has_ack = true, .ack = ack };
+	struct dccp_hdr h = {
+		.sport = c->p.sport, .dport = c->p.dport, .type = type, .x = true, .has_ack = true, .ack = ack
+	};
 	c->s.gss = dccp_seq_add(c->s.gss, 1);
 	h.seq = c->s.gss;
 	c->ndp_run++;
@@ -166,8 +172,8 @@ static bool features(const struct dccp_opts *o, struct dccp_obuf *out, uint8_t o
 		}
 		const struct dccp_feat_info *fi = dccp_feat_info(f.feat);
 		if (!change) {
-			if (f.feat == DCCP_F_SEQ_WINDOW && op->type == DCCP_OPT_CONFIRM_R && !f.empty &&
-			    f.value == pending)
+			if (f.feat == DCCP_F_SEQ_WINDOW && op->type == DCCP_OPT_CONFIRM_R &&
+			    !f.empty && f.value == pending)
 				*our_seqwin_confirmed = f.value;
 			if (f.feat == DCCP_F_CCID && !f.empty && f.value != our_ccid) {
 				*reset = DCCP_RESET_OPTION_ERROR;
@@ -214,8 +220,12 @@ static void ccid_lost(void *arg, uint64_t seq)
 
 static int ccid_start(struct dccp_conn *c, uint64_t now_ns)
 {
-	struct dccp_ccid_env env = { .mps = c->p.mps, .iss = c->s.iss, .isr = c->s.isr,
-				     .now_ns = now_ns, .acked = ccid_acked, .lost = ccid_lost,
+	struct dccp_ccid_env env = { .mps = c->p.mps,
+				     .iss = c->s.iss,
+				     .isr = c->s.isr,
+				     .now_ns = now_ns,
+				     .acked = ccid_acked,
+				     .lost = ccid_lost,
 				     .arg = c };
 	c->txo = dccp_ccid_tx(c->p.ccid);
 	c->rxo = dccp_ccid_rx(c->p.ccid);
@@ -255,8 +265,7 @@ static void enter(struct dccp_conn *c, enum dccp_state st, uint64_t now_ns)
 		c->peer_closed = true;
 		c->t_close = c->t_ack = 0;
 		break;
-	default:
-		break;
+	default: break;
 	}
 }
 
@@ -305,11 +314,8 @@ void dccp_conn_close(struct dccp_conn *c, uint64_t now_ns)
 		send_ctl(c, DCCP_CLOSE, now_ns, 0);
 		enter(c, DCCP_S_CLOSING, now_ns);
 		break;
-	case DCCP_S_REQUEST:
-		dccp_conn_reset(c, DCCP_RESET_CLOSED, now_ns);
-		break;
-	default:
-		break;
+	case DCCP_S_REQUEST: dccp_conn_reset(c, DCCP_RESET_CLOSED, now_ns); break;
+	default: break;
 	}
 }
 
@@ -396,8 +402,13 @@ static void reset_no_conn(struct dccp_conn *c, const struct dccp_hdr *h)
 		return;
 	/* §8.3.1: a Reset acknowledging the offending packet */
 	uint8_t pkt[64];
-	struct dccp_hdr r = { .sport = c->p.sport, .dport = c->p.dport, .type = DCCP_RESET, .x = true,
-			      .has_ack = true, .ack = h->seq, .reset_code = DCCP_RESET_NO_CONNECTION };
+	struct dccp_hdr r = { .sport = c->p.sport,
+			      .dport = c->p.dport,
+			      .type = DCCP_RESET,
+			      .x = true,
+			      .has_ack = true,
+			      .ack = h->seq,
+			      .reset_code = DCCP_RESET_NO_CONNECTION };
 	r.seq = dccp_seq_add(h->has_ack ? h->ack : 0, 1);
 	ssize_t n = dccp_build(pkt, sizeof(pkt), &r, NULL, 0, NULL, 0, c->p.udp ? NULL : &c->p.ph_out);
 	if (n > 0)
@@ -477,12 +488,14 @@ bool dccp_conn_input(struct dccp_conn *c, const uint8_t *pkt, size_t len, const 
 	/* features (§6.6.4: only in-order Changes/Confirms) */
 	bool feat_ok = true;
 	uint8_t reset = 0;
-	if (c->state == DCCP_S_REQUEST || dccp_feat_in_order(DCCP_OPT_CONFIRM_L, h->seq, h->has_ack, h->ack, c->fgsr, c->fgss)) {
+	if (c->state == DCCP_S_REQUEST ||
+	    dccp_feat_in_order(DCCP_OPT_CONFIRM_L, h->seq, h->has_ack, h->ack, c->fgsr, c->fgss)) {
 		struct dccp_obuf b;
-		dccp_obuf_init(&b, c->confirm_buf + c->confirm_len, sizeof(c->confirm_buf) - c->confirm_len);
+		dccp_obuf_init(&b, c->confirm_buf + c->confirm_len,
+			       sizeof(c->confirm_buf) - c->confirm_len);
 		uint64_t confirmed = 0, peer_win = 0;
-		feat_ok = features(&o, &b, c->p.ccid, &peer_win, &confirmed, c->seqwin_pending, &reset,
-				   &c->err);
+		feat_ok = features(&o, &b, c->p.ccid, &peer_win, &confirmed, c->seqwin_pending,
+				   &reset, &c->err);
 		if (!b.overflow)
 			c->confirm_len += b.len;
 		if (peer_win)
@@ -528,14 +541,11 @@ bool dccp_conn_input(struct dccp_conn *c, const uint8_t *pkt, size_t len, const 
 		}
 		enter(c, DCCP_S_OPEN, now_ns); /* §8.1.5: any other valid packet */
 		break;
-	default:
-		break;
+	default: break;
 	}
 
 	switch (h->type) {
-	case DCCP_SYNC:
-		send_sync(c, DCCP_SYNCACK, h->seq);
-		break;
+	case DCCP_SYNC: send_sync(c, DCCP_SYNCACK, h->seq); break;
 	case DCCP_CLOSEREQ:
 		if (c->server) {
 			c->st.invalid++; /* only servers may ask; §8.5 step 7 */
@@ -567,8 +577,7 @@ bool dccp_conn_input(struct dccp_conn *c, const uint8_t *pkt, size_t len, const 
 		if (h->type != DCCP_ACK && c->state >= DCCP_S_OPEN && c->state <= DCCP_S_CLOSING)
 			deliver(c, h, pkt, &o);
 		break;
-	default:
-		break;
+	default: break;
 	}
 	return true;
 }
@@ -578,8 +587,7 @@ bool dccp_conn_input(struct dccp_conn *c, const uint8_t *pkt, size_t len, const 
 uint64_t dccp_conn_next_timer(const struct dccp_conn *c)
 {
 	uint64_t t = 0;
-	uint64_t cand[5] = { c->t_retx, c->t_close, c->t_ack,
-			     c->tx ? c->txo->next_timer(c->tx) : 0,
+	uint64_t cand[5] = { c->t_retx, c->t_close, c->t_ack, c->tx ? c->txo->next_timer(c->tx) : 0,
 			     c->rx ? c->rxo->next_timer(c->rx) : 0 };
 	for (int i = 0; i < 5; i++)
 		if (cand[i] && (!t || cand[i] < t))
@@ -616,9 +624,7 @@ uint64_t dccp_conn_timer(struct dccp_conn *c, uint64_t now_ns)
 			}
 			send_ctl(c, c->state == DCCP_S_CLOSING ? DCCP_CLOSE : DCCP_CLOSEREQ, now_ns, 0);
 			break;
-		default:
-			c->t_retx = 0;
-			break;
+		default: c->t_retx = 0; break;
 		}
 	}
 	if (c->t_close && c->t_close <= now_ns) {
@@ -659,8 +665,7 @@ uint32_t dccp_conn_budget(struct dccp_conn *c, uint64_t now_ns, uint64_t *wake_n
 	return c->txo->budget(c->tx, now_ns, wake_ns);
 }
 
-int dccp_conn_send(struct dccp_conn *c, const void *data, size_t len, uint64_t now_ns,
-		   uint64_t *seq)
+int dccp_conn_send(struct dccp_conn *c, const void *data, size_t len, uint64_t now_ns, uint64_t *seq)
 {
 	if (c->state != DCCP_S_OPEN && c->state != DCCP_S_PARTOPEN)
 		return -ENOTCONN;
@@ -760,8 +765,14 @@ static void l_reply(const struct dccp_listener *l, const struct dccp_hdr *in, ui
 		    int (*emitfn)(void *arg, const uint8_t *p, size_t len), void *arg)
 {
 	uint8_t pkt[256];
-	struct dccp_hdr h = { .sport = in->dport, .dport = in->sport, .type = type, .x = true,
-			      .seq = seq, .has_ack = true, .ack = in->seq, .service = l->p.service,
+	struct dccp_hdr h = { .sport = in->dport,
+			      .dport = in->sport,
+			      .type = type,
+			      .x = true,
+			      .seq = seq,
+			      .has_ack = true,
+			      .ack = in->seq,
+			      .service = l->p.service,
 			      .reset_code = code };
 	(void)l;
 	ssize_t n = dccp_build(pkt, sizeof(pkt), &h, opts, optlen, NULL, 0, udp ? NULL : ph_out);
@@ -790,8 +801,8 @@ bool dccp_listener_input(struct dccp_listener *l, const uint8_t *pkt, size_t len
 		iss &= DCCP_SEQ_MASK;
 		if (h->service != l->p.service) {
 			l->resets++;
-			l_reply(l, h, DCCP_RESET, iss, NULL, 0, DCCP_RESET_BAD_SERVICE_CODE, ph_out, udp,
-				emitfn, emit_arg);
+			l_reply(l, h, DCCP_RESET, iss, NULL, 0, DCCP_RESET_BAD_SERVICE_CODE, ph_out,
+				udp, emitfn, emit_arg);
 			return false;
 		}
 		uint8_t ob[200];
@@ -801,8 +812,8 @@ bool dccp_listener_input(struct dccp_listener *l, const uint8_t *pkt, size_t len
 		uint8_t reset = 0;
 		if (o.reset_code || !features(&o, &b, l->p.ccid, &peer_win, &dummy, 0, &reset, &l->err)) {
 			l->resets++;
-			l_reply(l, h, DCCP_RESET, iss, NULL, 0, o.reset_code ? o.reset_code : reset, ph_out,
-				udp, emitfn, emit_arg);
+			l_reply(l, h, DCCP_RESET, iss, NULL, 0, o.reset_code ? o.reset_code : reset,
+				ph_out, udp, emitfn, emit_arg);
 			return false;
 		}
 		/* our own Sequence Window rides on the Response, so that it is in
@@ -824,8 +835,8 @@ bool dccp_listener_input(struct dccp_listener *l, const uint8_t *pkt, size_t len
 		dccp_obuf_pad(&b);
 		if (b.overflow) {
 			l->resets++;
-			l_reply(l, h, DCCP_RESET, iss, NULL, 0, DCCP_RESET_TOO_BUSY, ph_out, udp, emitfn,
-				emit_arg);
+			l_reply(l, h, DCCP_RESET, iss, NULL, 0, DCCP_RESET_TOO_BUSY, ph_out, udp,
+				emitfn, emit_arg);
 			return false;
 		}
 		l->responses++;
@@ -852,13 +863,16 @@ bool dccp_listener_input(struct dccp_listener *l, const uint8_t *pkt, size_t len
 		memcpy(ck, co->data, sizeof(ck));
 		uint64_t mac;
 		memcpy(&mac, ck + 20, 8);
-		uint32_t t = (uint32_t)ck[13] << 24 | (uint32_t)ck[14] << 16 | (uint32_t)ck[15] << 8 | ck[16];
+		uint32_t t = (uint32_t)ck[13] << 24 | (uint32_t)ck[14] << 16 |
+			(uint32_t)ck[15] << 8 | ck[16];
 		uint32_t now_s = (uint32_t)(now_ns / 1000000000ull);
-		good = sodium_memcmp(&mac, &(uint64_t){ cookie_mac(l, ck, ph_in, h->sport, h->dport,
-								    l->p.service) }, 8) == 0 &&
-		       now_s - t <= DCCP_COOKIE_LIFE_S && ck[0] == l->p.ccid &&
-		       h->ack == get48(ck + 1) && dccp_seq_delta(h->seq, get48(ck + 7)) >= 1 &&
-		       dccp_seq_delta(h->seq, get48(ck + 7)) <= 64;
+		good = sodium_memcmp(&mac,
+				     &(uint64_t){ cookie_mac(l, ck, ph_in, h->sport, h->dport,
+							     l->p.service) },
+				     8) == 0 &&
+			now_s - t <= DCCP_COOKIE_LIFE_S && ck[0] == l->p.ccid &&
+			h->ack == get48(ck + 1) && dccp_seq_delta(h->seq, get48(ck + 7)) >= 1 &&
+			dccp_seq_delta(h->seq, get48(ck + 7)) <= 64;
 	}
 	uint64_t mac_seen = 0;
 	if (good) {
@@ -873,8 +887,8 @@ bool dccp_listener_input(struct dccp_listener *l, const uint8_t *pkt, size_t len
 	if (!good) {
 		l->bad_cookies++;
 		l_reply(l, h, DCCP_RESET, h->has_ack ? dccp_seq_add(h->ack, 1) : 0, NULL, 0,
-			co ? DCCP_RESET_BAD_INIT_COOKIE : DCCP_RESET_NO_CONNECTION, ph_out, udp, emitfn,
-			emit_arg);
+			co ? DCCP_RESET_BAD_INIT_COOKIE : DCCP_RESET_NO_CONNECTION, ph_out, udp,
+			emitfn, emit_arg);
 		return false;
 	}
 	/* The handshake is complete: only now does a connection exist. */
@@ -907,8 +921,8 @@ bool dccp_listener_input(struct dccp_listener *l, const uint8_t *pkt, size_t len
 	c->rx_last_data = dccp_seq_sub(h->seq, h->type == DCCP_DATAACK ? 1 : 0);
 	if (ccid_start(c, now_ns) < 0) {
 		dccp_conn_free(c);
-		l_reply(l, h, DCCP_RESET, dccp_seq_add(h->ack, 1), NULL, 0, DCCP_RESET_TOO_BUSY, ph_out,
-			udp, emitfn, emit_arg);
+		l_reply(l, h, DCCP_RESET, dccp_seq_add(h->ack, 1), NULL, 0, DCCP_RESET_TOO_BUSY,
+			ph_out, udp, emitfn, emit_arg);
 		return false;
 	}
 	enter(c, DCCP_S_OPEN, now_ns);

@@ -33,10 +33,10 @@ enum dccp_state {
 }; /* same numbers as enum gc_dccp_state */
 
 #define DCCP_COOKIE_LEN 28
-#define DCCP_COOKIE_KEY 16       /* crypto_shorthash_KEYBYTES */
-#define DCCP_COOKIE_LIFE_S 8     /* a cookie older than this is refused */
-#define DCCP_REQUEST_TRIES 7     /* Request retransmissions before giving up */
-#define DCCP_RX_QUEUE 1024       /* received payloads held for the application */
+#define DCCP_COOKIE_KEY 16   /* crypto_shorthash_KEYBYTES */
+#define DCCP_COOKIE_LIFE_S 8 /* a cookie older than this is refused */
+#define DCCP_REQUEST_TRIES 7 /* Request retransmissions before giving up */
+#define DCCP_RX_QUEUE 1024   /* received payloads held for the application */
 
 struct dccp_conn_env {
 	/* Send DCCP packet p[0..len) to the peer.  Returns 0 or -errno. */
@@ -48,12 +48,12 @@ struct dccp_conn_env {
 };
 
 struct dccp_conn_params {
-	uint8_t ccid;         /* 2 or 3 */
+	uint8_t ccid; /* 2 or 3 */
 	uint32_t service;
-	uint32_t mps;         /* largest payload */
-	uint64_t seq_window;  /* our Sequence Window (for our numbers), >= 32 */
+	uint32_t mps;	     /* largest payload */
+	uint64_t seq_window; /* our Sequence Window (for our numbers), >= 32 */
 	uint16_t sport, dport;
-	bool udp;             /* DCCP-UDP: checksum 0 (the pseudo-header is unused) */
+	bool udp;		   /* DCCP-UDP: checksum 0 (the pseudo-header is unused) */
 	struct dccp_pseudo ph_out; /* src = us, dst = peer (native checksum) */
 };
 
@@ -124,8 +124,7 @@ uint32_t dccp_conn_budget(struct dccp_conn *c, uint64_t now_ns, uint64_t *wake_n
 /* Send one data packet; *seq gets its sequence number.  -ENOTCONN when not
  * in PARTOPEN/OPEN (nothing sent), else emit()'s result (the number is used
  * even when emit() failed: the peer sees a loss). */
-int dccp_conn_send(struct dccp_conn *c, const void *data, size_t len, uint64_t now_ns,
-		   uint64_t *seq);
+int dccp_conn_send(struct dccp_conn *c, const void *data, size_t len, uint64_t now_ns, uint64_t *seq);
 /* Active close (Close; server: CloseReq).  Ends in CLOSED or TIMEWAIT. */
 void dccp_conn_close(struct dccp_conn *c, uint64_t now_ns);
 /* Abort with a Reset (code). */
@@ -144,12 +143,18 @@ struct dccp_listener {
 	uint64_t requests, responses, bad_cookies, resets;
 	/* per-source Response budget: a tiny hash of recent sources (no
 	 * per-connection state; a flood from one address costs one slot) */
-	struct { uint32_t h; uint64_t window_ns; unsigned n; } rl[64];
+	struct {
+		uint32_t h;
+		uint64_t window_ns;
+		unsigned n;
+	} rl[64];
 	unsigned per_source_rate; /* Responses per source per second */
 	/* MACs of the cookies that opened connections in the last
 	 * DCCP_COOKIE_LIFE_S: a replayed Ack opens nothing (state kept only
 	 * for handshakes that completed) */
-	struct { uint64_t mac, t_ns; } used[256];
+	struct {
+		uint64_t mac, t_ns;
+	} used[256];
 	unsigned used_next;
 	uint64_t replays;
 };

@@ -35,8 +35,8 @@ struct gc_dccp {
 	pthread_cond_t cv;  /* something arrived or the state moved */
 	struct dccp_conn conn;
 	bool udp;
-	int fd;             /* our socket (native: raw; UDP: connected) */
-	int attach_fd;      /* the connected UDP socket the ring is attached with */
+	int fd;	       /* our socket (native: raw; UDP: connected) */
+	int attach_fd; /* the connected UDP socket the ring is attached with */
 	struct sockaddr_storage peer, local;
 	struct dccp_pseudo ph_in;
 	struct gc_zone *zone;
@@ -61,7 +61,8 @@ struct gc_dccp_listener {
 };
 
 static const char *const state_names[] = {
-	"CLOSED", "LISTEN", "REQUEST", "RESPOND", "PARTOPEN", "OPEN", "CLOSEREQ", "CLOSING", "TIMEWAIT",
+	"CLOSED", "LISTEN",   "REQUEST", "RESPOND",  "PARTOPEN",
+	"OPEN",	  "CLOSEREQ", "CLOSING", "TIMEWAIT",
 };
 
 GC_EXPORT const char *gc_dccp_state_name(int state)
@@ -70,7 +71,6 @@ GC_EXPORT const char *gc_dccp_state_name(int state)
 		return "?";
 	return state_names[state];
 }
-
 
 static uint64_t now_ns(void)
 {
@@ -104,7 +104,7 @@ static bool same_ip(const struct sockaddr_storage *a, const struct sockaddr_stor
 		return false;
 	if (a->ss_family == AF_INET)
 		return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
-		       ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+			((const struct sockaddr_in *)b)->sin_addr.s_addr;
 	return !memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
 		       &((const struct sockaddr_in6 *)b)->sin6_addr, 16);
 }
@@ -113,9 +113,9 @@ static int check_opts(const char *fn, const struct gc_dccp_opts *o, struct gc_dc
 {
 	memset(out, 0, sizeof(*out));
 	if (o) {
-		if (o->size < offsetof(struct gc_dccp_opts, ccid) + sizeof(int) ||
-		    o->size > 4096)
-			return gc_seterr(EINVAL, "%s: opts->size %zu: set it to sizeof(struct gc_dccp_opts)",
+		if (o->size < offsetof(struct gc_dccp_opts, ccid) + sizeof(int) || o->size > 4096)
+			return gc_seterr(EINVAL,
+					 "%s: opts->size %zu: set it to sizeof(struct gc_dccp_opts)",
 					 fn, o->size);
 		memcpy(out, o, o->size < sizeof(*out) ? o->size : sizeof(*out));
 	}
@@ -151,8 +151,7 @@ static int check_opts(const char *fn, const struct gc_dccp_opts *o, struct gc_dc
 	return 0;
 }
 
-static int addr_in(const char *fn, const struct sockaddr *sa, socklen_t len,
-		   struct sockaddr_storage *ss)
+static int addr_in(const char *fn, const struct sockaddr *sa, socklen_t len, struct sockaddr_storage *ss)
 {
 	if (!sa)
 		return gc_seterr(EFAULT, "%s: address is NULL", fn);
@@ -160,7 +159,8 @@ static int addr_in(const char *fn, const struct sockaddr *sa, socklen_t len,
 	      (sa->sa_family == AF_INET6 && len >= sizeof(struct sockaddr_in6))))
 		return gc_seterr(EAFNOSUPPORT, "%s: address: expected sockaddr_in or sockaddr_in6", fn);
 	memset(ss, 0, sizeof(*ss));
-	memcpy(ss, sa, sa->sa_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6));
+	memcpy(ss, sa,
+	       sa->sa_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6));
 	return 0;
 }
 
@@ -260,7 +260,10 @@ static void cc_sent(void *cc, const struct gc_sent *p, unsigned n, uint64_t now)
 }
 
 static const struct gc_cc_ops dccp_cc_ops = {
-	.init = cc_init, .release = cc_release, .budget = cc_budget, .sent = cc_sent,
+	.init = cc_init,
+	.release = cc_release,
+	.budget = cc_budget,
+	.sent = cc_sent,
 };
 
 static unsigned hk_xmit(void *arg, struct gc_conn *gc, const struct gc_sent *p, unsigned n,
@@ -373,10 +376,16 @@ static int c_start_engine(struct gc_dccp *c, const struct gc_dccp_opts *o, const
 	if (c->attach_fd < 0 || connect(c->attach_fd, (struct sockaddr *)&p, sslen(&p)) < 0)
 		return gc_seterr(errno, "%s: the ring's UDP socket: %s", fn, strerror(errno));
 	struct gc_ring_engine_hooks hk = {
-		.cc = &dccp_cc_ops, .cc_arg = c, .xmit = hk_xmit, .xmit_arg = c,
-		.event = hk_event, .next_timer = hk_next_timer, .event_fd = c->fd, .event_arg = c,
+		.cc = &dccp_cc_ops,
+		.cc_arg = c,
+		.xmit = hk_xmit,
+		.xmit_arg = c,
+		.event = hk_event,
+		.next_timer = hk_next_timer,
+		.event_fd = c->fd,
+		.event_arg = c,
 	};
-	struct gc_ring_engine_params ep = { .quiet = 1 };
+	struct gc_ring_engine_params ep = GC_RING_ENGINE_PARAMS_INIT(.quiet = 1);
 	c->eng = gc_ring_engine_start_hooks(&ep, &hk);
 	if (!c->eng)
 		return -1;
@@ -428,9 +437,13 @@ GC_EXPORT struct gc_dccp *gc_dccp_connect(const struct sockaddr *peer, socklen_t
 		randombytes_buf(&sport, sizeof(sport));
 		sport = (uint16_t)(32768 + sport % 28000);
 	}
-	struct dccp_conn_params p = { .ccid = (uint8_t)o.ccid, .service = o.service, .mps = o.mps,
-				      .seq_window = o.seq_window, .sport = sport,
-				      .dport = ssport(&ss), .udp = c->udp };
+	struct dccp_conn_params p = { .ccid = (uint8_t)o.ccid,
+				      .service = o.service,
+				      .mps = o.mps,
+				      .seq_window = o.seq_window,
+				      .sport = sport,
+				      .dport = ssport(&ss),
+				      .udp = c->udp };
 	dccp_pseudo_from(&p.ph_out, &c->local, &c->peer);
 	dccp_pseudo_from(&c->ph_in, &c->peer, &c->local);
 	struct dccp_conn_env env = { .emit = c_emit, .acked = c_acked, .lost = c_lost, .arg = c };
@@ -497,8 +510,8 @@ GC_EXPORT struct gc_dccp_listener *gc_dccp_listen(const struct sockaddr *local, 
 	l->o = o;
 	l->fd = dccp_sock_open(udp, ss.ss_family);
 	if (l->fd < 0) {
-		gc_seterr(-l->fd, "%s: %s socket: %s%s", fn, udp ? "UDP" : "raw DCCP", strerror(-l->fd),
-			  l->fd == -EPERM ? " (native DCCP needs CAP_NET_RAW)" : "");
+		gc_seterr(-l->fd, "%s: %s socket: %s%s", fn, udp ? "UDP" : "raw DCCP",
+			  strerror(-l->fd), l->fd == -EPERM ? " (native DCCP needs CAP_NET_RAW)" : "");
 		free(l);
 		return NULL;
 	}
@@ -518,8 +531,12 @@ GC_EXPORT struct gc_dccp_listener *gc_dccp_listen(const struct sockaddr *local, 
 		free(l);
 		return NULL;
 	}
-	struct dccp_conn_params p = { .ccid = (uint8_t)o.ccid, .service = o.service, .mps = o.mps,
-				      .seq_window = o.seq_window, .sport = ssport(&ss), .udp = udp };
+	struct dccp_conn_params p = { .ccid = (uint8_t)o.ccid,
+				      .service = o.service,
+				      .mps = o.mps,
+				      .seq_window = o.seq_window,
+				      .sport = ssport(&ss),
+				      .udp = udp };
 	dccp_listener_init(&l->l, &p);
 	return l;
 }
@@ -538,7 +555,7 @@ static bool owned(struct gc_dccp_listener *l, const struct dccp_sock_pkt *sp, co
 	pthread_mutex_lock(&l->mu);
 	for (struct gc_dccp *c = l->owned; c && !r; c = c->next_owned)
 		r = same_ip(&c->peer, &sp->from) && h->sport == c->conn.p.dport &&
-		    h->dport == c->conn.p.sport;
+			h->dport == c->conn.p.sport;
 	pthread_mutex_unlock(&l->mu);
 	return r;
 }
@@ -561,7 +578,8 @@ GC_EXPORT struct gc_dccp *gc_dccp_accept(struct gc_dccp_listener *l, int timeout
 			if (now >= deadline) {
 				c_free(c);
 				return gc_seterr(ETIMEDOUT, "%s: no connection within %d ms", fn,
-						 timeout_ms), NULL;
+						 timeout_ms),
+				       NULL;
 			}
 			uint64_t left = deadline - now;
 			int ms = left > 100000000u ? 100 : (int)(left / 1000000u) + 1;
@@ -593,8 +611,8 @@ GC_EXPORT struct gc_dccp *gc_dccp_accept(struct gc_dccp_listener *l, int timeout
 		c->local = sp.to;
 		ssset_port(&c->local, ssport(&l->local));
 		pthread_mutex_lock(&c->mu);
-		bool ok = dccp_listener_input(&l->l, sp.pkt, sp.len, &h, &ph_in, &ph_out, l->udp, now,
-					      l_emit, ea, &c->conn, &env);
+		bool ok = dccp_listener_input(&l->l, sp.pkt, sp.len, &h, &ph_in, &ph_out, l->udp,
+					      now, l_emit, ea, &c->conn, &env);
 		pthread_mutex_unlock(&c->mu);
 		c->fd = -1;
 		if (!ok)
@@ -730,7 +748,8 @@ GC_EXPORT ssize_t gc_dccp_recv(struct gc_dccp *c, void *buf, size_t len, struct 
 			int reset = c->conn.st.resets_rx && c->conn.st.reset_code_rx != DCCP_RESET_CLOSED;
 			pthread_mutex_unlock(&c->mu);
 			if (reset)
-				return gc_seterr(ECONNRESET, "gc_dccp_recv: the peer reset the connection");
+				return gc_seterr(ECONNRESET,
+						 "gc_dccp_recv: the peer reset the connection");
 			ri->eof = 1;
 			return 0;
 		}

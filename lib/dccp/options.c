@@ -452,7 +452,7 @@ bool dccp_ackvec_rle(uint8_t *vec, size_t *n, size_t cap, uint8_t state, uint64_
 		uint64_t k = count > 64 ? 64 : count;
 		if (*n >= cap)
 			return false;
-		vec[(*n)++] = (uint8_t)(state << 6 | (k - 1));
+		vec[(*n)++] = (uint8_t)((uint64_t)state << 6 | (k - 1)); /* k <= 64 */
 		count -= k;
 	}
 	return true;
@@ -469,7 +469,7 @@ bool dccp_dropped_rle(uint8_t *vec, size_t *n, size_t cap, uint8_t code, uint64_
 		uint64_t k = count > max ? max : count;
 		if (*n >= cap)
 			return false;
-		vec[(*n)++] = normal ? (uint8_t)(k - 1) : (uint8_t)(0x80 | code << 4 | (k - 1));
+		vec[(*n)++] = (uint8_t)(normal ? k - 1 : 0x80u | (uint64_t)code << 4 | (k - 1)); /* k <= max */
 		count -= k;
 	}
 	return true;

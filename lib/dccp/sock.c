@@ -79,7 +79,8 @@ int dccp_sock_local_for(const struct sockaddr_storage *peer, struct sockaddr_sto
 		((struct sockaddr_in6 *)&p)->sin6_port = htons(9);
 	socklen_t sl = sizeof(*local);
 	int r = connect(fd, (struct sockaddr *)&p,
-			p.ss_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6));
+			p.ss_family == AF_INET ? sizeof(struct sockaddr_in)
+					       : sizeof(struct sockaddr_in6));
 	if (r == 0)
 		r = getsockname(fd, (struct sockaddr *)local, &sl);
 	r = r < 0 ? -errno : 0;
@@ -94,8 +95,11 @@ ssize_t dccp_sock_recv(int fd, bool udp, uint8_t *buf, size_t cap, struct dccp_s
 		struct cmsghdr h;
 		uint8_t b[CMSG_SPACE(sizeof(struct in6_pktinfo)) + CMSG_SPACE(sizeof(struct in_pktinfo))];
 	} cm;
-	struct msghdr m = { .msg_name = &out->from, .msg_namelen = sizeof(out->from),
-			    .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.b,
+	struct msghdr m = { .msg_name = &out->from,
+			    .msg_namelen = sizeof(out->from),
+			    .msg_iov = &iov,
+			    .msg_iovlen = 1,
+			    .msg_control = cm.b,
 			    .msg_controllen = sizeof(cm.b) };
 	memset(&out->from, 0, sizeof(out->from));
 	ssize_t n = recvmsg(fd, &m, MSG_DONTWAIT);
@@ -149,7 +153,8 @@ int dccp_sock_send(int fd, bool udp, const struct sockaddr_storage *to,
 		else
 			((struct sockaddr_in *)&dst)->sin_port = 0;
 	}
-	socklen_t dl = to->ss_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
+	socklen_t dl = to->ss_family == AF_INET ? sizeof(struct sockaddr_in)
+						: sizeof(struct sockaddr_in6);
 	if (to->ss_family == AF_INET6 && from)
 		((struct sockaddr_in6 *)&dst)->sin6_scope_id =
 			((const struct sockaddr_in6 *)from)->sin6_scope_id;
@@ -164,7 +169,8 @@ int dccp_sock_send(int fd, bool udp, const struct sockaddr_storage *to,
 			memcpy(CMSG_DATA(c), &pi, sizeof(pi));
 			m.msg_controllen = CMSG_SPACE(sizeof(pi));
 		} else {
-			struct in_pktinfo pi = { .ipi_spec_dst = ((const struct sockaddr_in *)from)->sin_addr };
+			struct in_pktinfo pi = { .ipi_spec_dst =
+							 ((const struct sockaddr_in *)from)->sin_addr };
 			c->cmsg_level = IPPROTO_IP;
 			c->cmsg_type = IP_PKTINFO;
 			c->cmsg_len = CMSG_LEN(sizeof(pi));

@@ -20,7 +20,7 @@ int dccp_sock_open(bool udp, int family);
 
 struct dccp_sock_pkt {
 	struct sockaddr_storage from, to; /* to: our address it arrived at (port: from's) */
-	const uint8_t *pkt;               /* the DCCP packet, inside the caller's buffer */
+	const uint8_t *pkt;		  /* the DCCP packet, inside the caller's buffer */
 	size_t len;
 };
 /* Read one packet.  > 0: got one in out; 0: a malformed read (drop it);

@@ -365,7 +365,7 @@ static int scratch_reserve(struct gc_sock *s, size_t n)
 int gc_fill_msg(struct msghdr *msg, struct iovec *iov, const struct gc_batch *b, size_t r)
 {
 	const struct gc_giovec *g = &b->rec[r];
-	int k = 0;
+	size_t k = 0;
 
 	if (g->prepend.iov_len)
 		iov[k++] = g->prepend;
@@ -380,7 +380,7 @@ int gc_fill_msg(struct msghdr *msg, struct iovec *iov, const struct gc_batch *b,
 	msg->msg_control = NULL;
 	msg->msg_controllen = 0;
 	msg->msg_flags = 0;
-	return k;
+	return (int)k; /* 0..3 */
 }
 
 size_t gc_for_each_chunk(struct gc_sock *s, const struct gc_batch *b, size_t max, gc_chunk_fn *fn,

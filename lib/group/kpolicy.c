@@ -125,29 +125,43 @@ out:
 	return ret;
 }
 
-/* Walk the attributes at p (len bytes): tb[type] for each type <= max. */
-static void attrs(const void *p, int len, const struct nlattr **tb, int max)
+/*
+ * Netlink attributes.  The uapi's NLA_HDRLEN and NLA_ALIGN() compute in int;
+ * these do the same in size_t, and never step past len.
+ */
+#define NLA_HDR ((size_t)4)
+_Static_assert(sizeof(struct nlattr) == 4, "NLA_HDR: struct nlattr is 4 bytes, aligned");
+#define NLA_DATA(a) ((const void *)((const char *)(a) + NLA_HDR))
+#define NLA_LEN(a) nla_len(a)
+
+static size_t nla_len(const struct nlattr *a)
 {
-	memset(tb, 0, (size_t)(max + 1) * sizeof(*tb));
-	for (const struct nlattr *a = p; len >= (int)sizeof(*a) && a->nla_len >= sizeof(*a) && a->nla_len <= len;
-	     len -= NLA_ALIGN(a->nla_len), a = (const void *)((const char *)a + NLA_ALIGN(a->nla_len)))
-		if ((a->nla_type & NLA_TYPE_MASK) <= max)
-			tb[a->nla_type & NLA_TYPE_MASK] = a;
+	return a->nla_len > NLA_HDR ? a->nla_len - NLA_HDR : 0;
 }
 
-#define NLA_DATA(a) ((const void *)((const char *)(a) + NLA_HDRLEN))
-#define NLA_LEN(a) ((int)(a)->nla_len - NLA_HDRLEN)
+/* Walk the attributes at p (len bytes): tb[type] for each type <= max. */
+static void attrs(const void *p, size_t len, const struct nlattr **tb, unsigned max)
+{
+	memset(tb, 0, (max + 1) * sizeof(*tb));
+	for (const struct nlattr *a = p; len >= sizeof(*a) && a->nla_len >= sizeof(*a) && a->nla_len <= len;) {
+		if ((a->nla_type & NLA_TYPE_MASK) <= max)
+			tb[a->nla_type & NLA_TYPE_MASK] = a;
+		size_t step = ((size_t)a->nla_len + 3) & ~(size_t)3;
+		if (step >= len)
+			break;
+		len -= step;
+		a = (const void *)((const char *)a + step);
+	}
+}
 
 /* A string attribute, copied into out (never unterminated). */
 static const char *nla_str(const struct nlattr *a, char *out, size_t len)
 {
-	int n = a ? NLA_LEN(a) : 0;
+	size_t n = a ? NLA_LEN(a) : 0;
 
-	if (n < 0)
-		n = 0;
-	if ((size_t)n >= len)
-		n = (int)len - 1;
-	memcpy(out, a ? NLA_DATA(a) : "", (size_t)n);
+	if (n >= len)
+		n = len - 1;
+	memcpy(out, a ? NLA_DATA(a) : "", n);
 	out[n] = 0;
 	return out;
 }
@@ -181,7 +195,7 @@ static int hook_cb(const struct nlmsghdr *h, void *arg)
 
 	if (h->nlmsg_len < NLMSG_LENGTH(sizeof(*g)))
 		return 0;
-	attrs(g + 1, (int)h->nlmsg_len - NLMSG_LENGTH(sizeof(*g)), tb, NFNLA_HOOK_MAX);
+	attrs(g + 1, h->nlmsg_len - NLMSG_LENGTH(sizeof(*g)), tb, NFNLA_HOOK_MAX);
 	if (tb[NFNLA_HOOK_CHAIN_INFO]) {
 		attrs(NLA_DATA(tb[NFNLA_HOOK_CHAIN_INFO]), NLA_LEN(tb[NFNLA_HOOK_CHAIN_INFO]), ci, NFNLA_HOOK_INFO_MAX);
 		if (ci[NFNLA_HOOK_INFO_DESC]) {
@@ -218,7 +232,7 @@ static int chain_cb(const struct nlmsghdr *h, void *arg)
 	if (g->nfgen_family != NFPROTO_INET &&
 	    g->nfgen_family != (f->family == AF_INET ? NFPROTO_IPV4 : NFPROTO_IPV6))
 		return 0;
-	attrs(g + 1, (int)h->nlmsg_len - NLMSG_LENGTH(sizeof(*g)), tb, NFTA_CHAIN_MAX);
+	attrs(g + 1, h->nlmsg_len - NLMSG_LENGTH(sizeof(*g)), tb, NFTA_CHAIN_MAX);
 	if (!tb[NFTA_CHAIN_HOOK])
 		return 0; /* a regular chain: only reached from a base chain */
 	attrs(NLA_DATA(tb[NFTA_CHAIN_HOOK]), NLA_LEN(tb[NFTA_CHAIN_HOOK]), hk, NFTA_HOOK_MAX);
@@ -262,7 +276,7 @@ static int netfilter(int family, char *why, size_t len)
 		.n = { .nlmsg_len = sizeof(req), .nlmsg_type = (NFNL_SUBSYS_HOOK << 8) | NFNL_MSG_HOOK_GET,
 		       .nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP, .nlmsg_seq = 1 },
 		.g = { .nfgen_family = family == AF_INET ? NFPROTO_IPV4 : NFPROTO_IPV6, .version = NFNETLINK_V0 },
-		.a = { .nla_len = NLA_HDRLEN + 4, .nla_type = NFNLA_HOOK_HOOKNUM },
+		.a = { .nla_len = NLA_HDR + 4, .nla_type = NFNLA_HOOK_HOOKNUM },
 	};
 	struct {
 		struct nlmsghdr n;
@@ -306,7 +320,7 @@ static int rule_cb(const struct nlmsghdr *h, void *arg)
 
 	if (h->nlmsg_type != RTM_NEWRULE || h->nlmsg_len < NLMSG_LENGTH(sizeof(*r)))
 		return 0;
-	attrs(r + 1, (int)h->nlmsg_len - NLMSG_LENGTH(sizeof(*r)), tb, FRA_MAX);
+	attrs(r + 1, h->nlmsg_len - NLMSG_LENGTH(sizeof(*r)), tb, FRA_MAX);
 	for (int i = 0; i <= FRA_MAX; i++)
 		other |= tb[i] && i != FRA_PRIORITY && i != FRA_TABLE && i != FRA_PROTOCOL &&
 			 i != FRA_SUPPRESS_PREFIXLEN && i != FRA_SUPPRESS_IFGROUP;
@@ -371,7 +385,7 @@ static int route_cb(const struct nlmsghdr *h, void *arg)
 			 GC_KPOLICY_MAX_ROUTES, r->f.family == AF_INET ? "IPv4" : "IPv6");
 		return 1;
 	}
-	attrs(RTM_RTA(rt), (int)RTM_PAYLOAD(h), tb, RTA_MAX);
+	attrs(RTM_RTA(rt), RTM_PAYLOAD(h), tb, RTA_MAX);
 	if (!tb[RTA_METRICS])
 		return 0;
 	attrs(NLA_DATA(tb[RTA_METRICS]), NLA_LEN(tb[RTA_METRICS]), mx, RTAX_MAX);

@@ -41,7 +41,11 @@
 #include <bpf/libbpf.h>
 #include "internal.h"
 #include "kprog.h"
+/* bpftool's generated code mixes int and size_t: not ours to change */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wsign-conversion"
 #include "fanout.skel.h"
+#pragma GCC diagnostic pop
 
 #define GC_TC_PRIO 0x4743       /* "GC": our filters' priority on lo egress */
 #define GC_RUN_DIR "/run/groupcast"
@@ -183,6 +187,20 @@ static int sysctl_set(const char *path, int val)
 	return old;
 }
 
+/* RTA_OK() and RTA_NEXT() in size_t (the uapi macros compute in int). */
+static bool rta_ok(const struct rtattr *a, size_t left)
+{
+	return left >= sizeof(*a) && a->rta_len >= sizeof(*a) && a->rta_len <= left;
+}
+
+static struct rtattr *rta_next(struct rtattr *a, size_t *left)
+{
+	size_t step = ((size_t)a->rta_len + RTA_ALIGNTO - 1) & ~(size_t)(RTA_ALIGNTO - 1);
+
+	*left = step < *left ? *left - step : 0;
+	return (struct rtattr *)((char *)a + step);
+}
+
 /*
  * Our filters on lo egress: handles of the "bpf" filters at GC_TC_PRIO whose
  * program is gc_fanout, from an rtnetlink dump.  Up to max; returns the count
@@ -213,20 +231,22 @@ static int our_filters(__u32 *out, int max)
 			goto done;
 		for (struct nlmsghdr *h = (void *)buf; NLMSG_OK(h, len); h = NLMSG_NEXT(h, len)) {
 			struct tcmsg *t = NLMSG_DATA(h);
-			int alen = (int)h->nlmsg_len - NLMSG_LENGTH(sizeof(*t)), bpf = 0, ours = 0;
+			size_t alen = h->nlmsg_len >= NLMSG_LENGTH(sizeof(*t)) ?
+					      h->nlmsg_len - NLMSG_LENGTH(sizeof(*t)) : 0;
+			int bpf = 0, ours = 0;
 
 			if (h->nlmsg_type == NLMSG_DONE || h->nlmsg_type == NLMSG_ERROR)
 				goto done;
 			if (TC_H_MAJ(t->tcm_info) >> 16 != GC_TC_PRIO || !t->tcm_handle)
 				continue;
-			for (struct rtattr *a = (void *)((char *)t + NLMSG_ALIGN(sizeof(*t))); RTA_OK(a, alen);
-			     a = RTA_NEXT(a, alen)) {
+			for (struct rtattr *a = (void *)((char *)t + NLMSG_ALIGN(sizeof(*t))); rta_ok(a, alen);
+			     a = rta_next(a, &alen)) {
 				if (a->rta_type == TCA_KIND)
 					bpf = strcmp(RTA_DATA(a), "bpf") == 0;
 				if (a->rta_type == TCA_OPTIONS) {
-					int olen = (int)RTA_PAYLOAD(a);
+					size_t olen = RTA_PAYLOAD(a);
 
-					for (struct rtattr *o = RTA_DATA(a); RTA_OK(o, olen); o = RTA_NEXT(o, olen))
+					for (struct rtattr *o = RTA_DATA(a); rta_ok(o, olen); o = rta_next(o, &olen))
 						if (o->rta_type == TCA_BPF_NAME)
 							ours = strncmp(RTA_DATA(o), "gc_fanout", 9) == 0;
 				}

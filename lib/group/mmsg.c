@@ -33,7 +33,7 @@ static size_t mmsg_chunk(struct gc_sock *s, const struct gc_batch *b, struct mms
 			done++;
 			continue;
 		}
-		for (int k = 0; k < r; k++)
+		for (size_t k = 0; k < (size_t)r; k++)
 			b->gerrno[base + done + k] = 0;
 		done += (size_t)r;
 		sent += (size_t)r;

@@ -549,7 +549,7 @@ static void handle(struct gc_ltp *l, const uint8_t *p, size_t n, const struct so
 	int r = ltp_window_put(&l->win, seq, tr, flags & LTP_FIN, flags & LTP_REPAIR, body, blen, now);
 	if ((l->c.flags & GC_LTP_REPLIER) && (r == LTP_PUT_NEW || r == LTP_PUT_BEYOND)) {
 		/* Cache what we got as we got it, minus the repair flag. */
-		h.flags = htons(flags & ~LTP_REPAIR);
+		h.flags = htons((uint16_t)(flags & ~(unsigned)LTP_REPAIR));
 		cache_put(&l->cache, seq, p, n);
 		memcpy(cache_slot(&l->cache, seq), &h, sizeof(h));
 	}

@@ -27,13 +27,40 @@ GC_EXPORT struct gc_ring_engine *gc_ring_engine_start(const struct gc_ring_engin
 	return gc_ring_engine_start_hooks(p, NULL);
 }
 
+/*
+ * The caller's params as this library's struct: the fields its sz covers,
+ * zero (the defaults) for the rest.  A caller built against a newer header
+ * may pass a larger struct, if what we do not know of it is zero.
+ */
+static int params_copy(struct gc_ring_engine_params *d, const struct gc_ring_engine_params *p)
+{
+	memset(d, 0, sizeof(*d));
+	if (!p)
+		return 0;
+	if (p->sz < sizeof(size_t))
+		return gc_seterr(EINVAL, "gc_ring_engine_start: params->sz is %zu; set it to "
+				 "sizeof(struct gc_ring_engine_params) (GC_RING_ENGINE_PARAMS_INIT "
+				 "does)", p->sz);
+	if (p->sz > sizeof(*d)) {
+		const unsigned char *tail = (const unsigned char *)p + sizeof(*d);
+		for (size_t i = 0; i < p->sz - sizeof(*d); i++)
+			if (tail[i])
+				return gc_seterr(E2BIG, "gc_ring_engine_start: params (sz %zu) sets a "
+						 "field at byte %zu that this library (sz %zu) does "
+						 "not know", p->sz, sizeof(*d) + i, sizeof(*d));
+	}
+	memcpy(d, p, p->sz < sizeof(*d) ? p->sz : sizeof(*d));
+	d->sz = sizeof(*d);
+	return 0;
+}
+
 struct gc_ring_engine *gc_ring_engine_start_hooks(const struct gc_ring_engine_params *p,
 					const struct gc_ring_engine_hooks *hooks)
 {
-	struct gc_ring_engine_params d = { 0 };
+	struct gc_ring_engine_params d;
 
-	if (p)
-		d = *p;
+	if (params_copy(&d, p) < 0)
+		return NULL;
 	const unsigned known = GC_RING_ENGINE_PIN_CPU | GC_RING_ENGINE_LISTEN_GID |
 			       GC_RING_ENGINE_SUBMIT_FLUSH;
 	if (d.flags & ~known) {
@@ -237,7 +264,7 @@ GC_EXPORT int gc_ring_engine_stats(struct gc_ring_engine *e, struct gc_ring_engi
 		close(rfd);
 	if (r < 0)
 		return -1;
-	*st = rep.stats;
+	gc_stats_from_wire(&rep.stats, st);
 	return 0;
 }
 

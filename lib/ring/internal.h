@@ -119,8 +119,10 @@ struct gc_ring_engine {
  * reply to a request it gave up on).  Every version starts a request with
  * {op, version} and a reply with {version, err}, so that a peer speaking
  * another version is told so (EPROTONOSUPPORT), not "malformed".
+ * Version 3 carries the engine's counters as struct gc_wire_stats, not as
+ * the public struct gc_ring_engine_stats, so that the public struct can grow.
  */
-#define GC_PROTO_VERSION 2u
+#define GC_PROTO_VERSION 3u
 
 /* The largest zone an engine maps. */
 #define GC_ZONE_MAX ((uint64_t)64 << 30)
@@ -135,6 +137,22 @@ struct gc_req {
 	uint64_t zone_size;            /* ATTACH */
 };
 
+/*
+ * The engine's counters on the wire: n values, in the order of the table in
+ * proto.c (append only: a counter keeps its index forever).  A client takes
+ * the first min(n, what it knows) and zeroes the rest, so an engine with more
+ * counters and a client with fewer (or the other way round) still agree; the
+ * public struct gc_ring_engine_stats can grow without a new protocol version.
+ */
+#define GC_WIRE_STATS_MAX 32
+struct gc_wire_stats {
+	uint32_t n, pad;
+	uint64_t v[GC_WIRE_STATS_MAX];
+};
+void gc_stats_to_wire(const struct gc_ring_engine_stats *st, struct gc_wire_stats *w);
+/* Returns how many of w's counters were known here. */
+unsigned gc_stats_from_wire(const struct gc_wire_stats *w, struct gc_ring_engine_stats *st);
+
 struct gc_rep {
 	uint32_t version;
 	int32_t err; /* 0 or an errno */
@@ -143,8 +161,8 @@ struct gc_rep {
 	uint32_t op;  /* the request's */
 	uint32_t ring_id;
 	uint32_t pad;
-	uint64_t reserved; /* 0 (version 2 once sent an address here) */
-	struct gc_ring_engine_stats stats;
+	uint64_t reserved; /* 0 (version 1 once sent an address here) */
+	struct gc_wire_stats stats; /* STATS */
 	char msg[200]; /* the reason, when err != 0 */
 };
 

@@ -12,7 +12,7 @@
  *   ATTACH  {entries, zone_size} + [ring memfd, zone memfd, UDP socket]
  *           -> {ring_id} + [notify eventfd]
  *   DETACH  {ring_id}
- *   STATS   -> {struct gc_ring_engine_stats}
+ *   STATS   -> {struct gc_wire_stats}
  *   HELLO   -> {} (the engine serves this client)
  *
  * The engine trusts nothing a client sends.  Descriptors must be what they
@@ -36,6 +36,48 @@
 #include <stddef.h>
 #include <unistd.h>
 #include "ring/internal.h"
+
+/* ---- the engine's counters on the wire ------------------------------------ */
+
+/* Index on the wire -> field of the public struct.  Append only. */
+static const size_t wire_stats[] = {
+	offsetof(struct gc_ring_engine_stats, clients),
+	offsetof(struct gc_ring_engine_stats, rings),
+	offsetof(struct gc_ring_engine_stats, rounds),
+	offsetof(struct gc_ring_engine_stats, sleeps),
+	offsetof(struct gc_ring_engine_stats, notifies),
+	offsetof(struct gc_ring_engine_stats, packets),
+	offsetof(struct gc_ring_engine_stats, bytes),
+	offsetof(struct gc_ring_engine_stats, syscalls),
+	offsetof(struct gc_ring_engine_stats, gso),
+	offsetof(struct gc_ring_engine_stats, violations),
+	offsetof(struct gc_ring_engine_stats, refused),
+	offsetof(struct gc_ring_engine_stats, limited),
+};
+_Static_assert(sizeof(wire_stats) / sizeof(wire_stats[0]) <= GC_WIRE_STATS_MAX,
+	       "struct gc_wire_stats has room for every counter");
+_Static_assert(sizeof(struct gc_ring_engine_stats) == sizeof(wire_stats) / sizeof(wire_stats[0]) * 8,
+	       "every counter of struct gc_ring_engine_stats is in wire_stats[]");
+
+#define N_WIRE_STATS ((uint32_t)(sizeof(wire_stats) / sizeof(wire_stats[0])))
+
+void gc_stats_to_wire(const struct gc_ring_engine_stats *st, struct gc_wire_stats *w)
+{
+	memset(w, 0, sizeof(*w));
+	w->n = N_WIRE_STATS;
+	for (uint32_t i = 0; i < N_WIRE_STATS; i++)
+		memcpy(&w->v[i], (const char *)st + wire_stats[i], sizeof(uint64_t));
+}
+
+unsigned gc_stats_from_wire(const struct gc_wire_stats *w, struct gc_ring_engine_stats *st)
+{
+	uint32_t n = w->n < N_WIRE_STATS ? w->n : N_WIRE_STATS;
+
+	memset(st, 0, sizeof(*st));
+	for (uint32_t i = 0; i < n; i++)
+		memcpy((char *)st + wire_stats[i], &w->v[i], sizeof(uint64_t));
+	return n;
+}
 
 /* ---- descriptor passing ------------------------------------------------- */
 

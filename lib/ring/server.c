@@ -507,14 +507,15 @@ static int request(struct gc_srv *s, struct gc_client *cl)
 	} else if (q.op == GC_OP_DETACH) {
 		srv_detach(s, cl, q.ring_id, &rep);
 	} else if (q.op == GC_OP_STATS) {
-		rep.stats = s->st;
+		struct gc_ring_engine_stats st = s->st;
 		/* relaxed: statistics; gc_ring_flush() adds these on its threads */
-		rep.stats.packets += atomic_load_explicit(&s->fl_packets, memory_order_relaxed);
-		rep.stats.bytes += atomic_load_explicit(&s->fl_bytes, memory_order_relaxed);
-		rep.stats.syscalls += atomic_load_explicit(&s->fl_syscalls, memory_order_relaxed);
-		rep.stats.gso += atomic_load_explicit(&s->fl_gso, memory_order_relaxed);
-		rep.stats.clients = s->nclients;
-		rep.stats.rings = s->nconns;
+		st.packets += atomic_load_explicit(&s->fl_packets, memory_order_relaxed);
+		st.bytes += atomic_load_explicit(&s->fl_bytes, memory_order_relaxed);
+		st.syscalls += atomic_load_explicit(&s->fl_syscalls, memory_order_relaxed);
+		st.gso += atomic_load_explicit(&s->fl_gso, memory_order_relaxed);
+		st.clients = s->nclients;
+		st.rings = s->nconns;
+		gc_stats_to_wire(&st, &rep.stats);
 	} /* HELLO: the reply says we serve this client */
 	for (int i = 0; i < nfds; i++)
 		if (fds[i] >= 0)
@@ -688,7 +689,7 @@ void *gc_srv_main(void *arg)
 	if (s->p.flags & GC_RING_ENGINE_PIN_CPU) {
 		cpu_set_t set;
 		CPU_ZERO(&set);
-		CPU_SET(s->p.cpu, &set);
+		CPU_SET((size_t)s->p.cpu, &set); /* checked >= 0 at start */
 		pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
 	}
 	while (!s->stop) {

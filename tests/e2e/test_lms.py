@@ -389,6 +389,11 @@ def test_lmsd_bad_config_and_arguments(build, tmp_path):
     conf.write_text("replier 10.1.1.1 239.1.1.1 veth1 10.1.2.2 7\n")
     p = subprocess.run([lmsd, "--check", "-c", conf], capture_output=True, text=True)
     assert p.returncode == 0 and "1 replier" in p.stdout
+    # COST is checked before it narrows to 32 bits: 2^32 + 7 is not 7
+    for cost in ("4294967303", "65536", "-1"):
+        conf.write_text(f"replier 10.1.1.1 239.1.1.1 veth1 10.1.2.2 {cost}\n")
+        p = subprocess.run([lmsd, "--check", "-c", conf], capture_output=True, text=True)
+        assert p.returncode == 2 and "COST is not an integer in 0..65535" in p.stderr, cost
     p = subprocess.run([lmsd, "-t", "0"], capture_output=True, text=True)
     assert p.returncode == 2 and "--interval 0" in p.stderr
     p = subprocess.run([lmsd, "-c", tmp_path / "missing"], capture_output=True, text=True)

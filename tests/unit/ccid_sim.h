@@ -13,6 +13,7 @@
  * its option bytes are parsed back with dccp_opts_parse() at the sender,
  * exactly as they would be on the wire.
  *
+ * Sequence numbers start a few thousand before the 48-bit wrap.
  * The sim records what the modules report for each data packet (acked,
  * lost, how often) against what the path did to it (dropped or delivered).
  */
@@ -29,8 +30,12 @@
 
 #define SIM_MAXPKT 200000 /* data packets a run may send */
 #define SIM_QCAP 8192     /* packets in flight on one link */
-#define SIM_ISS 1000000   /* the sender's initial sequence number */
-#define SIM_ISR 5000000   /* the receiver's */
+#define SIM_ISS 1000000   /* initial sequence numbers for the tests' hand-made packets */
+#define SIM_ISR 5000000
+/* The simulated connection starts a few thousand packets before the 48-bit
+ * wrap, so every long run crosses it. */
+#define SIM_WRAP_ISS (DCCP_SEQ_MASK - 4999)
+#define SIM_WRAP_ISR (DCCP_SEQ_MASK - 2999)
 
 struct sim_pkt {
 	uint64_t at, seq, ackno, aoa; /* aoa: the ackno of the feedback it acknowledges */
@@ -68,7 +73,7 @@ struct sim {
 	uint64_t to_send; /* data packets left to send (UINT64_MAX: unlimited) */
 	uint64_t rate_limit_ns; /* application: at most one packet per this (0: greedy) */
 	uint64_t app_next;
-	/* what happened, by data packet index seq - SIM_ISS - 1 */
+	/* what happened, by data packet index (seq - SIM_WRAP_ISS - 1 mod 2^48) */
 	uint8_t *dropped, *delivered, *nacked, *nlost;
 	uint64_t sent, dropped_n, delivered_n, delivered_bytes, acks_sent, acks_recv;
 	uint64_t dup_reports, wrong_reports;
@@ -91,7 +96,7 @@ static inline double sim_uniform(struct sim *s)
 
 static inline int64_t sim_index(uint64_t seq)
 {
-	return (int64_t)seq - SIM_ISS - 1;
+	return (int64_t)dccp_seq_sub(seq, SIM_WRAP_ISS + 1);
 }
 
 static void sim_on_acked(void *arg, uint64_t seq)
@@ -135,13 +140,13 @@ static inline void sim_init(struct sim *s, uint8_t ccid, uint32_t mps, uint64_t 
 	s->delivered = calloc(SIM_MAXPKT, 1);
 	s->nacked = calloc(SIM_MAXPKT, 1);
 	s->nlost = calloc(SIM_MAXPKT, 1);
-	struct dccp_ccid_env tenv = { .mps = mps, .iss = SIM_ISS, .isr = SIM_ISR,
+	struct dccp_ccid_env tenv = { .mps = mps, .iss = SIM_WRAP_ISS, .isr = SIM_WRAP_ISR,
 				      .acked = sim_on_acked, .lost = sim_on_lost, .arg = s };
-	struct dccp_ccid_env renv = { .mps = mps, .iss = SIM_ISR, .isr = SIM_ISS };
+	struct dccp_ccid_env renv = { .mps = mps, .iss = SIM_WRAP_ISR, .isr = SIM_WRAP_ISS };
 	s->tx = s->txo->init(&tenv);
 	s->rx = s->rxo->init(&renv);
-	s->next_seq = SIM_ISS + 1;
-	s->rx_seq = SIM_ISR + 1;
+	s->next_seq = dccp_seq_add(SIM_WRAP_ISS, 1);
+	s->rx_seq = dccp_seq_add(SIM_WRAP_ISR, 1);
 	s->to_send = UINT64_MAX;
 	s->qlimit_ns = UINT64_MAX;
 }
@@ -169,13 +174,14 @@ static inline struct sim_pkt *sim_push(struct sim_q *q)
 
 static inline void sim_send_data(struct sim *s)
 {
-	uint64_t seq = s->next_seq++;
+	uint64_t seq = s->next_seq;
+	s->next_seq = dccp_seq_add(seq, 1);
 	int64_t i = sim_index(seq);
 	uint8_t ccval = 0;
 
 	s->txo->sent(s->tx, seq, s->mps, true, s->now, &ccval);
 	s->sent++;
-	bool drop = sim_uniform(s) < s->loss || (s->drop_lo && seq >= s->drop_lo && seq <= s->drop_hi) ||
+	bool drop = sim_uniform(s) < s->loss || (s->drop_lo && dccp_seq_between(seq, s->drop_lo, s->drop_hi)) ||
 		    (s->drop_every && s->sent % s->drop_every == 0);
 	uint64_t start = s->link_free > s->now ? s->link_free : s->now;
 	if (!drop && start - s->now > s->qlimit_ns)
@@ -211,7 +217,8 @@ static inline void sim_send_feedback(struct sim *s)
 	if (!p)
 		return;
 	p->at = s->now + s->owd_ns;
-	p->seq = s->rx_seq++;
+	p->seq = s->rx_seq;
+	s->rx_seq = dccp_seq_add(s->rx_seq, 1);
 	p->ackno = pk.ackno;
 	p->type = DCCP_ACK;
 	p->optlen = (uint16_t)b.len;

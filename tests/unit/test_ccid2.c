@@ -12,8 +12,11 @@
  *     change nothing and are counted; contradictions and repeats are ignored;
  *   - the receiver's Ack Vector says exactly what arrived, honours the Ack
  *     Ratio, the delayed-ack timer and Ack of Ack;
+ *   - a data-limited sender does not grow its window (RFC 2861);
  *   - the RTO empties the pipe and restarts at one packet;
- *   - Sequence Window is 5 x cwnd (at least 100).
+ *   - Sequence Window is 5 x cwnd (at least 100);
+ *   - Ack Ratio falls to 1 without lost Acks, doubles with them, stays
+ *     within ceil(cwnd / 2), and the receiver then acks every R packets.
  */
 #include "check.h"
 #include "ccid_sim.h"
@@ -114,7 +117,7 @@ static void halving(void)
 	sim_run(&s, 50 * MS);
 	uint32_t before = txs(s.txo, s.tx).cwnd;
 	EXPECT(before >= 40);
-	s.drop_lo = s.drop_hi = s.next_seq + 5;
+	s.drop_lo = s.drop_hi = dccp_seq_add(s.next_seq, 5);
 	uint32_t at_loss = before;
 	for (int i = 0; i < 200 && txc(&s).halvings == 0; i++) {
 		at_loss = txs(s.txo, s.tx).cwnd;
@@ -131,8 +134,8 @@ static void halving(void)
 	EXPECT(txs(s.txo, s.tx).cwnd > before);
 	/* five losses in one window: one halving */
 	uint32_t w = txs(s.txo, s.tx).cwnd;
-	s.drop_lo = s.next_seq + 3;
-	s.drop_hi = s.drop_lo + 4;
+	s.drop_lo = dccp_seq_add(s.next_seq, 3);
+	s.drop_hi = dccp_seq_add(s.drop_lo, 4);
 	sim_run(&s, s.now + 100 * MS);
 	EXPECT_EQ(txc(&s).halvings, 2);
 	EXPECT_EQ(txc(&s).lost, 6);
@@ -142,12 +145,30 @@ static void halving(void)
 	sim_free(&s);
 }
 
+/* A data-limited sender (one packet per 30 ms, 20 ms RTT) does not grow its window. */
+static void app_limited(void)
+{
+	struct sim s;
+
+	sim_init(&s, DCCP_CCID2, 1000, 5);
+	s.bw = 1.25e6;
+	s.owd_ns = 10 * MS;
+	s.rate_limit_ns = 30 * MS;
+	sim_run(&s, 10 * SEC);
+	EXPECT(s.sent >= 330 && s.sent <= 334);
+	/* two packets in flight at most: the initial 4 grows once, to 5, then stops */
+	EXPECT(txs(s.txo, s.tx).cwnd <= 5);
+	sim_drain(&s, SEC);
+	check_reports(&s, "app-limited");
+	sim_free(&s);
+}
+
 static void random_loss(void)
 {
 	struct sim s;
 
 	for (int rev = 0; rev < 2; rev++) {
-		sim_init(&s, DCCP_CCID2, 1200, 10 + rev);
+		sim_init(&s, DCCP_CCID2, 1200, 10 + (uint64_t)rev);
 		s.bw = 2.5e6;
 		s.owd_ns = 15 * MS;
 		s.qlimit_ns = 60 * MS;
@@ -343,7 +364,51 @@ static void seq_window(void)
 	uint32_t cwnd = txs(s.txo, s.tx).cwnd;
 	EXPECT(cwnd > 20);
 	EXPECT_EQ(s.txo->seq_window(s.tx), 5 * (uint64_t)cwnd);
-	EXPECT_EQ(dccp_ccid2_tx_ack_ratio(s.tx), 2);
+	sim_free(&s);
+}
+
+/*
+ * RFC 4341 §6.1.2: Ack Ratio falls by 1 after cwnd / (R^2 - R) windows
+ * without lost Acks (here cwnd stays within 25..50 packets: a 1 per 12-25
+ * windows at R = 2), doubles after a window with lost Acks.
+ */
+static void ack_ratio(void)
+{
+	struct sim s;
+
+	sim_init(&s, DCCP_CCID2, 1000, 6);
+	s.bw = 1.25e6;
+	s.owd_ns = 10 * MS;
+	s.qlimit_ns = 20 * MS;
+	EXPECT_EQ(dccp_ccid2_tx_ack_ratio(s.tx), 2); /* the feature's default */
+	sim_run(&s, 5 * SEC);
+	EXPECT_EQ(dccp_ccid2_tx_ack_ratio(s.tx), 1);
+	/* the connection sees the peer's Acks go missing and passes the ratio on */
+	for (int i = 0; i < 20; i++) {
+		dccp_ccid2_tx_acks_lost(s.tx, 1);
+		sim_run(&s, s.now + 50 * MS);
+		dccp_ccid2_rx_set_ack_ratio(s.rx, dccp_ccid2_tx_ack_ratio(s.tx));
+	}
+	uint32_t r = dccp_ccid2_tx_ack_ratio(s.tx), cwnd = txs(s.txo, s.tx).cwnd;
+	if (!EXPECT(r >= 4 && r <= (cwnd + 1) / 2))
+		fprintf(stderr, "  ratio %u cwnd %u\n", r, cwnd);
+	uint64_t a0 = s.acks_sent, d0 = s.delivered_n;
+	sim_run(&s, s.now + 500 * MS);
+	/* an ack per r data packets, or per 10 ms (the delayed-ack bound) if
+	 * r packets take longer: far fewer than one per packet */
+	uint64_t acks = s.acks_sent - a0, pkts = s.delivered_n - d0;
+	if (!EXPECT(acks * 8 <= pkts && acks <= 500 / 10 + 5))
+		fprintf(stderr, "  r %u: %llu acks for %llu packets\n", r, (unsigned long long)acks,
+			(unsigned long long)pkts);
+	EXPECT(s.delivered_n - d0 > 500);
+	/* no more lost Acks: it falls again */
+	for (int i = 0; i < 100; i++) {
+		sim_run(&s, s.now + 100 * MS);
+		dccp_ccid2_rx_set_ack_ratio(s.rx, dccp_ccid2_tx_ack_ratio(s.tx));
+	}
+	EXPECT(dccp_ccid2_tx_ack_ratio(s.tx) < r);
+	sim_drain(&s, 5 * SEC);
+	check_reports(&s, "ack ratio");
 	sim_free(&s);
 }
 
@@ -483,8 +548,10 @@ int main(void)
 	rto();
 	receiver();
 	seq_window();
+	ack_ratio();
 	halving();
 	utilisation();
+	app_limited();
 	random_loss();
 	return check_done("ccid2");
 }

@@ -9,8 +9,10 @@
  *   - the nofeedback timer halves X, in slow start and after loss;
  *   - at 100 us RTT the send interval is at least 1 ns, never 0;
  *   - the receiver: losses after 3 later packets, NDP Count gaps are not
- *     losses, losses within one RTT are one event, and the Loss Intervals /
+ *     losses, losses within one RTT are one event, Receive Rate covers at
+ *     least an RTT, and the Loss Intervals /
  *     Loss Event Rate it sends weigh the intervals as worked out below;
+ *   - a drop-tail bottleneck is filled, one overflow burst is one loss event;
  *   - random loss both ways: X stays positive and finite, every ack reported once;
  *   - hostile feedback: unsent Acknowledgement Numbers, Elapsed Time longer
  *     than the packet's age, Loss Intervals of length 0.
@@ -76,7 +78,7 @@ static void convergence(void)
 	ok &= EXPECT(near(xs[100], want, 0.01));
 	if (!ok)
 		fprintf(stderr, "  p %.5f rtt %.3f ms median X %.0f B/s, want %.1f\n", st.p,
-			st.rtt_ns / 1e6, xs[100], want);
+			(double)st.rtt_ns / 1e6, xs[100], want);
 	EXPECT(near(want, 112332.234362993, 1e-9));
 	/* the rate the path carried over the last 60 s agrees */
 	uint64_t b0 = s.delivered_bytes;
@@ -99,10 +101,10 @@ static void convergence(void)
 	EXPECT_EQ(txs(s.txo, s.tx).x_bps, x0);
 	s.txo->timer(s.tx, at);
 	uint64_t x1 = txs(s.txo, s.tx).x_bps;
-	if (!EXPECT(near((double)x1, x0 / 2.0, 0.02)))
+	if (!EXPECT(near((double)x1, (double)x0 / 2.0, 0.02)))
 		fprintf(stderr, "  X %llu -> %llu\n", (unsigned long long)x0, (unsigned long long)x1);
 	s.txo->timer(s.tx, s.txo->next_timer(s.tx));
-	EXPECT(near((double)txs(s.txo, s.tx).x_bps, x1 / 2.0, 0.02));
+	EXPECT(near((double)txs(s.txo, s.tx).x_bps, (double)x1 / 2.0, 0.02));
 	struct ccid3_tx_counters tc;
 	dccp_ccid3_tx_counters(s.tx, &tc);
 	EXPECT_EQ(tc.nofeedback, 2);
@@ -198,6 +200,31 @@ static void tiny_interval(void)
 	if (!EXPECT(util > 0.5))
 		fprintf(stderr, "  100 us RTT: utilisation %.3f\n", util);
 	EXPECT(txs(s.txo, s.tx).rtt_ns < 2 * MS);
+	sim_free(&s);
+}
+
+/* A 10 Mbit/s link with a 40 ms drop-tail queue: TFRC fills it, and the
+ * drops of one queue overflow (a burst within an RTT) are one loss event. */
+static void bottleneck(void)
+{
+	struct sim s;
+
+	sim_init(&s, DCCP_CCID3, 1000, 12);
+	s.bw = 1.25e6;
+	s.owd_ns = 10 * MS;
+	s.qlimit_ns = 40 * MS;
+	sim_run(&s, 10 * SEC);
+	uint64_t b0 = s.delivered_bytes;
+	sim_run(&s, 40 * SEC);
+	double util = (double)(s.delivered_bytes - b0) / (30.0 * s.bw);
+	struct ccid3_rx_counters rc;
+	dccp_ccid3_rx_counters(s.rx, &rc);
+	bool ok = EXPECT(util > 0.9);
+	ok &= EXPECT(rc.loss_events > 0 && 2 * rc.loss_events < s.dropped_n);
+	if (!ok)
+		fprintf(stderr, "  utilisation %.3f, %llu drops, %llu loss events\n", util,
+			(unsigned long long)s.dropped_n, (unsigned long long)rc.loss_events);
+	EXPECT(txs(s.txo, s.tx).rtt_ns > 20 * MS && txs(s.txo, s.tx).rtt_ns < 60 * MS);
 	sim_free(&s);
 }
 
@@ -322,6 +349,25 @@ static void receiver(void)
 	EXPECT_EQ(o->next_timer(rx), i * MS + c.rtt_ns);
 	o->free(rx);
 
+	/* Receive Rate over at least one RTT: feedback at 40 and 48 ms (8000 B
+	 * between), then a loss event makes feedback due at 52 ms after 300 B:
+	 * 4 ms is less than the RTT, so the rate covers both periods:
+	 * 8300 B / 12 ms = 691666 B/s (300 B / 4 ms alone would be 75000) */
+	rx = fresh_rx();
+	for (i = 1; i <= 40; i++)
+		arrive(rx, i, &none);
+	feedback(rx, 40 * MS, &op, area, li, &ackno);
+	for (i = 41; i <= 48; i++)
+		arrive(rx, i, &none);
+	feedback(rx, 48 * MS, &op, area, li, &ackno);
+	for (i = 50; i <= 52; i++)
+		o->recv(rx, DCCP_DATA, SIM_ISR + i, (uint8_t)((i / 2) & 15), &none, 100, i * MS);
+	EXPECT(o->feedback_due(rx));
+	feedback(rx, 52 * MS, &op, area, li, &ackno);
+	EXPECT(op.has_recv_rate);
+	EXPECT_EQ(op.recv_rate, 691666);
+	o->free(rx);
+
 	/* two losses two packets apart (the same window): one event */
 	rx = fresh_rx();
 	for (i = 1; i < 40; i++)
@@ -390,6 +436,16 @@ static void hostile(void)
 	EXPECT_EQ(c.bad_elapsed, 1);
 	EXPECT_EQ(txs(o, tx).rtt_ns, 0);
 	EXPECT_EQ(txs(o, tx).x_bps, 1000);
+	/* an Ack without CCID 3 options: an RTT sample, not feedback */
+	uint64_t nofb = o->next_timer(tx);
+	memset(&op, 0, sizeof(op));
+	o->recv_ack(tx, SIM_ISS + 1, &op, 12 * MS);
+	dccp_ccid3_tx_counters(tx, &c);
+	EXPECT_EQ(c.not_feedback, 1);
+	EXPECT_EQ(c.feedback, 1);
+	EXPECT_EQ(txs(o, tx).rtt_ns, 12 * MS);
+	EXPECT_EQ(o->next_timer(tx), nofb);
+	EXPECT_EQ(txs(o, tx).x_bps, 1000);
 	/* Loss Intervals of length 0: p = 1 at most, X at its floor, interval bounded */
 	o->sent(tx, SIM_ISS + 2, 1000, true, 20 * MS, NULL);
 	struct dccp_loss_interval li[3] = { { 0, 0, 0, false }, { 0, 1, 1, false }, { 0, 1, 1, false } };
@@ -399,7 +455,7 @@ static void hostile(void)
 	parse_area(area, b.len, &op);
 	o->recv_ack(tx, SIM_ISS + 2, &op, 30 * MS);
 	struct dccp_ccid_tx_stats st = txs(o, tx);
-	EXPECT_EQ(st.rtt_ns, 10 * MS);
+	EXPECT_EQ(st.rtt_ns, (uint64_t)(0.9 * 12 * MS + 0.1 * 10 * MS));
 	EXPECT(st.p > 0 && st.p <= 1);
 	EXPECT(st.x_bps >= 1000 / 64 && st.x_bps < 1000000);
 	uint64_t wake;
@@ -418,6 +474,7 @@ int main(void)
 	slow_start_nofeedback();
 	tiny_interval();
 	convergence();
+	bottleneck();
 	random_loss();
 	return check_done("ccid3");
 }

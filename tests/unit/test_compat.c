@@ -109,11 +109,11 @@ static void figure1(void)
 		n = maintgroup(round, addrs, N);
 		/* set the group membership */
 		CHECK(setsockopt(grp, SOL_SOCKET, SO_SETSENDGRP,
-				 addrs, n * sizeof(struct sockaddr_in)) == 0);
+				 addrs, (socklen_t)((size_t)n * sizeof(struct sockaddr_in))) == 0);
 		/* send a message to each group member */
 		bytes = sizeof(buf);
 		memset(buf, 'a' + round, sizeof(buf));
-		bytes = send(grp, buf, bytes, 0);
+		bytes = send(grp, buf, sizeof(buf), 0);
 		CHECK(bytes == (ssize_t)sizeof(buf));
 		for (int i = 0; i < N; i++)
 			if (in_group(round, i))

@@ -70,8 +70,9 @@ static struct dccp_conn_env senv = { .emit = q_push, .acked = on_acked, .arg = &
 
 static struct dccp_conn_params params(uint16_t sport, uint16_t dport)
 {
-	struct dccp_conn_params p = { .ccid = 2, .mps = 1400, .seq_window = 500, .sport = sport,
-				      .dport = dport };
+	struct dccp_conn_params p = {
+		.ccid = 2, .mps = 1400, .seq_window = 500, .sport = sport, .dport = dport
+	};
 	return p;
 }
 
@@ -114,8 +115,8 @@ static bool to_s(struct dccp_listener *l, struct dccp_conn *s, bool *have_s, uin
 		CHECK(parse(&p, &ph_c2s, &h));
 		if (*have_s) {
 			dccp_conn_input(s, p.b, p.len, &h, now);
-		} else if (dccp_listener_input(l, p.b, p.len, &h, &ph_c2s, &ph_s2c, false, now, q_push,
-					       &to_client, s, &senv)) {
+		} else if (dccp_listener_input(l, p.b, p.len, &h, &ph_c2s, &ph_s2c, false, now,
+					       q_push, &to_client, s, &senv)) {
 			*have_s = made = true;
 		}
 	}
@@ -387,7 +388,7 @@ static void test_midconnection_seqwin(void)
 	CHECK_OK(dccp_conn_send(&C, "a", 1, now + MS, &seq));
 	to_s(&L, &S, &have_s, now + MS);
 	EXPECT_EQ(S.s.w_rx, 4000u);
-	EXPECT_EQ(C.s.w_tx, 500u); /* not before the Confirm */
+	EXPECT_EQ(C.s.w_tx, 500u);	     /* not before the Confirm */
 	dccp_conn_timer(&S, now + 100 * MS); /* the server's delayed ack carries it */
 	if (!to_client.n)
 		CHECK_OK(dccp_conn_send(&S, "b", 1, now + 100 * MS, &seq));

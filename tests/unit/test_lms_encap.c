@@ -129,7 +129,7 @@ static void test_udp_zero_checksum(void)
 		data[0] = (uint8_t)(v >> 8);
 		data[1] = (uint8_t)v;
 		CHECK_EQ(gc_lms_dmcast_build(pkt, sizeof(pkt), &d, data, 2), 66);
-		unsigned c = pkt[62] << 8 | pkt[63];
+		unsigned c = (unsigned)pkt[62] << 8 | pkt[63];
 		CHECK(c != 0);
 		if (c == 0xffff) {
 			hits++;

@@ -97,7 +97,7 @@ static void acks(void)
 	struct gc_zone *z = gc_zone_create(1, 4096);
 	struct gc_ring *r = gc_ring_create(N, z);
 	struct gc_ring_engine_hooks h = { .cc = &tcc_ops, .xmit = drop_xmit };
-	struct gc_ring_engine_params quiet = { .quiet = 1 };
+	struct gc_ring_engine_params quiet = GC_RING_ENGINE_PARAMS_INIT(.quiet = 1);
 	struct gc_ring_engine *e;
 	uint64_t log[2 * TOTAL];
 	size_t nlog = 0;

@@ -7,6 +7,7 @@
 #include "ring_util.h"
 
 #include <fcntl.h>
+#include <stddef.h>
 
 static void expect_msg(const char *want, int line)
 {
@@ -163,16 +164,16 @@ static void engines(void)
 	longpath[sizeof(longpath) - 1] = '\0';
 	CHECK(gc_ring_engine_connect(longpath) == NULL);
 	CHECK_EQ(errno, ENAMETOOLONG);
-	struct gc_ring_engine_params p = { .listen = longpath };
+	struct gc_ring_engine_params p = GC_RING_ENGINE_PARAMS_INIT(.listen = longpath);
 	CHECK(gc_ring_engine_start(&p) == NULL);
 	CHECK_EQ(errno, ENAMETOOLONG);
-	p = (struct gc_ring_engine_params){ .flags = 0x80 };
+	p = (struct gc_ring_engine_params)GC_RING_ENGINE_PARAMS_INIT(.flags = 0x80);
 	CHECK(gc_ring_engine_start(&p) == NULL);
 	CHECK_EQ(errno, EINVAL);
 	MSG("flags");
 	CHECK_ERR(gc_ring_engine_stats(NULL, NULL), EFAULT);
 	/* pinned, then stopped at once */
-	p = (struct gc_ring_engine_params){ .flags = GC_RING_ENGINE_PIN_CPU, .cpu = 0 };
+	p = (struct gc_ring_engine_params)GC_RING_ENGINE_PARAMS_INIT(.flags = GC_RING_ENGINE_PIN_CPU, .cpu = 0);
 	struct gc_ring_engine *e = gc_ring_engine_start(&p);
 	CHECK(e != NULL);
 	struct gc_ring_engine_stats st;
@@ -182,11 +183,53 @@ static void engines(void)
 	CHECK_OK(gc_ring_engine_stop(e));
 }
 
+/*
+ * params carry their size (sz): an older caller's smaller struct gets the
+ * defaults for the fields it lacks; a newer caller's larger one is taken if
+ * the fields this library does not know are zero.
+ */
+static void params_sizes(void)
+{
+	struct gc_ring_engine_params p = { 0 }; /* no sz */
+	CHECK(gc_ring_engine_start(&p) == NULL);
+	CHECK_EQ(errno, EINVAL);
+	MSG("params->sz");
+	/* an older caller: only {sz, flags, cpu}; the rest of its memory is
+	 * not ours to read (here: garbage that must be ignored) */
+	struct {
+		struct gc_ring_engine_params p;
+		unsigned char more[64];
+	} big;
+	memset(&big, 0xa5, sizeof(big));
+	big.p.sz = offsetof(struct gc_ring_engine_params, listen);
+	big.p.flags = 0;
+	big.p.cpu = -1;
+	struct gc_ring_engine *e = gc_ring_engine_start(&big.p);
+	CHECK(e != NULL);
+	CHECK_OK(gc_ring_engine_stop(e));
+	/* a newer caller: zero beyond our struct is fine... */
+	memset(&big, 0, sizeof(big));
+	big.p.sz = sizeof(big);
+	e = gc_ring_engine_start(&big.p);
+	CHECK(e != NULL);
+	CHECK_OK(gc_ring_engine_stop(e));
+	/* ...a field we do not know is refused, not ignored */
+	big.more[5] = 1;
+	CHECK(gc_ring_engine_start(&big.p) == NULL);
+	CHECK_EQ(errno, E2BIG);
+	MSG("does not know");
+	/* NULL stays the defaults */
+	e = gc_ring_engine_start(NULL);
+	CHECK(e != NULL);
+	CHECK_OK(gc_ring_engine_stop(e));
+}
+
 int main(void)
 {
 	zones();
 	rings();
 	names();
 	engines();
+	params_sizes();
 	return check_done("ring_api");
 }

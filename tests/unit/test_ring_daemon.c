@@ -45,7 +45,7 @@ static pid_t start_daemon(void)
 		sigemptyset(&set);
 		sigaddset(&set, SIGTERM);
 		sigprocmask(SIG_BLOCK, &set, NULL);
-		struct gc_ring_engine_params prm = { .listen = path, .quiet = 1 };
+		struct gc_ring_engine_params prm = GC_RING_ENGINE_PARAMS_INIT(.listen = path, .quiet = 1);
 		struct gc_ring_engine *e = gc_ring_engine_start(&prm);
 		if (!e) {
 			fprintf(stderr, "daemon: %s\n", gc_errmsg());
@@ -219,7 +219,7 @@ int main(void)
 				if (fd != p2[1])
 					close(fd);
 			setrlimit(RLIMIT_NOFILE, &rl);
-			struct gc_ring_engine_params lp = { .listen = lpath, .quiet = 1 };
+			struct gc_ring_engine_params lp = GC_RING_ENGINE_PARAMS_INIT(.listen = lpath, .quiet = 1);
 			struct gc_ring_engine *le = gc_ring_engine_start(&lp);
 			if (!le || write(p2[1], "r", 1) != 1)
 				_exit(2);
@@ -275,7 +275,7 @@ int main(void)
 	}
 
 	/* the socket is in use: a second engine may not take it */
-	struct gc_ring_engine_params p = { .listen = path };
+	struct gc_ring_engine_params p = GC_RING_ENGINE_PARAMS_INIT(.listen = path);
 	CHECK(gc_ring_engine_start(&p) == NULL);
 	CHECK_EQ(errno, EADDRINUSE);
 
@@ -307,7 +307,7 @@ int main(void)
 
 	/* an engine removes only its own socket file, not one that replaced it */
 	{
-		struct gc_ring_engine_params pa = { .listen = path };
+		struct gc_ring_engine_params pa = GC_RING_ENGINE_PARAMS_INIT(.listen = path);
 		struct gc_ring_engine *a = gc_ring_engine_start(&pa);
 		CHECK(a != NULL);
 		CHECK_OK(unlink(path));

@@ -174,11 +174,11 @@ static void attach_errors(void)
 	close(udp);
 	rx_close(rx, 1);
 
-	struct gc_ring_engine_params p = { .batch = 5000 };
+	struct gc_ring_engine_params p = GC_RING_ENGINE_PARAMS_INIT(.batch = 5000);
 	CHECK(gc_ring_engine_start(&p) == NULL);
 	CHECK_EQ(errno, EINVAL);
 	CHECK(strstr(gc_errmsg(), "batch") != NULL);
-	p = (struct gc_ring_engine_params){ .flags = GC_RING_ENGINE_PIN_CPU, .cpu = -3 };
+	p = (struct gc_ring_engine_params)GC_RING_ENGINE_PARAMS_INIT(.flags = GC_RING_ENGINE_PIN_CPU, .cpu = -3);
 	CHECK(gc_ring_engine_start(&p) == NULL);
 	CHECK(strstr(gc_errmsg(), "cpu") != NULL);
 	CHECK(gc_ring_engine_connect("/nonexistent/gc-engine.sock") == NULL);

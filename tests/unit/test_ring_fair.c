@@ -52,7 +52,7 @@ static void run(unsigned b_fill)
 {
 	char path[108];
 	snprintf(path, sizeof(path), "/tmp/gc-ring-fair-%d.sock", (int)getpid());
-	struct gc_ring_engine_params p = { .listen = path, .quiet = 1 };
+	struct gc_ring_engine_params p = GC_RING_ENGINE_PARAMS_INIT(.listen = path, .quiet = 1);
 	struct gc_ring_engine_hooks h = { .xmit = xmit };
 	struct gc_ring_engine *eng = gc_ring_engine_start_hooks(&p, &h);
 	struct gc_ring_engine *ca = gc_ring_engine_connect(path);

@@ -193,7 +193,7 @@ static void daemon_ring(void)
 {
 	char path[108];
 	snprintf(path, sizeof(path), "/tmp/gc-flush-test-%d.sock", (int)getpid());
-	struct gc_ring_engine_params p = { .listen = path };
+	struct gc_ring_engine_params p = GC_RING_ENGINE_PARAMS_INIT(.listen = path);
 	struct gc_ring_engine *d = gc_ring_engine_start(&p);
 	CHECK(d != NULL);
 	struct fixture f;

@@ -234,7 +234,7 @@ static void refusals(void)
 	/* and it still works */
 	CHECK_OK(raw_attach(N, zone->size, ringfd, zone->fd, sd, 3));
 	/* an engine with a ring limit per client */
-	struct gc_ring_engine_params lp = { .max_rings = 2, .quiet = 1 };
+	struct gc_ring_engine_params lp = GC_RING_ENGINE_PARAMS_INIT(.max_rings = 2, .quiet = 1);
 	struct gc_ring_engine *lim = gc_ring_engine_start(&lp);
 	struct gc_ring *lr[3];
 	CHECK(lim != NULL);
@@ -312,7 +312,7 @@ static void chaos(void)
 
 int main(void)
 {
-	struct gc_ring_engine_params p = { .quiet = 1 };
+	struct gc_ring_engine_params p = GC_RING_ENGINE_PARAMS_INIT(.quiet = 1);
 
 	fd_limit_max();
 	rx = rx_open(AF_INET, 2);

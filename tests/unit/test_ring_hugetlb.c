@@ -115,7 +115,7 @@ int main(void)
 		return 77;
 	}
 
-	struct gc_ring_engine_params p = { .quiet = 1 };
+	struct gc_ring_engine_params p = GC_RING_ENGINE_PARAMS_INIT(.quiet = 1);
 	struct gc_ring_engine *e = gc_ring_engine_start(&p);
 	struct rx *rx = rx_open(AF_INET, 1);
 	struct gc_zone *z = gc_zone_create(1, 4096);

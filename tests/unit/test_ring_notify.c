@@ -64,7 +64,7 @@ static void polling(void)
 	int sd = udp_connected(&rx[0]);
 	struct gc_zone *z = gc_zone_create(1, 4096);
 	struct gc_ring *r = gc_ring_create(16, z);
-	struct gc_ring_engine_params p = { .idle_us = 2000000 };
+	struct gc_ring_engine_params p = GC_RING_ENGINE_PARAMS_INIT(.idle_us = 2000000);
 	struct gc_ring_engine *e = gc_ring_engine_start(&p);
 
 	CHECK(z && r && e);

@@ -91,7 +91,7 @@ int main(int argc, char **argv)
 	struct gc_zone *z = gc_zone_create(1, 4096);
 	struct gc_ring *r = gc_ring_create(N, z);
 	struct gc_ring_engine_hooks h = { .xmit = log_xmit };
-	struct gc_ring_engine_params p = { .batch = 8 }; /* small batches: more races */
+	struct gc_ring_engine_params p = GC_RING_ENGINE_PARAMS_INIT(.batch = 8); /* small batches: more races */
 	struct gc_ring_engine *e;
 	uint64_t next_id = 1, n_claim = 0, n_rewind = 0, n_mod = 0, n_sure = 0, n_maybe = 0,
 		 n_submit = 0, n_notify = 0, n_wait = 0;

@@ -64,7 +64,7 @@ static void send_with(int family, int v6only, enum gc_engine e, struct rx *r, si
 	uint64_t sends = 0, bytes = 0;
 	for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
 		size_t len = sizes[k];
-		fill(big, len, (unsigned)(e * 16 + k));
+		fill(big, len, (unsigned)e * 16 + (unsigned)k);
 		errno = 0;
 		ssize_t ret = gc_send(sd, len ? big : NULL, len, 0);
 		if (ret != (ssize_t)len && len == max) {

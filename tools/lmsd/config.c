@@ -50,6 +50,7 @@ int lmsd_config_read(const char *path, struct lmsd_config *c, FILE *err)
 		struct lmsd_replier r = { .cost = 1 };
 		const char *why = NULL;
 		char *endp;
+		unsigned long cost = 1; /* strtoul()'s own width: checked before it narrows */
 
 		if (strcmp(w[0], "replier"))
 			why = "unknown keyword (expected: replier SOURCE GROUP IFNAME ADDRESS [COST])";
@@ -63,7 +64,8 @@ int lmsd_config_read(const char *path, struct lmsd_config *c, FILE *err)
 			why = "IFNAME is not an interface name";
 		else if (addr(w[4], &r.addr))
 			why = "ADDRESS is not an IPv4 address";
-		else if (nw == 6 && (errno = 0, r.cost = strtoul(w[5], &endp, 10), errno || *endp || r.cost > 65535))
+		else if (nw == 6 && (errno = 0, cost = strtoul(w[5], &endp, 10), errno || *endp || cost > 65535 ||
+				     *w[5] == '-'))
 			why = "COST is not an integer in 0..65535";
 		else if (lmsd_config_find(c, r.src, r.group))
 			why = "a second replier for the same (SOURCE, GROUP)";
@@ -75,6 +77,7 @@ int lmsd_config_read(const char *path, struct lmsd_config *c, FILE *err)
 			continue;
 		}
 		strcpy(r.ifname, w[3]);
+		r.cost = (uint32_t)cost; /* 0..65535 */
 		c->r[c->n++] = r;
 	}
 	fclose(f);

@@ -359,7 +359,8 @@ int control_local_addrs(struct relay *r)
 		return -1;
 	size_t n = 0;
 	for (struct ifaddrs *i = ifa; i; i = i->ifa_next)
-		n += 2 * (i->ifa_addr && (i->ifa_addr->sa_family == AF_INET || i->ifa_addr->sa_family == AF_INET6));
+		if (i->ifa_addr && (i->ifa_addr->sa_family == AF_INET || i->ifa_addr->sa_family == AF_INET6))
+			n += 2;
 	struct sockaddr_storage *v = calloc(n ? n : 1, sizeof(*v));
 	if (!v) {
 		freeifaddrs(ifa);
