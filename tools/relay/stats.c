@@ -48,9 +48,13 @@ static const char *errname(int e)
 
 static const char *engine_resolved(const struct relay *r)
 {
+	/* Asked now, not remembered from setup: AUTO may change its engine
+	 * between sends (gc_set_engine(3)), and this is where that shows. */
 	for (size_t i = 0; i < r->nss; i++)
-		if (!r->ss[i].raw)
-			return gc_engine_name(r->ss[i].engine);
+		if (!r->ss[i].raw) {
+			enum gc_engine e = gc_get_engine(r->ss[i].fd);
+			return gc_engine_name(e != GC_ENGINE_NONE ? e : r->ss[i].engine);
+		}
 	for (int f = 0; f < 2; f++)
 		if (r->data_fd[f] >= 0 && r->rtp) {
 			enum gc_engine e = gc_get_engine(r->data_fd[f]);
