@@ -87,6 +87,18 @@ void stats_json(struct relay *r, FILE *f, bool detail)
 	} else {
 		F(unmatched); F(skipped); F(raw_out); F(direct_out); F(reloads); F(reload_failures);
 		fprintf(f, ",\"receiver_count\":%zu,\"source_count\":%zu", r->conf.receivers, r->conf.n);
+		/* the library's own counters of the send sockets (gc_stats(3)): which
+		 * way the datagrams really went, whatever engine_resolved says now */
+		uint64_t lib_dgrams = 0, lib_fallback = 0;
+		for (size_t i = 0; i < r->nss; i++) {
+			struct gc_stats st;
+			if (!r->ss[i].raw && gc_stats(r->ss[i].fd, &st) == 0) {
+				lib_dgrams += st.datagrams;
+				lib_fallback += st.user_fallback;
+			}
+		}
+		fprintf(f, ",\"lib_datagrams\":%llu,\"lib_user_fallback\":%llu", (unsigned long long)lib_dgrams,
+			(unsigned long long)lib_fallback);
 	}
 	F(stats_queries); F(stats_refused);
 #undef F
