@@ -39,6 +39,7 @@
 #include <fcntl.h>
 #include <linux/bpf.h>
 #include <linux/fib_rules.h>
+#include <linux/mount.h>
 #include <linux/netfilter.h>
 #include <linux/netfilter/nf_tables.h>
 #include <linux/netfilter/nfnetlink.h>
@@ -52,6 +53,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 #include <bpf/bpf.h>
@@ -452,7 +454,33 @@ static int xfrm(int family, char *why, size_t len)
 
 /* ---- cgroup BPF ----------------------------------------------------------- */
 
-/* Our cgroup's directory in a cgroup2 mount we can see: an fd, or -1. */
+/*
+ * The cgroup2 hierarchy of our cgroup namespace as a detached mount (fsopen(),
+ * fsmount(): nothing is attached to any mount tree), made once, on the first
+ * check that finds no cgroup2 mount in sight, and kept for the life of the
+ * process.  Making it needs CAP_SYS_ADMIN; querying the programs of a cgroup
+ * through it later needs only CAP_NET_ADMIN.  This is what lets a process that
+ * drops its capabilities after its first send (groupcast relay) keep answering
+ * the cgroup question: without it, the fallback below (listing every loaded
+ * program) fails with EPERM once CAP_SYS_ADMIN is gone, AUTO declines, and the
+ * relay silently runs on mmsg after the first re-check.  Called under NS.lock.
+ */
+static int cgroup2_root = -1;
+
+static int cgroup2_detached(void)
+{
+	int fs = (int)syscall(SYS_fsopen, "cgroup2", FSOPEN_CLOEXEC), m = -1;
+
+	if (fs < 0)
+		return -1;
+	if (syscall(SYS_fsconfig, fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) == 0)
+		m = (int)syscall(SYS_fsmount, fs, FSMOUNT_CLOEXEC, 0);
+	close(fs);
+	return m;
+}
+
+/* Our cgroup's directory in a cgroup2 mount we can see, or in the detached
+ * one above: an fd, or -1. */
 static int cgroup_fd(void)
 {
 	char line[1024], path[4096] = "", mnt[2048] = "", root[2048] = "";
@@ -489,7 +517,12 @@ static int cgroup_fd(void)
 			snprintf(full, sizeof(full), "%s%s", mnt, path + rl);
 			fd = open(full, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		}
+		return fd;
 	}
+	if (cgroup2_root < 0)
+		cgroup2_root = cgroup2_detached();
+	if (cgroup2_root >= 0) /* path is relative to our cgroup namespace's root, as is the mount */
+		fd = openat(cgroup2_root, path[1] ? path + 1 : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	return fd;
 }
 
@@ -504,7 +537,14 @@ static int cgroup_bpf(int family, char *why, size_t len)
 		for (int i = 0; i < 2; i++) {
 			__u32 cnt = 0;
 
-			if (bpf_prog_query(fd, types[i], BPF_F_QUERY_EFFECTIVE, NULL, NULL, &cnt) == 0 && cnt) {
+			if (bpf_prog_query(fd, types[i], BPF_F_QUERY_EFFECTIVE, NULL, NULL, &cnt)) {
+				/* not knowing is not "none" (BPF_PROG_QUERY needs CAP_NET_ADMIN) */
+				snprintf(why, len, "cannot query the cgroup BPF programs at %s: %s", names[i],
+					 strerror(errno));
+				close(fd);
+				return 1;
+			}
+			if (cnt) {
 				snprintf(why, len, "%u cgroup BPF program%s at %s in effect for this process's cgroup",
 					 cnt, cnt > 1 ? "s" : "", names[i]);
 				close(fd);
@@ -516,7 +556,8 @@ static int cgroup_bpf(int family, char *why, size_t len)
 	}
 	/*
 	 * No cgroup2 mount in sight (`ip netns exec` mounts a fresh /sys over
-	 * it): we cannot tell where programs are attached, so any loaded
+	 * it, some hosts mount only cgroup v1) and none could be made (no
+	 * CAP_SYS_ADMIN at the first check): we cannot tell where programs are attached, so any loaded
 	 * program of a type that could be (cgroup_skb, cgroup sock_addr) counts.
 	 */
 	for (__u32 id = 0; bpf_prog_get_next_id(id, &id) == 0;) {

@@ -942,11 +942,13 @@ def temp_cgroup():
         cg.rmdir()
 
 
-def gcsend_in_cgroup(lab, build, cg, job, ip_netns_exec=False):
+def gcsend_in_cgroup(lab, build, cg, job, ip_netns_exec=False, drop_sys_admin=False):
     """gcsend.py in the sender namespace, moved into cgroup cg first.  With
     nsenter the cgroup2 mount stays visible; `ip netns exec` mounts a fresh
-    /sys over it."""
+    /sys over it.  drop_sys_admin: gcsend.py runs without CAP_SYS_ADMIN."""
     inner = gcsend_argv(build)
+    if drop_sys_admin:
+        inner = ["capsh", "--drop=cap_sys_admin", "--", "-c", shlex.join(map(str, inner))]
     enter = ["ip", "netns", "exec", lab.topology.sender] if ip_netns_exec else \
         ["nsenter", f"--net=/run/netns/{lab.topology.sender}"]
     script = f"echo $$ > {cg}/cgroup.procs && exec {shlex.join(enter + list(map(str, inner)))}"
@@ -960,8 +962,10 @@ def test_cgroup_egress_program_declines_kernel(klab, build, tmp_path):
     """A cgroup_skb egress program in effect for the sender's cgroup (attached
     to a temporary cgroup the sender runs in): AUTO declines the kernel engine
     and names it; found through the cgroup2 mount (BPF_PROG_QUERY, effective)
-    and, where `ip netns exec` hides that mount, by the loaded program alone.
-    In the same cgroup without the program AUTO takes the kernel engine."""
+    and, where `ip netns exec` hides that mount, through a detached cgroup2
+    mount of its own (needs CAP_SYS_ADMIN); without CAP_SYS_ADMIN as well it
+    cannot tell, and declines.  In the same cgroup without the program AUTO
+    takes the kernel engine."""
     lab = klab
     rnd = random.Random("cgroup")
     group = receiver_members(lab, "inet")
@@ -979,6 +983,7 @@ def test_cgroup_egress_program_declines_kernel(klab, build, tmp_path):
                     during = gcsend_in_cgroup(lab, build, cg, job)
                     got = collect()
                 hidden = gcsend_in_cgroup(lab, build, cg, job, ip_netns_exec=True)
+                blind = gcsend_in_cgroup(lab, build, cg, job, ip_netns_exec=True, drop_sys_admin=True)
             finally:
                 bpf(BPF_PROG_DETACH, attr)
         finally:
@@ -991,7 +996,9 @@ def test_cgroup_egress_program_declines_kernel(klab, build, tmp_path):
     assert_all_sent(during, sends)
     check_delivery([expected(sends)], got)
     assert hidden["engine"] == "mmsg", hidden["auto_reason"]
-    assert "no cgroup2 mount is visible" in hidden["auto_reason"], hidden["auto_reason"]
+    assert "cgroup BPF program at cgroup_skb egress in effect" in hidden["auto_reason"], hidden["auto_reason"]
+    assert blind["engine"] == "mmsg", blind["auto_reason"]
+    assert "cannot tell which cgroup BPF programs apply" in blind["auto_reason"], blind["auto_reason"]
     assert after["engine"] == "kernel", after["auto_reason"]
 
 

@@ -323,6 +323,51 @@ def test_unreachable_receivers_do_not_hurt_the_others(net, engine):
     assert rcv[f"{net.lab.unrouted_v4()}:9"]["last_error"] == "ENETUNREACH"
 
 
+@pytest.mark.skipif(not shutil.which("strace"), reason="strace not installed (scripts/install-deps.sh installs it)")
+def test_auto_keeps_the_kernel_engine_after_the_capability_drop(net, tmp_path):
+    """S1's open finding (bench/results/samplicator): under --engine auto the
+    relay took the kernel engine at setup, dropped CAP_SYS_ADMIN, and at the
+    policy re-check a second later could no longer tell which cgroup BPF
+    programs apply (no cgroup2 mount in sight here), so AUTO declined and
+    every later send went by sendmmsg while engine_resolved still said
+    kernel.  With no egress hook in this namespace, AUTO must stay on the
+    kernel engine for good: no sendmmsg/sendmsg/sendto from the relay, no
+    datagram left to a user engine, and the namespace's policy looked at
+    once a second at most (GC_KPOLICY_NETNS_NS; one xfrm dump per look).
+    Nothing is timed."""
+    ports = list(range(4600, 4620))
+    rx = net.rx(net.r1, ports, idle=2.5, timeout=60)
+    proc, sock = net.relay(["-p", 2520, "--engine", "auto", f"{net.r1.v4}/4600+20"])
+    pid = net.query(sock)["pid"]
+    net.tx(f"{net.relay_p.v4}:2520", 5, rate=100, size=500)  # neighbours resolved before counting
+    q0 = net.query(sock)
+    trace = tmp_path / "strace.txt"
+    st = subprocess.Popen(["strace", "-f", "-qq", "-o", str(trace), "-e", "trace=socket,sendmmsg,sendmsg,sendto",
+                           "-p", str(pid)], stderr=subprocess.PIPE, text=True)
+    time.sleep(0.5)  # strace attached
+    t0 = time.monotonic()
+    net.tx(f"{net.relay_p.v4}:2520", 150, rate=60, size=500)  # 2.5 s: past the re-checks after the drop
+    got = net.collect(rx)
+    q1 = net.query(sock)
+    elapsed = time.monotonic() - t0 + 0.5
+    st.send_signal(signal.SIGINT)
+    st.communicate(timeout=20)
+    final, _ = net.stop(proc)
+    for p in ports:
+        assert len(got[p]) == 155, f"port {p}: {len(got[p])} of 155"
+    assert q1["engine_resolved"] == "kernel" and final["engine_resolved"] == "kernel"
+    assert q1["lib_datagrams"] - q0["lib_datagrams"] == 150 * 20
+    assert q1["lib_user_fallback"] - q0["lib_user_fallback"] == 0
+    lines = trace.read_text().splitlines()
+    # the user engines: sendmmsg (mmsg) or a send with an inet destination (loop);
+    # the stats socket's replies and the netlink dumps are neither
+    user_sends = [ln for ln in lines if re.search(r"\bsendmmsg\(", ln) or
+                  (re.search(r"\b(sendmsg|sendto)\(", ln) and "sin_port" in ln)]
+    assert not user_sends, user_sends[:3]
+    looks = [ln for ln in lines if "NETLINK_XFRM" in ln]
+    assert 1 <= len(looks) <= int(elapsed) + 2, (len(looks), elapsed)
+
+
 # ---- broadcast mode ---------------------------------------------------------------
 
 def rtp_fields(h):

@@ -48,9 +48,13 @@ static const char *errname(int e)
 
 static const char *engine_resolved(const struct relay *r)
 {
+	/* Asked now, not remembered from setup: AUTO may change its engine
+	 * between sends (gc_set_engine(3)), and this is where that shows. */
 	for (size_t i = 0; i < r->nss; i++)
-		if (!r->ss[i].raw)
-			return gc_engine_name(r->ss[i].engine);
+		if (!r->ss[i].raw) {
+			enum gc_engine e = gc_get_engine(r->ss[i].fd);
+			return gc_engine_name(e != GC_ENGINE_NONE ? e : r->ss[i].engine);
+		}
 	for (int f = 0; f < 2; f++)
 		if (r->data_fd[f] >= 0 && r->rtp) {
 			enum gc_engine e = gc_get_engine(r->data_fd[f]);
@@ -83,6 +87,18 @@ void stats_json(struct relay *r, FILE *f, bool detail)
 	} else {
 		F(unmatched); F(skipped); F(raw_out); F(direct_out); F(reloads); F(reload_failures);
 		fprintf(f, ",\"receiver_count\":%zu,\"source_count\":%zu", r->conf.receivers, r->conf.n);
+		/* the library's own counters of the send sockets (gc_stats(3)): which
+		 * way the datagrams really went, whatever engine_resolved says now */
+		uint64_t lib_dgrams = 0, lib_fallback = 0;
+		for (size_t i = 0; i < r->nss; i++) {
+			struct gc_stats st;
+			if (!r->ss[i].raw && gc_stats(r->ss[i].fd, &st) == 0) {
+				lib_dgrams += st.datagrams;
+				lib_fallback += st.user_fallback;
+			}
+		}
+		fprintf(f, ",\"lib_datagrams\":%llu,\"lib_user_fallback\":%llu", (unsigned long long)lib_dgrams,
+			(unsigned long long)lib_fallback);
 	}
 	F(stats_queries); F(stats_refused);
 #undef F
