@@ -15,7 +15,7 @@
 #define GROUPCAST_VERSION_H
 
 #define GC_VERSION_MAJOR 0
-#define GC_VERSION_MINOR 2
+#define GC_VERSION_MINOR 3
 #define GC_VERSION_PATCH 0
 
 /* One number for comparisons: GC_VERSION_NUM(0, 2, 0) == 0x000200. */

@@ -1,0 +1,580 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * CCID 2, TCP-like congestion control (RFC 4341), as the two half-connection
+ * modules of ccid.h.
+ *
+ * Sender: a window in packets (RFC 4341 §5): slow start from the RFC 3390
+ * initial window, congestion avoidance (+1 per window of acked packets),
+ * the window halved at most once per window of data on loss or ECN marks,
+ * and a TCP retransmission timeout (RFC 6298, 200 ms floor) that empties
+ * the pipe and restarts at one packet.  Ack Vectors are walked over a
+ * bounded record of what we sent: a packet is acked when a vector says
+ * received (or ECN-marked), lost when NUMDUPACK = 3 packets sent after it
+ * have been acked (§5), and each data packet is reported exactly once to
+ * env->acked or env->lost.
+ *
+ * Receiver: the state of every packet in a window of CCID2_RX_WINDOW
+ * sequence numbers, one byte each, and the Ack Vector built from it on
+ * demand (newest first, run-length coded by dccp_ackvec_rle).  Keeping the
+ * per-packet truth and encoding afresh avoids the classic pitfall of
+ * patching a run-length buffer in place (Linux's ackvec kept overlapping
+ * records and reported packets twice).  An ack goes every Ack Ratio data
+ * packets, at once when a hole opens or closes, and after DELACK_NS at the
+ * latest.  Ack of Ack (§11.4) moves the window's low edge up.
+ *
+ * Every number from the peer is untrusted: an ack for a packet we never
+ * sent, or an Ack Vector reaching below ISS, is ignored as a whole (it is
+ * validated before anything is applied) and counted; runs only touch the
+ * part of the record they overlap, so the work per ack is bounded by the
+ * option bytes (64 packets per byte) and by CCID2_RECORD.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "dccp/ccid2.h"
+
+#define NUMDUPACK 3
+#define RTO_INIT_NS 1000000000ull  /* RFC 6298 (2.1) */
+#define RTO_MIN_NS 200000000ull    /* as Linux and most TCPs, not RFC 6298's 1 s */
+#define RTO_MAX_NS 64000000000ull
+#define DELACK_NS 10000000ull      /* longest an unacked data packet waits at the receiver */
+#define NONDATA_RESERVE 64         /* record slots budget() keeps for Acks, Syncs... */
+#define SEQWIN_MIN 100             /* RFC 4340 §7.5.2 default Sequence Window */
+
+enum { F_SENT = 1, F_DATA = 2, F_ACKED = 4, F_LOST = 8, F_LATE = 16 };
+
+struct slot {
+	uint64_t t; /* when it went out */
+	uint8_t f;
+};
+
+struct ccid2_tx {
+	struct dccp_ccid_env env;
+	/* the record holds seqs [una, head]; una == head + 1 when nothing is open */
+	uint64_t head, una;
+	uint64_t high_ack; /* highest seq acked (valid if have_high) */
+	bool have_high;
+	uint32_t cwnd, ssthresh, pipe, ca_acc;
+	uint64_t recover; /* a loss of a packet up to here is part of the last reduction */
+	uint64_t srtt, rttvar, rto, rto_at;
+	bool have_rtt;
+	struct ccid2_tx_counters c;
+	struct slot rec[CCID2_RECORD];
+};
+
+static struct slot *slot_of(struct ccid2_tx *t, uint64_t seq)
+{
+	return &t->rec[seq & (CCID2_RECORD - 1)];
+}
+
+static bool tx_empty(const struct ccid2_tx *t)
+{
+	return t->una == dccp_seq_add(t->head, 1);
+}
+
+static uint64_t tx_span(const struct ccid2_tx *t)
+{
+	return dccp_seq_sub(dccp_seq_add(t->head, 1), t->una);
+}
+
+/* A data packet not yet acked or lost holds the record at una. */
+static bool open_data(const struct slot *s)
+{
+	return (s->f & F_DATA) && !(s->f & (F_ACKED | F_LOST));
+}
+
+static void advance_una(struct ccid2_tx *t)
+{
+	while (!tx_empty(t) && !open_data(slot_of(t, t->una)))
+		t->una = dccp_seq_add(t->una, 1);
+}
+
+static void *tx_init(const struct dccp_ccid_env *env)
+{
+	struct ccid2_tx *t = calloc(1, sizeof(*t));
+
+	if (!t)
+		return NULL;
+	t->env = *env;
+	t->head = env->iss & DCCP_SEQ_MASK; /* the Request; the CCID sees what follows */
+	t->una = dccp_seq_add(t->head, 1);
+	t->recover = t->head;
+	uint32_t mps = env->mps ? env->mps : 1;
+	/* RFC 3390 initial window, in packets: min(4, max(2, 4380 / MPS)) */
+	uint32_t w = 4380 / mps;
+	t->cwnd = w < 2 ? 2 : w > 4 ? 4 : w;
+	t->ssthresh = CCID2_MAX_CWND;
+	t->rto = RTO_INIT_NS;
+	return t;
+}
+
+static void tx_free(void *tx)
+{
+	free(tx);
+}
+
+/* Congestion (loss or ECN) of seq: halve once per window of data. */
+static void congestion(struct ccid2_tx *t, uint64_t seq)
+{
+	if (!dccp_seq_after(seq, t->recover))
+		return;
+	t->ssthresh = t->cwnd / 2 < 2 ? 2 : t->cwnd / 2;
+	t->cwnd = t->ssthresh;
+	t->ca_acc = 0;
+	t->recover = t->head;
+	t->c.halvings++;
+}
+
+static void declare_lost(struct ccid2_tx *t, uint64_t seq)
+{
+	slot_of(t, seq)->f |= F_LOST;
+	t->pipe--;
+	t->c.lost++;
+	if (t->env.lost)
+		t->env.lost(t->env.arg, seq);
+}
+
+static void sent(void *tx, uint64_t seq, size_t len, bool data, uint64_t now_ns, uint8_t *ccval)
+{
+	struct ccid2_tx *t = tx;
+
+	(void)len;
+	if (ccval)
+		*ccval = 0;
+	seq &= DCCP_SEQ_MASK;
+	if (!dccp_seq_after(seq, t->head))
+		return; /* not new: the connection never reuses a number */
+	uint64_t gap = dccp_seq_sub(seq, t->head);
+	/* Make room: what falls out of the record while still open is lost. */
+	while (!tx_empty(t) && dccp_seq_sub(seq, t->una) >= CCID2_RECORD) {
+		if (open_data(slot_of(t, t->una))) {
+			declare_lost(t, t->una);
+			t->c.overflow++;
+		}
+		t->una = dccp_seq_add(t->una, 1);
+	}
+	/* Numbers the connection used without telling us: not data. */
+	uint64_t fill = gap - 1 < CCID2_RECORD ? gap - 1 : CCID2_RECORD;
+	for (uint64_t i = fill; i > 0; i--)
+		*slot_of(t, dccp_seq_sub(seq, i)) = (struct slot){ now_ns, F_SENT };
+	bool was_empty = tx_empty(t);
+	t->head = seq;
+	if (was_empty)
+		t->una = seq;
+	*slot_of(t, seq) = (struct slot){ now_ns, (uint8_t)(F_SENT | (data ? F_DATA : 0)) };
+	if (data) {
+		t->pipe++;
+		t->c.sent_data++;
+		if (!t->rto_at)
+			t->rto_at = now_ns + t->rto;
+	}
+	advance_una(t);
+}
+
+static uint32_t budget(void *tx, uint64_t now_ns, uint64_t *wake_ns)
+{
+	struct ccid2_tx *t = tx;
+	uint64_t room = CCID2_RECORD - NONDATA_RESERVE;
+
+	(void)now_ns;
+	if (wake_ns)
+		*wake_ns = 0; /* only an ack (or the RTO) opens the window */
+	room = tx_span(t) < room ? room - tx_span(t) : 0;
+	uint32_t w = t->cwnd > t->pipe ? t->cwnd - t->pipe : 0;
+	return w < room ? w : (uint32_t)room;
+}
+
+static void rtt_sample(struct ccid2_tx *t, uint64_t r)
+{
+	if (!t->have_rtt) { /* RFC 6298 (2.2) */
+		t->srtt = r;
+		t->rttvar = r / 2;
+		t->have_rtt = true;
+	} else { /* (2.3) */
+		uint64_t d = t->srtt > r ? t->srtt - r : r - t->srtt;
+		t->rttvar = (3 * t->rttvar + d) / 4;
+		t->srtt = (7 * t->srtt + r) / 8;
+	}
+	uint64_t rto = t->srtt + 4 * t->rttvar;
+	t->rto = rto < RTO_MIN_NS ? RTO_MIN_NS : rto > RTO_MAX_NS ? RTO_MAX_NS : rto;
+}
+
+static bool in_record(const struct ccid2_tx *t, uint64_t seq)
+{
+	return !tx_empty(t) && dccp_seq_between(seq, t->una, t->head);
+}
+
+/* The peer says it received seq (ecn: with a CE mark).  Returns true if new. */
+static bool mark_received(struct ccid2_tx *t, uint64_t seq, bool ecn)
+{
+	struct slot *s = slot_of(t, seq);
+
+	if (s->f & F_ACKED)
+		return false;
+	if (s->f & F_LOST) { /* final: reported once, never after */
+		if (!(s->f & F_LATE))
+			t->c.late_ack++;
+		s->f |= F_LATE;
+		return false;
+	}
+	s->f |= F_ACKED;
+	if (!t->have_high || dccp_seq_after(seq, t->high_ack))
+		t->high_ack = seq;
+	t->have_high = true;
+	if (ecn) /* RFC 4341 §5: an ECN mark is a loss for congestion control */
+		t->c.ecn++, congestion(t, seq);
+	if (!(s->f & F_DATA))
+		return true;
+	t->pipe--;
+	t->c.acked++;
+	if (t->env.acked)
+		t->env.acked(t->env.arg, seq);
+	if (t->cwnd < t->ssthresh) {
+		t->cwnd++;
+	} else if (++t->ca_acc >= t->cwnd) {
+		t->cwnd++;
+		t->ca_acc = 0;
+	}
+	if (t->cwnd > CCID2_MAX_CWND)
+		t->cwnd = CCID2_MAX_CWND;
+	return true;
+}
+
+/* §5: lost once NUMDUPACK packets sent after it were acked. */
+static void detect_losses(struct ccid2_tx *t)
+{
+	if (!t->have_high || !in_record(t, t->high_ack))
+		return;
+	uint64_t s = t->high_ack;
+	unsigned n = 0;
+	for (;;) {
+		if ((slot_of(t, s)->f & F_ACKED) && ++n == NUMDUPACK)
+			break;
+		if (s == t->una)
+			return;
+		s = dccp_seq_sub(s, 1);
+	}
+	for (uint64_t q = t->una; q != s; q = dccp_seq_add(q, 1))
+		if (open_data(slot_of(t, q))) {
+			declare_lost(t, q);
+			congestion(t, q);
+		}
+}
+
+static bool has_ackvec(const struct dccp_opts *o)
+{
+	for (unsigned k = 0; k < o->n; k++)
+		if (o->opt[k].type == DCCP_OPT_ACKVEC0 || o->opt[k].type == DCCP_OPT_ACKVEC1)
+			return true;
+	return false;
+}
+
+static void recv_ack(void *tx, uint64_t ackno, const struct dccp_opts *o, uint64_t now_ns)
+{
+	struct ccid2_tx *t = tx;
+	struct dccp_vec_iter it;
+	struct dccp_run r;
+
+	ackno &= DCCP_SEQ_MASK;
+	if (dccp_seq_after(ackno, t->head) || dccp_seq_before(ackno, t->env.iss)) {
+		t->c.bad_ackno++;
+		return;
+	}
+	/* Validate the whole vector before applying any of it. */
+	dccp_ackvec_iter(&it, o, ackno, t->env.iss);
+	while (dccp_vec_next(&it, &r))
+		;
+	if (it.bad) {
+		t->c.bad_vector++;
+		return;
+	}
+	uint32_t pipe0 = t->pipe;
+	bool sample = false;
+	if (!has_ackvec(o)) { /* the Acknowledgement Number itself was received */
+		sample = in_record(t, ackno) && mark_received(t, ackno, false);
+	} else {
+		dccp_ackvec_iter(&it, o, ackno, t->env.iss);
+		while (dccp_vec_next(&it, &r)) {
+			/* the part of [lo, hi] still in the record, at most 64 packets */
+			if (tx_empty(t) || dccp_seq_before(r.hi, t->una))
+				continue;
+			uint64_t q = dccp_seq_before(r.lo, t->una) ? t->una : r.lo;
+			bool rcvd = r.state == DCCP_ACK_RECEIVED || r.state == DCCP_ACK_ECN_MARKED;
+			for (;; q = dccp_seq_add(q, 1)) {
+				if (rcvd) {
+					bool fresh = mark_received(t, q, r.state == DCCP_ACK_ECN_MARKED);
+					if (fresh && q == ackno)
+						sample = true;
+				} else if (slot_of(t, q)->f & F_ACKED) {
+					t->c.contradiction++;
+				}
+				if (q == r.hi)
+					break;
+			}
+		}
+	}
+	if (sample) /* the packet acked first-hand: its age is one RTT (+ ack delay) */
+		rtt_sample(t, now_ns - slot_of(t, ackno)->t);
+	detect_losses(t);
+	advance_una(t);
+	if (t->pipe == 0)
+		t->rto_at = 0;
+	else if (t->pipe < pipe0) /* progress restarts the timer (RFC 6298 (5.3)) */
+		t->rto_at = now_ns + t->rto;
+}
+
+static uint64_t tx_next_timer(void *tx)
+{
+	return ((struct ccid2_tx *)tx)->rto_at;
+}
+
+static void tx_timer(void *tx, uint64_t now_ns)
+{
+	struct ccid2_tx *t = tx;
+
+	if (!t->rto_at || now_ns < t->rto_at)
+		return;
+	t->rto_at = 0;
+	if (t->pipe == 0)
+		return;
+	/* No feedback for an RTO: everything out is lost; restart at 1. */
+	t->c.rto++;
+	for (uint64_t q = t->una; in_record(t, q); q = dccp_seq_add(q, 1)) {
+		if (open_data(slot_of(t, q)))
+			declare_lost(t, q);
+		if (q == t->head)
+			break;
+	}
+	t->ssthresh = t->cwnd / 2 < 2 ? 2 : t->cwnd / 2;
+	t->cwnd = 1;
+	t->ca_acc = 0;
+	t->recover = t->head;
+	t->rto = 2 * t->rto > RTO_MAX_NS ? RTO_MAX_NS : 2 * t->rto; /* (5.5) back off */
+	advance_una(t);
+}
+
+static uint64_t seq_window(void *tx)
+{
+	uint64_t w = 5 * (uint64_t)((struct ccid2_tx *)tx)->cwnd;
+	return w < SEQWIN_MIN ? SEQWIN_MIN : w;
+}
+
+static void tx_stats(void *tx, struct dccp_ccid_tx_stats *st)
+{
+	struct ccid2_tx *t = tx;
+
+	memset(st, 0, sizeof(*st));
+	st->cwnd = t->cwnd;
+	st->pipe = t->pipe;
+	st->rtt_ns = t->have_rtt ? t->srtt : 0;
+	st->p = t->c.sent_data ? (double)t->c.lost / (double)t->c.sent_data : 0;
+	st->lost = t->c.lost;
+}
+
+/*
+ * RFC 4341 §6.1.2: at most ceil(cwnd / 2), so that a window brings at least
+ * two acks.  We keep the feature's default of 2 otherwise: raising it needs
+ * the ack-loss count of §6.1.2, and the tx module does not see the peer's
+ * sequence numbers.
+ */
+uint32_t dccp_ccid2_tx_ack_ratio(void *tx)
+{
+	uint32_t half = (((struct ccid2_tx *)tx)->cwnd + 1) / 2;
+	return half < 2 ? 1 : 2;
+}
+
+void dccp_ccid2_tx_counters(void *tx, struct ccid2_tx_counters *c)
+{
+	*c = ((struct ccid2_tx *)tx)->c;
+}
+
+const struct dccp_ccid_tx_ops dccp_ccid2_tx_ops = {
+	.id = DCCP_CCID2,
+	.init = tx_init,
+	.free = tx_free,
+	.budget = budget,
+	.sent = sent,
+	.recv_ack = recv_ack,
+	.next_timer = tx_next_timer,
+	.timer = tx_timer,
+	.seq_window = seq_window,
+	.stats = tx_stats,
+};
+
+/* ---- receiver ------------------------------------------------------------ */
+
+struct ccid2_rx {
+	struct dccp_ccid_env env;
+	uint64_t lo, gsr;       /* the vector describes [lo, gsr] */
+	uint32_t ratio, since_ack;
+	uint64_t first_unacked; /* arrival of the oldest data packet not yet acked */
+	bool due;
+	struct ccid2_rx_counters c;
+	uint8_t st[CCID2_RX_WINDOW]; /* enum dccp_ackstate by seq */
+};
+
+static uint8_t *st_of(struct ccid2_rx *x, uint64_t seq)
+{
+	return &x->st[seq & (CCID2_RX_WINDOW - 1)];
+}
+
+static void *rx_init(const struct dccp_ccid_env *env)
+{
+	struct ccid2_rx *x = calloc(1, sizeof(*x));
+
+	if (!x)
+		return NULL;
+	x->env = *env;
+	x->lo = x->gsr = env->isr & DCCP_SEQ_MASK; /* the peer's Request */
+	*st_of(x, x->gsr) = DCCP_ACK_RECEIVED;
+	x->ratio = 2; /* the Ack Ratio feature's default (RFC 4340 §11.3) */
+	return x;
+}
+
+static void rx_free(void *rx)
+{
+	free(rx);
+}
+
+static void want_ack(struct ccid2_rx *x)
+{
+	if (!x->due)
+		x->c.acks_due++;
+	x->due = true;
+}
+
+static bool rx_recv(void *rx, uint8_t type, uint64_t seq, uint8_t ccval, const struct dccp_opts *o,
+		    size_t len, uint64_t now_ns)
+{
+	struct ccid2_rx *x = rx;
+	bool data = type == DCCP_DATA || type == DCCP_DATAACK;
+
+	(void)ccval, (void)o, (void)len;
+	seq &= DCCP_SEQ_MASK;
+	if (dccp_seq_after(seq, x->gsr)) {
+		uint64_t gap = dccp_seq_sub(seq, x->gsr);
+		if (gap >= CCID2_RX_WINDOW) {
+			x->c.jumps++;
+			x->lo = seq;
+		} else {
+			for (uint64_t q = dccp_seq_add(x->gsr, 1); q != seq; q = dccp_seq_add(q, 1))
+				*st_of(x, q) = DCCP_ACK_NOT_RECEIVED;
+			if (dccp_seq_sub(seq, x->lo) >= CCID2_RX_WINDOW)
+				x->lo = dccp_seq_sub(seq, CCID2_RX_WINDOW - 1);
+		}
+		*st_of(x, seq) = DCCP_ACK_RECEIVED;
+		x->gsr = seq;
+		if (gap > 1 && data) /* a hole: tell the sender soon (its dupack count) */
+			want_ack(x);
+	} else if (dccp_seq_between(seq, x->lo, x->gsr)) {
+		uint8_t *s = st_of(x, seq);
+		if (*s == DCCP_ACK_RECEIVED) {
+			x->c.dup++;
+			return x->due;
+		}
+		*s = DCCP_ACK_RECEIVED;
+		if (data) /* a hole closed: late, but the sender may still count it */
+			want_ack(x);
+	} else {
+		x->c.old++;
+		return x->due;
+	}
+	if (data) {
+		if (x->since_ack++ == 0)
+			x->first_unacked = now_ns;
+		if (x->since_ack >= x->ratio)
+			want_ack(x);
+	}
+	return x->due;
+}
+
+static void put_feedback(void *rx, struct dccp_obuf *b, uint64_t now_ns, uint64_t *ackno)
+{
+	struct ccid2_rx *x = rx;
+	uint8_t vec[DCCP_MAX_HDR];
+	size_t n = 0;
+
+	(void)now_ns;
+	*ackno = x->gsr;
+	x->since_ack = 0;
+	x->due = false;
+	if (b->overflow || b->cap <= b->len)
+		return;
+	/* Vector bytes that fit: options of up to 253 bytes, 2 bytes of header each. */
+	size_t avail = b->cap - b->len;
+	size_t cap = avail / 255 * 253 + (avail % 255 > 2 ? avail % 255 - 2 : 0);
+	if (cap > sizeof(vec))
+		cap = sizeof(vec);
+	/* Newest first; a truncated vector is still true, just shorter. */
+	uint64_t q = x->gsr, count = 0;
+	uint8_t state = *st_of(x, q);
+	for (;;) {
+		uint8_t s = *st_of(x, q);
+		if (s != state) {
+			if (!dccp_ackvec_rle(vec, &n, cap, state, count))
+				break;
+			state = s;
+			count = 0;
+		}
+		count++;
+		if (q == x->lo) {
+			dccp_ackvec_rle(vec, &n, cap, state, count);
+			break;
+		}
+		q = dccp_seq_sub(q, 1);
+	}
+	dccp_opt_put_vector(b, DCCP_OPT_ACKVEC0, vec, n);
+}
+
+/* seq: the Acknowledgement Number that our acknowledged Ack carried. */
+static void ack_of_ack(void *rx, uint64_t seq)
+{
+	struct ccid2_rx *x = rx;
+
+	seq &= DCCP_SEQ_MASK;
+	if (dccp_seq_between(seq, x->lo, x->gsr))
+		x->lo = seq;
+}
+
+static uint64_t rx_next_timer(void *rx)
+{
+	struct ccid2_rx *x = rx;
+
+	return x->since_ack && !x->due ? x->first_unacked + DELACK_NS : 0;
+}
+
+static void rx_timer(void *rx, uint64_t now_ns)
+{
+	struct ccid2_rx *x = rx;
+
+	if (x->since_ack && now_ns >= x->first_unacked + DELACK_NS)
+		want_ack(x);
+}
+
+static bool feedback_due(void *rx)
+{
+	return ((struct ccid2_rx *)rx)->due;
+}
+
+void dccp_ccid2_rx_set_ack_ratio(void *rx, uint32_t r)
+{
+	if (r >= 1 && r <= 0xffff) /* a 2-byte feature; 0 is invalid (RFC 4340 §11.3) */
+		((struct ccid2_rx *)rx)->ratio = r;
+}
+
+void dccp_ccid2_rx_counters(void *rx, struct ccid2_rx_counters *c)
+{
+	*c = ((struct ccid2_rx *)rx)->c;
+}
+
+const struct dccp_ccid_rx_ops dccp_ccid2_rx_ops = {
+	.id = DCCP_CCID2,
+	.init = rx_init,
+	.free = rx_free,
+	.recv = rx_recv,
+	.put_feedback = put_feedback,
+	.ack_of_ack = ack_of_ack,
+	.next_timer = rx_next_timer,
+	.timer = rx_timer,
+	.feedback_due = feedback_due,
+};

@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ccid2.h - what CCID 2 (ccid2.c) offers beyond the generic ops of ccid.h:
+ * its ops tables for the registry (ccid.c), the Ack Ratio hand-over that
+ * ccid.h has no op for yet, and counters for tests and the fuzzer.
+ */
+#ifndef GC_DCCP_CCID2_H
+#define GC_DCCP_CCID2_H
+
+#include "dccp/ccid.h"
+
+extern const struct dccp_ccid_tx_ops dccp_ccid2_tx_ops;
+extern const struct dccp_ccid_rx_ops dccp_ccid2_rx_ops;
+
+#define CCID2_RECORD 4096  /* sent packets the sender remembers (power of 2) */
+#define CCID2_MAX_CWND 1024 /* packets; keeps the record and 5 x cwnd bounded */
+#define CCID2_RX_WINDOW 4096 /* packets the receiver's Ack Vector can describe */
+
+/*
+ * Ack Ratio (RFC 4341 §6.1.2): a feature located at the HC-Sender and
+ * obeyed by the HC-Receiver.  The sender says which value it wants (the
+ * connection sends Change L(Ack Ratio) when it moves); the connection
+ * hands the reconciled value to the peer-side receiver module.
+ */
+uint32_t dccp_ccid2_tx_ack_ratio(void *tx);
+void dccp_ccid2_rx_set_ack_ratio(void *rx, uint32_t r);
+
+/* What the sender refused or corrected (untrusted feedback). */
+struct ccid2_tx_counters {
+	uint64_t sent_data;     /* data packets recorded */
+	uint64_t acked, lost;   /* data packets reported to env->acked / env->lost */
+	uint64_t ecn;           /* reported received but ECN-marked (congestion, still acked) */
+	uint64_t bad_ackno;     /* Acknowledgement Number we never sent: whole ack ignored */
+	uint64_t bad_vector;    /* Ack Vector reaching below ISS or past ackno: whole ack ignored */
+	uint64_t late_ack;      /* received after we had declared it lost (spurious loss) */
+	uint64_t contradiction; /* not-received after an earlier received (ignored) */
+	uint64_t overflow;      /* record full: oldest outstanding forced lost */
+	uint64_t rto;           /* retransmission timeouts */
+	uint64_t halvings;      /* window reductions on loss or ECN */
+};
+void dccp_ccid2_tx_counters(void *tx, struct ccid2_tx_counters *c);
+
+struct ccid2_rx_counters {
+	uint64_t old;      /* below the Ack Vector window: not described */
+	uint64_t dup;      /* already received */
+	uint64_t jumps;    /* a gap wider than the window: the window restarted */
+	uint64_t acks_due; /* acknowledgements asked for */
+};
+void dccp_ccid2_rx_counters(void *rx, struct ccid2_rx_counters *c);
+
+#endif

@@ -1,0 +1,490 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * CCID 2 (lib/dccp/ccid2.c) on a simulated path (ccid_sim.h) and against
+ * hand-made feedback:
+ *   - a greedy sender fills the link and loses nothing when the queue is
+ *     deep enough; with a shallow queue it still uses the link;
+ *   - one loss halves the window once, several in one window too, and the
+ *     window grows back;
+ *   - with random loss (both directions) every data packet is reported
+ *     exactly once, acked only if delivered, and every drop is reported lost;
+ *   - hostile Ack Vectors (unsent packets, runs below ISS, huge vectors)
+ *     change nothing and are counted; contradictions and repeats are ignored;
+ *   - the receiver's Ack Vector says exactly what arrived, honours the Ack
+ *     Ratio, the delayed-ack timer and Ack of Ack;
+ *   - the RTO empties the pipe and restarts at one packet;
+ *   - Sequence Window is 5 x cwnd (at least 100).
+ */
+#include "check.h"
+#include "ccid_sim.h"
+#include "dccp/ccid2.h"
+
+#define MS 1000000ull
+#define SEC 1000000000ull
+
+static struct ccid2_tx_counters txc(struct sim *s)
+{
+	struct ccid2_tx_counters c;
+	dccp_ccid2_tx_counters(s->tx, &c);
+	return c;
+}
+
+static struct dccp_ccid_tx_stats txs(const struct dccp_ccid_tx_ops *o, void *tx)
+{
+	struct dccp_ccid_tx_stats st;
+	o->stats(tx, &st);
+	return st;
+}
+
+/* Every data packet reported exactly once; acked only if delivered; every drop lost. */
+static void check_reports(struct sim *s, const char *what)
+{
+	struct ccid2_tx_counters c = txc(s);
+	uint64_t bad = 0;
+
+	EXPECT_EQ(s->dup_reports, 0);
+	EXPECT_EQ(s->wrong_reports, 0);
+	EXPECT_EQ(c.acked + c.lost, s->sent);
+	EXPECT_EQ(c.sent_data, s->sent);
+	for (uint64_t i = 0; i < s->sent; i++) {
+		if (s->nacked[i] + s->nlost[i] != 1)
+			bad++;
+		if (s->dropped[i] && !s->nlost[i])
+			bad++;
+		if (c.rto == 0 && s->nlost[i] && !s->dropped[i]) /* no timeout: only true losses */
+			bad++;
+	}
+	if (!EXPECT_EQ(bad, 0))
+		fprintf(stderr, "  %s: sent %llu acked %llu lost %llu dropped %llu rto %llu\n", what,
+			(unsigned long long)s->sent, (unsigned long long)c.acked,
+			(unsigned long long)c.lost, (unsigned long long)s->dropped_n,
+			(unsigned long long)c.rto);
+	EXPECT_EQ(txs(s->txo, s->tx).pipe, 0);
+}
+
+static void utilisation(void)
+{
+	struct sim s;
+
+	/* 10 Mbit/s, 20 ms RTT, a queue deeper than CCID2_MAX_CWND packets: no loss */
+	sim_init(&s, DCCP_CCID2, 1000, 1);
+	s.bw = 1.25e6;
+	s.owd_ns = 10 * MS;
+	s.qlimit_ns = 2 * SEC;
+	sim_run(&s, 5 * SEC);
+	uint64_t b0 = s.delivered_bytes;
+	sim_run(&s, 15 * SEC);
+	double util = (double)(s.delivered_bytes - b0) / (10.0 * s.bw);
+	if (!EXPECT(util > 0.97))
+		fprintf(stderr, "  deep queue: utilisation %.3f\n", util);
+	EXPECT_EQ(s.dropped_n, 0);
+	EXPECT_EQ(txc(&s).lost, 0);
+	EXPECT_EQ(txc(&s).halvings, 0);
+	EXPECT(txs(s.txo, s.tx).rtt_ns > 20 * MS);
+	sim_drain(&s, 10 * SEC);
+	check_reports(&s, "deep queue");
+	sim_free(&s);
+
+	/* the same link with a 40 ms (50 packet, 2 x BDP) drop-tail queue */
+	sim_init(&s, DCCP_CCID2, 1000, 2);
+	s.bw = 1.25e6;
+	s.owd_ns = 10 * MS;
+	s.qlimit_ns = 40 * MS;
+	sim_run(&s, 5 * SEC);
+	b0 = s.delivered_bytes;
+	sim_run(&s, 25 * SEC);
+	util = (double)(s.delivered_bytes - b0) / (20.0 * s.bw);
+	if (!EXPECT(util > 0.85))
+		fprintf(stderr, "  shallow queue: utilisation %.3f\n", util);
+	EXPECT(s.dropped_n > 0);
+	EXPECT(txc(&s).halvings > 0);
+	sim_drain(&s, 10 * SEC);
+	check_reports(&s, "shallow queue");
+	sim_free(&s);
+}
+
+static void halving(void)
+{
+	struct sim s;
+
+	/* 100 Mbit/s, 10 ms RTT (BDP 125): slow start for 50 ms, then one loss */
+	sim_init(&s, DCCP_CCID2, 1000, 3);
+	s.bw = 12.5e6;
+	s.owd_ns = 5 * MS;
+	sim_run(&s, 50 * MS);
+	uint32_t before = txs(s.txo, s.tx).cwnd;
+	EXPECT(before >= 40);
+	s.drop_lo = s.drop_hi = s.next_seq + 5;
+	uint32_t at_loss = before;
+	for (int i = 0; i < 200 && txc(&s).halvings == 0; i++) {
+		at_loss = txs(s.txo, s.tx).cwnd;
+		sim_run(&s, s.now + MS / 10);
+	}
+	EXPECT_EQ(txc(&s).halvings, 1);
+	uint32_t after = txs(s.txo, s.tx).cwnd;
+	if (!EXPECT(after >= at_loss / 2 && after <= at_loss / 2 + 2))
+		fprintf(stderr, "  cwnd %u before the loss, %u after\n", at_loss, after);
+	EXPECT_EQ(txc(&s).lost, 1);
+	/* congestion avoidance: +1 per RTT, back above where it was in 1 s */
+	sim_run(&s, s.now + SEC);
+	EXPECT_EQ(txc(&s).halvings, 1);
+	EXPECT(txs(s.txo, s.tx).cwnd > before);
+	/* five losses in one window: one halving */
+	uint32_t w = txs(s.txo, s.tx).cwnd;
+	s.drop_lo = s.next_seq + 3;
+	s.drop_hi = s.drop_lo + 4;
+	sim_run(&s, s.now + 100 * MS);
+	EXPECT_EQ(txc(&s).halvings, 2);
+	EXPECT_EQ(txc(&s).lost, 6);
+	EXPECT(txs(s.txo, s.tx).cwnd <= w / 2 + 12);
+	sim_drain(&s, 2 * SEC);
+	check_reports(&s, "halving");
+	sim_free(&s);
+}
+
+static void random_loss(void)
+{
+	struct sim s;
+
+	for (int rev = 0; rev < 2; rev++) {
+		sim_init(&s, DCCP_CCID2, 1200, 10 + rev);
+		s.bw = 2.5e6;
+		s.owd_ns = 15 * MS;
+		s.qlimit_ns = 60 * MS;
+		s.loss = 0.02;
+		s.rev_loss = rev ? 0.2 : 0;
+		sim_run(&s, 20 * SEC);
+		/* ~ 300 packets/s at 2 % loss: TCP's 1.22 / sqrt(p) = 8.6 packets per RTT */
+		EXPECT(s.dropped_n > 50);
+		EXPECT(txc(&s).halvings > 30);
+		EXPECT(s.sent > 3000 && s.sent < 12000);
+		struct dccp_ccid_tx_stats st = txs(s.txo, s.tx);
+		EXPECT(st.p > 0.01 && st.p < 0.2);
+		sim_drain(&s, 20 * SEC);
+		check_reports(&s, rev ? "random loss, lossy acks" : "random loss");
+		EXPECT_EQ(txc(&s).bad_vector + txc(&s).bad_ackno + txc(&s).contradiction, 0);
+		sim_free(&s);
+	}
+}
+
+/* ---- hand-made feedback -------------------------------------------------- */
+
+static unsigned n_acked, n_lost;
+static void count_acked(void *arg, uint64_t seq)
+{
+	(void)arg, (void)seq;
+	n_acked++;
+}
+static void count_lost(void *arg, uint64_t seq)
+{
+	(void)arg, (void)seq;
+	n_lost++;
+}
+
+static void *fresh_tx(const struct dccp_ccid_tx_ops *o, unsigned npkts, uint64_t now)
+{
+	struct dccp_ccid_env env = { .mps = 1000, .iss = SIM_ISS, .isr = SIM_ISR,
+				     .acked = count_acked, .lost = count_lost };
+	void *tx = o->init(&env);
+	CHECK(tx);
+	for (unsigned i = 1; i <= npkts; i++)
+		o->sent(tx, SIM_ISS + i, 1000, true, now, NULL);
+	n_acked = n_lost = 0;
+	return tx;
+}
+
+/* An option area with one Ack Vector, parsed as the connection would. */
+static void vec_opts(struct dccp_opts *o, uint8_t *area, const uint8_t *vec, size_t n, uint8_t type)
+{
+	struct dccp_obuf b;
+	struct dccp_hdr h = { .type = DCCP_ACK, .has_ack = true, .x = true };
+
+	dccp_obuf_init(&b, area, DCCP_MAX_HDR);
+	dccp_opt_put_vector(&b, type, vec, n);
+	CHECK(!b.overflow);
+	h.opt_len = (uint16_t)b.len;
+	memset(o, 0, sizeof(*o));
+	CHECK(dccp_opts_parse(&h, area, DCCP_PF_ESTABLISHED, o, NULL) == DCCP_OK);
+}
+
+static bool same_stats(const struct dccp_ccid_tx_stats *a, const struct dccp_ccid_tx_stats *b)
+{
+	return a->cwnd == b->cwnd && a->pipe == b->pipe && a->rtt_ns == b->rtt_ns &&
+	       a->lost == b->lost;
+}
+
+static void hostile(void)
+{
+	const struct dccp_ccid_tx_ops *o = dccp_ccid_tx(DCCP_CCID2);
+	static uint8_t area[DCCP_MAX_HDR], big[253];
+	struct dccp_opts op;
+	struct ccid2_tx_counters c;
+	void *tx = fresh_tx(o, 3, 0);
+	struct dccp_ccid_tx_stats st0 = txs(o, tx), st;
+
+	/* an ack for a packet never sent */
+	uint8_t v1[] = { 0x3f };
+	vec_opts(&op, area, v1, 1, DCCP_OPT_ACKVEC0);
+	o->recv_ack(tx, SIM_ISS + 20, &op, 1 * MS);
+	o->recv_ack(tx, SIM_ISS - 5, &op, 1 * MS);
+	dccp_ccid2_tx_counters(tx, &c);
+	EXPECT_EQ(c.bad_ackno, 2);
+	/* a vector of 253 bytes of 64-packet runs: far below ISS */
+	memset(big, 0x3f, sizeof(big));
+	vec_opts(&op, area, big, sizeof(big), DCCP_OPT_ACKVEC0);
+	o->recv_ack(tx, SIM_ISS + 3, &op, 1 * MS);
+	/* the same by hand: 64 options of 253 bytes (more than a header holds) */
+	memset(&op, 0, sizeof(op));
+	op.n = DCCP_OPTS_MAX;
+	for (unsigned k = 0; k < op.n; k++)
+		op.opt[k] = (struct dccp_opt){ .type = DCCP_OPT_ACKVEC1, .len = 253, .data = big };
+	o->recv_ack(tx, SIM_ISS + 3, &op, 1 * MS);
+	/* a valid first run, then one reaching below ISS: nothing of it applies */
+	uint8_t v2[] = { 0x02, 0x3f };
+	vec_opts(&op, area, v2, 2, DCCP_OPT_ACKVEC0);
+	o->recv_ack(tx, SIM_ISS + 3, &op, 1 * MS);
+	dccp_ccid2_tx_counters(tx, &c);
+	EXPECT_EQ(c.bad_vector, 3);
+	st = txs(o, tx);
+	EXPECT(same_stats(&st, &st0));
+	EXPECT_EQ(n_acked + n_lost, 0);
+
+	/* a true vector: 3, 2, 1 received (and ISS, our Request) */
+	uint8_t v3[] = { 0x03 };
+	vec_opts(&op, area, v3, 1, DCCP_OPT_ACKVEC0);
+	o->recv_ack(tx, SIM_ISS + 3, &op, 5 * MS);
+	EXPECT_EQ(n_acked, 3);
+	st = txs(o, tx);
+	EXPECT_EQ(st.pipe, 0);
+	EXPECT_EQ(st.rtt_ns, 5 * MS);
+	EXPECT_EQ(st.cwnd, st0.cwnd + 3); /* slow start */
+	/* again, and then the contrary: no second report, no change */
+	o->recv_ack(tx, SIM_ISS + 3, &op, 6 * MS);
+	uint8_t v4[] = { 0xc2 };
+	vec_opts(&op, area, v4, 1, DCCP_OPT_ACKVEC0);
+	o->recv_ack(tx, SIM_ISS + 3, &op, 6 * MS);
+	EXPECT_EQ(n_acked, 3);
+	EXPECT_EQ(n_lost, 0);
+	struct dccp_ccid_tx_stats st2 = txs(o, tx);
+	EXPECT_EQ(st2.cwnd, st.cwnd);
+	o->free(tx);
+
+	/* ECN-marked: delivered (acked) but a congestion signal; one halving per window */
+	tx = fresh_tx(o, 8, 0);
+	st0 = txs(o, tx);
+	uint8_t v5[] = { 0x02, 0x40 | 0x01, 0x02 }; /* 8,7,6 rcvd; 5,4 ECN; 3,2,1 rcvd */
+	vec_opts(&op, area, v5, 3, DCCP_OPT_ACKVEC0);
+	o->recv_ack(tx, SIM_ISS + 8, &op, 5 * MS);
+	dccp_ccid2_tx_counters(tx, &c);
+	EXPECT_EQ(n_acked, 8);
+	EXPECT_EQ(c.ecn, 2);
+	EXPECT_EQ(c.halvings, 1);
+	o->free(tx);
+
+	/* dupack rule: 1 lost once 2, 3, 4 are acked, not before */
+	tx = fresh_tx(o, 4, 0);
+	uint8_t v6[] = { 0x01, 0xc0 }; /* 3, 2 rcvd; 1 not */
+	vec_opts(&op, area, v6, 2, DCCP_OPT_ACKVEC0);
+	o->recv_ack(tx, SIM_ISS + 3, &op, 5 * MS);
+	EXPECT_EQ(n_lost, 0);
+	uint8_t v7[] = { 0x02, 0xc0 }; /* 4, 3, 2 rcvd; 1 not */
+	vec_opts(&op, area, v7, 2, DCCP_OPT_ACKVEC0);
+	o->recv_ack(tx, SIM_ISS + 4, &op, 6 * MS);
+	EXPECT_EQ(n_lost, 1);
+	EXPECT_EQ(n_acked, 3);
+	/* it turns up late: counted, not reported */
+	uint8_t v8[] = { 0x03 };
+	vec_opts(&op, area, v8, 1, DCCP_OPT_ACKVEC0);
+	o->recv_ack(tx, SIM_ISS + 4, &op, 7 * MS);
+	dccp_ccid2_tx_counters(tx, &c);
+	EXPECT_EQ(n_acked, 3);
+	EXPECT_EQ(c.late_ack, 0); /* packet 1 left the record when it was declared lost */
+	o->free(tx);
+}
+
+static void rto(void)
+{
+	const struct dccp_ccid_tx_ops *o = dccp_ccid_tx(DCCP_CCID2);
+	void *tx = fresh_tx(o, 0, 0);
+	uint64_t wake = 1;
+	uint32_t w = o->budget(tx, 0, &wake);
+
+	EXPECT_EQ(w, 4380 / 1000); /* RFC 3390 */
+	EXPECT_EQ(wake, 0);
+	for (unsigned i = 1; i <= w; i++)
+		o->sent(tx, SIM_ISS + i, 1000, true, 0, NULL);
+	EXPECT_EQ(o->budget(tx, 0, &wake), 0);
+	EXPECT_EQ(o->next_timer(tx), SEC); /* RFC 6298's initial 1 s */
+	o->timer(tx, SEC - 1);
+	EXPECT_EQ(n_lost, 0);
+	o->timer(tx, SEC);
+	EXPECT_EQ(n_lost, w);
+	struct dccp_ccid_tx_stats st = txs(o, tx);
+	EXPECT_EQ(st.cwnd, 1);
+	EXPECT_EQ(st.pipe, 0);
+	EXPECT_EQ(o->next_timer(tx), 0);
+	EXPECT_EQ(o->budget(tx, SEC, &wake), 1);
+	o->sent(tx, SIM_ISS + w + 1, 1000, true, SEC, NULL);
+	EXPECT_EQ(o->next_timer(tx), 3 * SEC); /* backed off to 2 s */
+	/* a pure Ack does not count against the window */
+	o->sent(tx, SIM_ISS + w + 2, 0, false, SEC, NULL);
+	EXPECT_EQ(txs(o, tx).pipe, 1);
+	EXPECT(o->seq_window(tx) == 100);
+	o->free(tx);
+}
+
+static void seq_window(void)
+{
+	struct sim s;
+
+	sim_init(&s, DCCP_CCID2, 1000, 4);
+	s.owd_ns = 5 * MS;
+	sim_run(&s, 60 * MS);
+	uint32_t cwnd = txs(s.txo, s.tx).cwnd;
+	EXPECT(cwnd > 20);
+	EXPECT_EQ(s.txo->seq_window(s.tx), 5 * (uint64_t)cwnd);
+	EXPECT_EQ(dccp_ccid2_tx_ack_ratio(s.tx), 2);
+	sim_free(&s);
+}
+
+/* ---- receiver ------------------------------------------------------------ */
+
+static void *fresh_rx(void)
+{
+	struct dccp_ccid_env env = { .mps = 1000, .iss = SIM_ISR, .isr = SIM_ISS };
+	void *rx = dccp_ccid_rx(DCCP_CCID2)->init(&env);
+	CHECK(rx);
+	return rx;
+}
+
+/* Put feedback and read it back: state of each seq in [lo, ackno], or -1. */
+static uint64_t feedback(void *rx, int8_t *state, uint64_t lo, uint64_t hi, size_t cap)
+{
+	const struct dccp_ccid_rx_ops *o = dccp_ccid_rx(DCCP_CCID2);
+	uint8_t area[DCCP_MAX_HDR];
+	struct dccp_obuf b;
+	struct dccp_opts op;
+	struct dccp_hdr h = { .type = DCCP_ACK, .has_ack = true, .x = true };
+	struct dccp_vec_iter it;
+	struct dccp_run r;
+	uint64_t ackno;
+
+	dccp_obuf_init(&b, area, cap);
+	o->put_feedback(rx, &b, 0, &ackno);
+	EXPECT(!b.overflow);
+	h.opt_len = (uint16_t)b.len;
+	memset(&op, 0, sizeof(op));
+	CHECK(dccp_opts_parse(&h, area, DCCP_PF_ESTABLISHED, &op, NULL) == DCCP_OK);
+	memset(state, -1, hi - lo + 1);
+	dccp_ackvec_iter(&it, &op, ackno, SIM_ISS);
+	while (dccp_vec_next(&it, &r))
+		for (uint64_t q = r.lo; q <= r.hi; q++)
+			if (q >= lo && q <= hi)
+				state[q - lo] = (int8_t)r.state;
+	EXPECT(!it.bad);
+	return ackno;
+}
+
+static void receiver(void)
+{
+	const struct dccp_ccid_rx_ops *o = dccp_ccid_rx(DCCP_CCID2);
+	struct dccp_opts none;
+	struct ccid2_rx_counters c;
+	int8_t st[64];
+	void *rx = fresh_rx();
+
+	memset(&none, 0, sizeof(none));
+	/* Ack Ratio 2: every second data packet; a pure Ack asks for nothing */
+	EXPECT(!o->recv(rx, DCCP_DATA, SIM_ISS + 1, 0, &none, 100, 0));
+	EXPECT(!o->recv(rx, DCCP_ACK, SIM_ISS + 2, 0, &none, 0, 0));
+	EXPECT(o->recv(rx, DCCP_DATA, SIM_ISS + 3, 0, &none, 100, 0));
+	EXPECT(o->feedback_due(rx));
+	EXPECT_EQ(feedback(rx, st, SIM_ISS, SIM_ISS + 3, DCCP_MAX_HDR), SIM_ISS + 3);
+	EXPECT(!o->feedback_due(rx));
+	for (int i = 0; i <= 3; i++)
+		EXPECT_EQ(st[i], DCCP_ACK_RECEIVED);
+	/* holes at 5 and 8: acked at once; the vector says exactly that */
+	EXPECT(!o->recv(rx, DCCP_DATA, SIM_ISS + 4, 0, &none, 100, 0));
+	EXPECT(o->recv(rx, DCCP_DATA, SIM_ISS + 6, 0, &none, 100, 0));
+	EXPECT(o->recv(rx, DCCP_DATAACK, SIM_ISS + 7, 0, &none, 100, 0));
+	EXPECT(o->recv(rx, DCCP_DATA, SIM_ISS + 9, 0, &none, 100, 0));
+	EXPECT_EQ(feedback(rx, st, SIM_ISS, SIM_ISS + 9, DCCP_MAX_HDR), SIM_ISS + 9);
+	for (int i = 0; i <= 9; i++)
+		EXPECT_EQ(st[i], i == 5 || i == 8 ? DCCP_ACK_NOT_RECEIVED : DCCP_ACK_RECEIVED);
+	/* 5 arrives late: acked at once, and received in the next vector */
+	EXPECT(o->recv(rx, DCCP_DATA, SIM_ISS + 5, 0, &none, 100, 0));
+	feedback(rx, st, SIM_ISS, SIM_ISS + 9, DCCP_MAX_HDR);
+	EXPECT_EQ(st[5], DCCP_ACK_RECEIVED);
+	EXPECT_EQ(st[8], DCCP_ACK_NOT_RECEIVED);
+	/* a duplicate changes nothing */
+	EXPECT(!o->recv(rx, DCCP_DATA, SIM_ISS + 5, 0, &none, 100, 0));
+	dccp_ccid2_rx_counters(rx, &c);
+	EXPECT_EQ(c.dup, 1);
+	/* Ack Ratio 3 */
+	dccp_ccid2_rx_set_ack_ratio(rx, 3);
+	dccp_ccid2_rx_set_ack_ratio(rx, 0); /* invalid: ignored */
+	EXPECT(!o->recv(rx, DCCP_DATA, SIM_ISS + 10, 0, &none, 100, 0));
+	EXPECT(!o->recv(rx, DCCP_DATA, SIM_ISS + 11, 0, &none, 100, 0));
+	EXPECT(o->recv(rx, DCCP_DATA, SIM_ISS + 12, 0, &none, 100, 0));
+	feedback(rx, st, SIM_ISS, SIM_ISS + 12, DCCP_MAX_HDR);
+	/* Ack of Ack: nothing below 9 is described any more */
+	o->ack_of_ack(rx, SIM_ISS + 9);
+	o->ack_of_ack(rx, SIM_ISS + 4000); /* never acked: ignored */
+	feedback(rx, st, SIM_ISS, SIM_ISS + 12, DCCP_MAX_HDR);
+	for (int i = 0; i <= 12; i++)
+		EXPECT_EQ(st[i], i < 9 ? -1 : DCCP_ACK_RECEIVED);
+	/* the delayed-ack timer: one packet waits at most 10 ms */
+	EXPECT(!o->recv(rx, DCCP_DATA, SIM_ISS + 13, 0, &none, 100, 50 * MS));
+	EXPECT_EQ(o->next_timer(rx), 60 * MS);
+	o->timer(rx, 59 * MS);
+	EXPECT(!o->feedback_due(rx));
+	o->timer(rx, 60 * MS);
+	EXPECT(o->feedback_due(rx));
+	feedback(rx, st, SIM_ISS, SIM_ISS + 13, DCCP_MAX_HDR);
+	EXPECT_EQ(o->next_timer(rx), 0);
+	/* a small option area: a shorter vector, still true */
+	EXPECT(o->recv(rx, DCCP_DATA, SIM_ISS + 15, 0, &none, 100, 0));
+	feedback(rx, st, SIM_ISS, SIM_ISS + 15, 4);
+	EXPECT_EQ(st[15], DCCP_ACK_RECEIVED);
+	EXPECT_EQ(st[14], DCCP_ACK_NOT_RECEIVED);
+	/* old and far-future numbers */
+	EXPECT(!o->recv(rx, DCCP_DATA, SIM_ISS + 2, 0, &none, 100, 0));
+	o->recv(rx, DCCP_DATA, SIM_ISS + 100000, 0, &none, 100, 0);
+	dccp_ccid2_rx_counters(rx, &c);
+	EXPECT_EQ(c.old, 1);
+	EXPECT_EQ(c.jumps, 1);
+	o->free(rx);
+
+	/* a long vector: 4000 packets, every 7th lost, in at most 1000 option bytes */
+	rx = fresh_rx();
+	static int8_t big[4001];
+	for (uint64_t i = 1; i <= 4000; i++)
+		if (i % 7)
+			o->recv(rx, DCCP_DATA, SIM_ISS + i, 0, &none, 100, 0);
+	feedback(rx, big, SIM_ISS, SIM_ISS + 4000, 1000);
+	unsigned wrong = 0, described = 0;
+	for (uint64_t i = 1; i <= 4000; i++) {
+		if (big[i] < 0)
+			continue;
+		described++;
+		wrong += big[i] != (i % 7 ? DCCP_ACK_RECEIVED : DCCP_ACK_NOT_RECEIVED);
+	}
+	EXPECT_EQ(wrong, 0);
+	EXPECT(described > 1000);
+	o->free(rx);
+}
+
+int main(void)
+{
+	EXPECT(dccp_ccid_tx(DCCP_CCID2) && dccp_ccid_tx(DCCP_CCID2)->id == DCCP_CCID2);
+	EXPECT(dccp_ccid_rx(DCCP_CCID2) && dccp_ccid_rx(DCCP_CCID2)->id == DCCP_CCID2);
+	EXPECT(!dccp_ccid_tx(1) && !dccp_ccid_rx(0) && !dccp_ccid_tx(255) && !dccp_ccid_rx(4));
+	hostile();
+	rto();
+	receiver();
+	seq_window();
+	halving();
+	utilisation();
+	random_loss();
+	return check_done("ccid2");
+}
