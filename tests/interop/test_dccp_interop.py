@@ -203,7 +203,7 @@ def run_gc_to_linux(guest, gc_tool, ccid, loss, tmp_path, port):
 
 def run_linux_to_gc(guest, gc_tool, ccid, loss, tmp_path, port):
     tool, obj = gc_tool
-    proc = guest.lab.popen(guest.ns, [tool, "dccp", "listen", port, "--ccid", ccid, "--count", COUNT,
+    proc = guest.lab.popen(guest.ns, [tool, "dccp", "listen", f"{guest.host_v4}:{port}", "--ccid", ccid, "--count", COUNT,
                                       "--timeout", 40], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.stdout.readline().strip() == "listening"
     with Capture(guest.lab, guest.ns, guest.tap, tmp_path / "run.pcap") as cap, \
@@ -254,7 +254,8 @@ def test_linux_client_to_gc_server(guest, gc_tool, ccid, loss, tmp_path):
     port = 5300 + 10 * ccid + int(loss * 100)
     rc, ours, err, cli, pcap, counts = run_linux_to_gc(guest, gc_tool, ccid, loss, tmp_path, port)
     c = cli.json
-    detail = json.dumps({"ours": ours, "linux": c, "stderr": err[-2000:], "loss": counts})
+    detail = json.dumps({"ours": ours, "linux": c, "linux_output": cli.output[-2000:], "stderr": err[-2000:],
+                         "loss": counts})
     assert rc == 0 and c is not None and cli.rc == 0, detail
     assert c["sent"] == COUNT and (c["tx_ccid"], c["rx_ccid"]) == (ccid, ccid), detail
     assert ours["accepted"] and ours["corrupt"] == 0, detail
