@@ -169,7 +169,14 @@ static int addr_in(const char *fn, const struct sockaddr *sa, socklen_t len,
 static int c_emit(void *arg, const uint8_t *p, size_t len)
 {
 	struct gc_dccp *c = arg;
-	return dccp_sock_send(c->fd, &c->peer, c->udp ? NULL : &c->local, p, len);
+	if (c->udp)
+		return dccp_sock_send(c->fd, &c->peer, NULL, p, len);
+	/* A raw IPv6 socket reads sin6_port as the protocol: EINVAL unless 0 or 33
+	 * (rawv6_sendmsg).  The DCCP port is in the packet. */
+	struct sockaddr_storage to = c->peer;
+	if (to.ss_family == AF_INET6)
+		((struct sockaddr_in6 *)&to)->sin6_port = 0;
+	return dccp_sock_send(c->fd, &to, &c->local, p, len);
 }
 
 static struct inflight *slot(struct gc_dccp *c, uint64_t seq)
