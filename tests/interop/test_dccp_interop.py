@@ -184,15 +184,23 @@ def gc_json(proc: subprocess.Popen, timeout: float) -> tuple[int, dict, str]:
     return proc.returncode, json.loads(lines[-1]), err
 
 
-def run_gc_to_linux(guest, gc_tool, ccid, loss, tmp_path, port):
+def addrs(guest, family):
+    """(our address, Linux's address, how the CLI writes Linux's / ours with a port)."""
+    if family == 4:
+        return guest.host_v4, guest.guest_v4, f"{guest.guest_v4}:", f"{guest.host_v4}:"
+    return guest.host_v6, guest.guest_v6, f"[{guest.guest_v6}]:", f"[{guest.host_v6}]:"
+
+
+def run_gc_to_linux(guest, gc_tool, ccid, loss, tmp_path, port, family=4):
     tool, obj = gc_tool
-    srv = guest.start(f"dccp_peer server {port} --ccid {ccid} --count {COUNT} --rcvbuf {1 << 22} "
+    bind = "0.0.0.0" if family == 4 else "::"
+    srv = guest.start(f"dccp_peer server {port} --bind {bind} --ccid {ccid} --count {COUNT} --rcvbuf {1 << 22} "
                       f"--payload gc --timeout-ms 40000", timeout=60)
     guest.wait_output(srv, "listening")
     with Capture(guest.lab, guest.ns, guest.tap, tmp_path / "run.pcap") as cap, \
             LossOnTap(guest, obj, loss) as lt:
         # 1 ms pacing: Linux 6.1's CCID 3 receiver misbehaves at sub-millisecond intervals (test_linux61.py).
-        proc = guest.lab.popen(guest.ns, [tool, "dccp", "send", f"{guest.guest_v4}:{port}", "--ccid", ccid,
+        proc = guest.lab.popen(guest.ns, [tool, "dccp", "send", f"{addrs(guest, family)[2]}{port}", "--ccid", ccid,
                                           "--count", COUNT, "--size", SIZE, "--rate", 1000, "--timeout", 30],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         rc, ours, err = gc_json(proc, 60)
@@ -201,14 +209,17 @@ def run_gc_to_linux(guest, gc_tool, ccid, loss, tmp_path, port):
     return rc, ours, err, linux, cap.pcap, counts
 
 
-def run_linux_to_gc(guest, gc_tool, ccid, loss, tmp_path, port):
+def run_linux_to_gc(guest, gc_tool, ccid, loss, tmp_path, port, family=4):
     tool, obj = gc_tool
-    proc = guest.lab.popen(guest.ns, [tool, "dccp", "listen", f"{guest.host_v4}:{port}", "--ccid", ccid, "--count", COUNT,
-                                      "--timeout", 40], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    ours_addr, _, _, listen_at = addrs(guest, family)
+    # A raw socket of one family: our listener takes its address, not a wildcard of the other family.
+    proc = guest.lab.popen(guest.ns, [tool, "dccp", "listen", f"{listen_at}{port}", "--ccid", ccid,
+                                      "--count", COUNT, "--timeout", 40],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.stdout.readline().strip() == "listening"
     with Capture(guest.lab, guest.ns, guest.tap, tmp_path / "run.pcap") as cap, \
             LossOnTap(guest, obj, loss) as lt:
-        cli = guest.run(f"dccp_peer client {guest.host_v4} {port} --ccid {ccid} --count {COUNT} --size {SIZE} "
+        cli = guest.run(f"dccp_peer client {ours_addr} {port} --ccid {ccid} --count {COUNT} --size {SIZE} "
                         f"--interval-us 1000 --payload gc --timeout-ms 40000", timeout=60, check=False)
         rc, ours, err = gc_json(proc, 60)
         counts = lt.counts()
@@ -241,17 +252,19 @@ def set_loss(guest, fraction: float):
     raise AssertionError("no loss_cfg map on the tap's loss filter")
 
 
-CASES = [pytest.param(ccid, loss, id=f"ccid{ccid}-loss{int(loss * 100)}") for ccid in (2, 3) for loss in (0, LOSS)]
+# IPv6 at 0 % loss only: the loss runs are the same code paths, and each run costs ~5 s of TCG.
+CASES = [pytest.param(ccid, loss, fam, id=f"ccid{ccid}-loss{int(loss * 100)}-ipv{fam}")
+         for ccid in (2, 3) for loss, fam in ((0, 4), (LOSS, 4), (0, 6))]
 
 
-@pytest.mark.parametrize("ccid,loss", CASES)
-def test_gc_client_to_linux_server(guest, gc_tool, ccid, loss, tmp_path):
-    port = 5200 + 10 * ccid + int(loss * 100)
-    rc, ours, err, linux, pcap, counts = run_gc_to_linux(guest, gc_tool, ccid, loss, tmp_path, port)
+@pytest.mark.parametrize("ccid,loss,family", CASES)
+def test_gc_client_to_linux_server(guest, gc_tool, ccid, loss, family, tmp_path):
+    port = 5200 + 10 * ccid + int(loss * 100) + family
+    rc, ours, err, linux, pcap, counts = run_gc_to_linux(guest, gc_tool, ccid, loss, tmp_path, port, family)
     s = linux.json
     detail = json.dumps({"ours": ours, "linux": s, "stderr": err[-2000:], "loss": counts})
     assert rc == 0 and s is not None and linux.rc == 0, detail
-    assert s["accepted"] and (s["tx_ccid"], s["rx_ccid"]) == (ccid, ccid), detail
+    assert s["accepted"] and s["family"] == family and (s["tx_ccid"], s["rx_ccid"]) == (ccid, ccid), detail
     assert s["corrupt"] == 0 and s["duplicates"] == 0 and s["short"] == 0, detail
     assert ours["sent"] == COUNT and ours["queued"] == COUNT, detail
     # What Linux received and what it saw missing add up to what we sent
@@ -262,19 +275,19 @@ def test_gc_client_to_linux_server(guest, gc_tool, ccid, loss, tmp_path):
     else:
         assert COUNT * 0.75 <= s["received"] < COUNT and s["lost"] >= 1, detail
     check_loss_counts(loss, counts)
-    seen = judge(pcap, guest.host_v4, ccid)
+    seen = judge(pcap, addrs(guest, family)[0], ccid)
     print(f"ccid {ccid} loss {loss}: linux {s}, ours {ours}, capture {seen['types']} syncs {seen['syncs']}")
 
 
-@pytest.mark.parametrize("ccid,loss", CASES)
-def test_linux_client_to_gc_server(guest, gc_tool, ccid, loss, tmp_path):
-    port = 5300 + 10 * ccid + int(loss * 100)
-    rc, ours, err, cli, pcap, counts = run_linux_to_gc(guest, gc_tool, ccid, loss, tmp_path, port)
+@pytest.mark.parametrize("ccid,loss,family", CASES)
+def test_linux_client_to_gc_server(guest, gc_tool, ccid, loss, family, tmp_path):
+    port = 5300 + 10 * ccid + int(loss * 100) + family
+    rc, ours, err, cli, pcap, counts = run_linux_to_gc(guest, gc_tool, ccid, loss, tmp_path, port, family)
     c = cli.json
     detail = json.dumps({"ours": ours, "linux": c, "linux_output": cli.output[-2000:], "stderr": err[-2000:],
                          "loss": counts})
     assert rc == 0 and c is not None and cli.rc == 0, detail
-    assert c["sent"] == COUNT and (c["tx_ccid"], c["rx_ccid"]) == (ccid, ccid), detail
+    assert c["sent"] == COUNT and c["family"] == family and (c["tx_ccid"], c["rx_ccid"]) == (ccid, ccid), detail
     assert ours["accepted"] and ours["corrupt"] == 0, detail
     assert ours["received"] + ours["lost"] <= COUNT, detail
     if not loss:
@@ -282,7 +295,7 @@ def test_linux_client_to_gc_server(guest, gc_tool, ccid, loss, tmp_path):
     else:
         assert COUNT * 0.75 <= ours["received"] < COUNT and ours["lost"] >= 1, detail
     check_loss_counts(loss, counts)
-    seen = judge(pcap, guest.guest_v4, ccid)
+    seen = judge(pcap, addrs(guest, family)[1], ccid)
     print(f"ccid {ccid} loss {loss}: ours {ours}, linux {c}, capture {seen['types']} syncs {seen['syncs']}")
 
 
