@@ -69,19 +69,19 @@ static socklen_t parse_where(const struct dccp_args *a, struct sockaddr_storage 
 	return fam == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
 }
 
-static void print_stats_send(struct gc_dccp *c, uint64_t queued)
+static void print_stats_send(struct gc_dccp *c, uint64_t queued, uint64_t ring_acks)
 {
 	struct gc_dccp_stats st;
 	if (gc_dccp_stats(c, &st) != 0)
 		cli_fail("stats: %s", gc_errmsg());
 	printf("{\"queued\":%llu,\"sent\":%llu,\"acked\":%llu,\"dead\":%llu,\"lost\":%llu,"
 	       "\"cwnd\":%u,\"x_bps\":%llu,\"rtt_us\":%llu,\"p\":%.6f,\"syncs\":%llu,"
-	       "\"invalid\":%llu,\"state\":",
+	       "\"invalid\":%llu,\"ring_acks\":%llu,\"state\":",
 	       (unsigned long long)queued, (unsigned long long)st.sent,
 	       (unsigned long long)st.acked, (unsigned long long)st.dead,
 	       (unsigned long long)st.lost, st.cwnd, (unsigned long long)st.x_bps,
 	       (unsigned long long)st.rtt_us, st.p, (unsigned long long)st.syncs,
-	       (unsigned long long)st.invalid);
+	       (unsigned long long)st.invalid, (unsigned long long)ring_acks);
 	cli_json_str(stdout, gc_dccp_state_name(st.state));
 	printf("}\n");
 }
@@ -158,8 +158,20 @@ static int do_send(const struct dccp_args *a)
 	/* Stats before close: close frees the connection. */
 	if (gc_ring_wait(r, n - 1, (int)(left > 5000 ? 5000 : left)) != 0 && errno != ETIMEDOUT)
 		cli_warn("ring wait: %s", gc_errmsg());
-	print_stats_send(c, i);
+	/* the acknowledgements as the application sees them: gc_ring_acks() */
+	uint64_t ring_acks = 0, seqs[256];
+	ssize_t got;
+	while ((got = gc_ring_acks(r, seqs, 256)) > 0) {
+		for (ssize_t k = 0; k < got; k++)
+			if (seqs[k] >= i)
+				cli_fail("gc_ring_acks: user_seq %llu was never queued",
+					 (unsigned long long)seqs[k]);
+		ring_acks += (uint64_t)got;
+	}
+	print_stats_send(c, i, ring_acks);
 	free(queued_at);
+	/* An unanswered Close is no failure: the peer may have gone with our
+	 * data (its Reset lost); the JSON line says what was delivered. */
 	if (gc_dccp_close(c, 3000) != 0)
 		cli_warn("close: %s", gc_errmsg());
 	return fflush(stdout) == 0 ? 0 : CLI_EXIT_FAIL;

@@ -64,6 +64,8 @@ static int emit(struct dccp_conn *c, uint8_t type, const uint8_t *opts, size_t o
  * Sequence Window Change (both need an Acknowledgement Number). */
 static void common_opts(struct dccp_conn *c, struct dccp_obuf *b, bool has_ack)
 {
+	if (c->state == DCCP_S_PARTOPEN && c->cookie_len)
+		dccp_opt_put(b, DCCP_OPT_INIT_COOKIE, c->cookie, c->cookie_len);
 	if (c->ndp_run)
 		dccp_opt_put_ndp(b, c->ndp_run);
 	if (!has_ack)
@@ -126,9 +128,11 @@ static void send_request(struct dccp_conn *c)
 	dccp_feat_put_sp(&b, DCCP_OPT_CHANGE_R, DCCP_F_CCID, &ccid, 1);
 	dccp_feat_put_nn(&b, DCCP_OPT_CHANGE_L, DCCP_F_SEQ_WINDOW, c->p.seq_window);
 	dccp_obuf_pad(&b);
-	c->s.iss = dccp_seq_add(c->s.gss, 1); /* each Request gets a fresh number */
+	/* each Request gets a fresh number; ISS stays the first one, so a
+	 * Response to any of them acknowledges something in [ISS, GSS] */
 	emit(c, DCCP_REQUEST, ob, b.len, NULL, 0, 0, 0);
-	c->s.iss = c->s.gss;
+	if (!c->tries)
+		c->s.iss = c->s.gss;
 }
 
 /* ---- features ---------------------------------------------------------- */
@@ -416,6 +420,11 @@ bool dccp_conn_input(struct dccp_conn *c, const uint8_t *pkt, size_t len, const 
 		c->st.invalid++;
 		return false;
 	}
+	/* A Response to another of our Requests (the listener is stateless and
+	 * answered each with its own ISS): we went on with the first, so this
+	 * one is no sequence error worth a Sync, just stale. */
+	if (c->state == DCCP_S_PARTOPEN && h->type == DCCP_RESPONSE && h->seq != c->s.isr)
+		return false;
 	/* §8.5 step 4..: the sequence-number checks */
 	if (c->state == DCCP_S_REQUEST) {
 		if ((h->type != DCCP_RESPONSE && h->type != DCCP_RESET) ||
@@ -501,19 +510,15 @@ bool dccp_conn_input(struct dccp_conn *c, const uint8_t *pkt, size_t len, const 
 			dccp_conn_reset(c, DCCP_RESET_ABORTED, now_ns);
 			return false;
 		}
+		for (unsigned i = 0; i < o.n; i++)
+			if (o.opt[i].type == DCCP_OPT_INIT_COOKIE) {
+				memcpy(c->cookie, o.opt[i].data, o.opt[i].len);
+				c->cookie_len = o.opt[i].len;
+			}
+		c->rx_any = true; /* losses count from the Response on */
+		c->rx_last_data = h->seq;
 		enter(c, DCCP_S_PARTOPEN, now_ns);
-		{
-			/* §8.1.5: the Ack echoes the Init Cookie */
-			uint8_t ob[OPT_CAP];
-			struct dccp_obuf b;
-			dccp_obuf_init(&b, ob, sizeof(ob));
-			for (unsigned i = 0; i < o.n; i++)
-				if (o.opt[i].type == DCCP_OPT_INIT_COOKIE)
-					dccp_opt_put(&b, DCCP_OPT_INIT_COOKIE, o.opt[i].data, o.opt[i].len);
-			common_opts(c, &b, true);
-			dccp_obuf_pad(&b);
-			emit(c, DCCP_ACK, ob, b.overflow ? 0 : b.len, NULL, 0, 0, 0);
-		}
+		send_ctl(c, DCCP_ACK, now_ns, 0); /* echoes the cookie (common_opts) */
 		return true;
 	case DCCP_S_PARTOPEN:
 		if (h->type == DCCP_RESPONSE) {
@@ -762,7 +767,13 @@ static bool cookieless_ack(const struct dccp_listener *l, const struct dccp_pseu
 			ck[0] = l->p.ccid;
 			put48(ck + 1, h->ack);
 			put48(ck + 7, isr);
+			uint32_t t = (b - k) * DCCP_COOKIE_LIFE_S;
+			ck[13] = (uint8_t)(t >> 24), ck[14] = (uint8_t)(t >> 16);
+			ck[15] = (uint8_t)(t >> 8), ck[16] = (uint8_t)t;
 			ck[17] = 0, ck[18] = 0, ck[19] = 100;
+			/* a MAC as a cookie has, for the replay table */
+			uint64_t mac = cookie_mac(l, ck, ph_in, h->sport, h->dport, l->p.service);
+			memcpy(ck + 20, &mac, 8);
 			return true;
 		}
 	return false;
@@ -891,6 +902,16 @@ bool dccp_listener_input(struct dccp_listener *l, const uint8_t *pkt, size_t len
 	}
 	if (!co)
 		good = cookieless_ack(l, ph_in, h, now_ns, ck);
+	uint64_t mac_seen = 0;
+	if (good) {
+		memcpy(&mac_seen, ck + 20, 8);
+		for (unsigned i = 0; i < 256; i++)
+			if (l->used[i].t_ns && l->used[i].mac == mac_seen &&
+			    now_ns - l->used[i].t_ns <= (DCCP_COOKIE_LIFE_S + 1) * 1000 * MS) {
+				l->replays++;
+				return false; /* the connection exists already, or did: drop */
+			}
+	}
 	if (!good) {
 		l->bad_cookies++;
 		l_reply(l, h, DCCP_RESET, h->has_ack ? dccp_seq_add(h->ack, 1) : 0, NULL, 0,
@@ -899,6 +920,9 @@ bool dccp_listener_input(struct dccp_listener *l, const uint8_t *pkt, size_t len
 		return false;
 	}
 	/* The handshake is complete: only now does a connection exist. */
+	l->used[l->used_next].mac = mac_seen;
+	l->used[l->used_next].t_ns = now_ns ? now_ns : 1;
+	l->used_next = (l->used_next + 1) % 256;
 	memset(c, 0, sizeof(*c));
 	c->server = true;
 	c->p = l->p;
@@ -920,6 +944,9 @@ bool dccp_listener_input(struct dccp_listener *l, const uint8_t *pkt, size_t len
 	c->fgsr = h->seq;
 	c->fgss = h->ack;
 	c->last_valid_ns = now_ns;
+	/* losses count from the handshake on: the first data packet may be lost */
+	c->rx_any = true;
+	c->rx_last_data = dccp_seq_sub(h->seq, h->type == DCCP_DATAACK ? 1 : 0);
 	if (ccid_start(c, now_ns) < 0) {
 		dccp_conn_free(c);
 		l_reply(l, h, DCCP_RESET, dccp_seq_add(h->ack, 1), NULL, 0, DCCP_RESET_TOO_BUSY, ph_out,

@@ -96,6 +96,9 @@ struct dccp_conn {
 	/* features the peer asked us to confirm on our next packet */
 	uint8_t confirm_buf[64];
 	size_t confirm_len;
+	/* the server's Init Cookie, echoed on every packet in PARTOPEN (§8.1.4) */
+	uint8_t cookie[253];
+	uint8_t cookie_len;
 	/* received data, for the application (ring of DCCP_RX_QUEUE) */
 	struct dccp_rxpkt rxq[DCCP_RX_QUEUE];
 	unsigned rxq_head, rxq_n;
@@ -143,6 +146,12 @@ struct dccp_listener {
 	 * per-connection state; a flood from one address costs one slot) */
 	struct { uint32_t h; uint64_t window_ns; unsigned n; } rl[64];
 	unsigned per_source_rate; /* Responses per source per second */
+	/* MACs of the cookies that opened connections in the last
+	 * DCCP_COOKIE_LIFE_S: a replayed Ack opens nothing (state kept only
+	 * for handshakes that completed) */
+	struct { uint64_t mac, t_ns; } used[256];
+	unsigned used_next;
+	uint64_t replays;
 };
 
 /* A fresh listener with a random key. */

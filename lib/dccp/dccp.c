@@ -169,14 +169,7 @@ static int addr_in(const char *fn, const struct sockaddr *sa, socklen_t len,
 static int c_emit(void *arg, const uint8_t *p, size_t len)
 {
 	struct gc_dccp *c = arg;
-	if (c->udp)
-		return dccp_sock_send(c->fd, &c->peer, NULL, p, len);
-	/* A raw IPv6 socket reads sin6_port as the protocol: EINVAL unless 0 or 33
-	 * (rawv6_sendmsg).  The DCCP port is in the packet. */
-	struct sockaddr_storage to = c->peer;
-	if (to.ss_family == AF_INET6)
-		((struct sockaddr_in6 *)&to)->sin6_port = 0;
-	return dccp_sock_send(c->fd, &to, &c->local, p, len);
+	return dccp_sock_send(c->fd, c->udp, &c->peer, c->udp ? NULL : &c->local, p, len);
 }
 
 static struct inflight *slot(struct gc_dccp *c, uint64_t seq)
@@ -535,7 +528,7 @@ static int l_emit(void *arg, const uint8_t *p, size_t len)
 {
 	const struct dccp_sock_pkt *sp = ((void **)arg)[1];
 	const struct gc_dccp_listener *l = ((void **)arg)[0];
-	return dccp_sock_send(l->fd, &sp->from, l->udp ? NULL : &sp->to, p, len);
+	return dccp_sock_send(l->fd, l->udp, &sp->from, l->udp ? NULL : &sp->to, p, len);
 }
 
 /* A native connection of ours owns this packet: the listener leaves it be. */
@@ -593,8 +586,9 @@ GC_EXPORT struct gc_dccp *gc_dccp_accept(struct gc_dccp_listener *l, int timeout
 		void *ea[2] = { l, &sp };
 		struct dccp_conn_env env = { .emit = c_emit, .acked = c_acked, .lost = c_lost, .arg = c };
 		/* the Ack that completes the handshake is answered through the
-		 * listener's socket: the connection's own does not exist yet */
-		c->fd = dup(l->fd);
+		 * listener's socket (borrowed): the connection's own does not
+		 * exist yet */
+		c->fd = l->fd;
 		c->peer = sp.from;
 		c->local = sp.to;
 		ssset_port(&c->local, ssport(&l->local));
@@ -602,7 +596,6 @@ GC_EXPORT struct gc_dccp *gc_dccp_accept(struct gc_dccp_listener *l, int timeout
 		bool ok = dccp_listener_input(&l->l, sp.pkt, sp.len, &h, &ph_in, &ph_out, l->udp, now,
 					      l_emit, ea, &c->conn, &env);
 		pthread_mutex_unlock(&c->mu);
-		close(c->fd);
 		c->fd = -1;
 		if (!ok)
 			continue;

@@ -132,8 +132,8 @@ ssize_t dccp_sock_recv(int fd, bool udp, uint8_t *buf, size_t cap, struct dccp_s
 	return (ssize_t)out->len + 1; /* > 0 even for an empty payload */
 }
 
-int dccp_sock_send(int fd, const struct sockaddr_storage *to, const struct sockaddr_storage *from,
-		   const uint8_t *pkt, size_t len)
+int dccp_sock_send(int fd, bool udp, const struct sockaddr_storage *to,
+		   const struct sockaddr_storage *from, const uint8_t *pkt, size_t len)
 {
 	struct iovec iov = { (void *)pkt, len };
 	union {
@@ -142,6 +142,13 @@ int dccp_sock_send(int fd, const struct sockaddr_storage *to, const struct socka
 	} cm;
 	memset(&cm, 0, sizeof(cm));
 	struct sockaddr_storage dst = *to;
+	if (!udp) {
+		/* a raw IPv6 socket reads sin6_port as the protocol: 0 or 33, or EINVAL */
+		if (dst.ss_family == AF_INET6)
+			((struct sockaddr_in6 *)&dst)->sin6_port = 0;
+		else
+			((struct sockaddr_in *)&dst)->sin_port = 0;
+	}
 	socklen_t dl = to->ss_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
 	if (to->ss_family == AF_INET6 && from)
 		((struct sockaddr_in6 *)&dst)->sin6_scope_id =

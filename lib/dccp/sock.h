@@ -27,8 +27,8 @@ struct dccp_sock_pkt {
  * -EAGAIN: none; other -errno. */
 ssize_t dccp_sock_recv(int fd, bool udp, uint8_t *buf, size_t cap, struct dccp_sock_pkt *out);
 /* Send pkt to `to`, from the address `from` (NULL: the kernel picks). */
-int dccp_sock_send(int fd, const struct sockaddr_storage *to, const struct sockaddr_storage *from,
-		   const uint8_t *pkt, size_t len);
+int dccp_sock_send(int fd, bool udp, const struct sockaddr_storage *to,
+		   const struct sockaddr_storage *from, const uint8_t *pkt, size_t len);
 
 /* The pseudo-header for a packet from src to dst (ports ignored). */
 void dccp_pseudo_from(struct dccp_pseudo *ph, const struct sockaddr_storage *src,
