@@ -100,7 +100,7 @@ def read_pcap(pcap: Path) -> list[tuple[str, str, bytes]]:
     return out
 
 
-def judge(pcap: Path, client: str, ccid: int, udp: bool = False) -> dict:
+def judge(pcap: Path, client: str, ccid: int, udp: bool = False, lossy: bool = False) -> dict:
     """Judge a captured connection; returns what it saw for more specific
     assertions: {"types": {name: count}, "syncs": n, "resets": [codes],
     "ccid_confirmed": {...}, "client_opts": set, "server_opts": set}."""
@@ -149,7 +149,12 @@ def judge(pcap: Path, client: str, ccid: int, udp: bool = False) -> dict:
     assert t.get("Response", 0) >= 1 and t.get("Ack", 0) >= 1, t
     assert t.get("Data", 0) + t.get("DataAck", 0) >= 1, t
     assert t.get("Close", 0) + t.get("CloseReq", 0) >= 1 or 1 in seen["resets"], t
-    assert 1 in seen["resets"], f"no Reset code 1 (Closed): {seen['resets']} {t}"
+    # The Reset that answers Close leaves through the tap's egress filter before
+    # tcpdump sees it: under loss it can vanish from the capture (about 1 run
+    # in 20), and the closer then repeats its Close; the answering side has
+    # gone by then.  Otherwise the Reset must be code 1, Closed.
+    assert 1 in seen["resets"] or (lossy and not seen["resets"] and t.get("Close", 0) >= 2), \
+        f"no Reset code 1 (Closed): {seen['resets']} {t}"
     # The client asked for the CCID on both half-connections, the server confirmed it (RFC 4340 §10).
     for kind in (OPT_CHANGE_L, OPT_CHANGE_R):
         asked = seen["change"].get(("client", kind, dp.FEAT_CCID))
@@ -293,7 +298,7 @@ def test_gc_client_to_linux_server(guest, gc_tool, ccid, loss, family, tmp_path)
     else:
         assert COUNT * 0.75 <= s["received"] < COUNT and s["lost"] >= 1, detail
     check_loss_counts(loss, counts)
-    seen = judge(pcap, addrs(guest, family)[0], ccid)
+    seen = judge(pcap, addrs(guest, family)[0], ccid, lossy=bool(loss))
     print(f"ccid {ccid} loss {loss}: linux {s}, ours {ours}, capture {seen['types']} syncs {seen['syncs']}")
 
 
@@ -313,7 +318,7 @@ def test_linux_client_to_gc_server(guest, gc_tool, ccid, loss, family, tmp_path)
     else:
         assert COUNT * 0.75 <= ours["received"] < COUNT and ours["lost"] >= 1, detail
     check_loss_counts(loss, counts)
-    seen = judge(pcap, addrs(guest, family)[1], ccid)
+    seen = judge(pcap, addrs(guest, family)[1], ccid, lossy=bool(loss))
     print(f"ccid {ccid} loss {loss}: ours {ours}, linux {c}, capture {seen['types']} syncs {seen['syncs']}")
 
 
@@ -419,5 +424,5 @@ def test_udp_encapsulation_own_vs_own(gc_tool, ccid, tmp_path):
     assert rc_s == 0 and rc_r == 0 and got["accepted"] and got["corrupt"] == 0, detail
     assert sent["sent"] == COUNT and got["received"] + got["lost"] <= COUNT, detail
     assert COUNT * 0.75 <= got["received"] < COUNT and got["lost"] >= 1, detail
-    seen = judge(cap.pcap, link.a.v4, ccid, udp=True)
+    seen = judge(cap.pcap, link.a.v4, ccid, udp=True, lossy=True)
     print(f"DCCP-UDP ccid {ccid}: {detail} {seen['types']}")
