@@ -743,6 +743,53 @@ static uint64_t cookie_mac(const struct dccp_listener *l, const uint8_t *ck,
 	return v;
 }
 
+/*
+ * The ISS of a Response is not random but keyed (SipHash of the 4-tuple, the
+ * Service Code, the client's ISS and a DCCP_COOKIE_LIFE_S time bucket), like
+ * TCP's SYN cookies, because Linux's DCCP (6.1 and before) does not echo the
+ * Init Cookie in its Ack although RFC 4340 §8.1.4 says the client MUST: its
+ * Ack acknowledges our ISS and carries ISR + 1, which is enough to recognise
+ * a handshake we answered.  Byte 0 = 0xff keeps these MAC inputs apart from
+ * real cookies (whose byte 0 is the CCID, 2 or 3).
+ */
+static uint64_t keyed_iss(const struct dccp_listener *l, const struct dccp_pseudo *ph_in,
+			  const struct dccp_hdr *h, uint64_t isr, uint32_t bucket)
+{
+	uint8_t m[20] = { 0xff };
+	put48(m + 7, isr);
+	m[13] = (uint8_t)(bucket >> 24), m[14] = (uint8_t)(bucket >> 16);
+	m[15] = (uint8_t)(bucket >> 8), m[16] = (uint8_t)bucket;
+	return cookie_mac(l, m, ph_in, h->sport, h->dport, l->p.service) & DCCP_SEQ_MASK;
+}
+
+/* A cookie-less Ack (see keyed_iss): rebuild the cookie it should have
+ * echoed (peer Sequence Window: the default) if its Ack Number is the ISS we
+ * derived for an ISR a few packets below its Sequence Number, within the
+ * cookie's lifetime.  At most 2 x 8 MACs per such packet. */
+static bool cookieless_ack(const struct dccp_listener *l, const struct dccp_pseudo *ph_in,
+			   const struct dccp_hdr *h, uint64_t now_ns, uint8_t *ck)
+{
+	uint32_t now_s = (uint32_t)(now_ns / 1000000000ull), b = now_s / DCCP_COOKIE_LIFE_S;
+	for (uint32_t k = 0; k < 2 && k <= b; k++) /* this bucket and the one before */
+		for (int d = 1; d <= 8; d++) {
+			uint64_t isr = dccp_seq_add(h->seq, -d);
+			if (h->ack != keyed_iss(l, ph_in, h, isr, b - k))
+				continue;
+			ck[0] = l->p.ccid;
+			put48(ck + 1, h->ack);
+			put48(ck + 7, isr);
+			uint32_t t = (b - k) * DCCP_COOKIE_LIFE_S;
+			ck[13] = (uint8_t)(t >> 24), ck[14] = (uint8_t)(t >> 16);
+			ck[15] = (uint8_t)(t >> 8), ck[16] = (uint8_t)t;
+			ck[17] = 0, ck[18] = 0, ck[19] = 100;
+			/* a MAC as a cookie has, for the replay table */
+			uint64_t mac = cookie_mac(l, ck, ph_in, h->sport, h->dport, l->p.service);
+			memcpy(ck + 20, &mac, 8);
+			return true;
+		}
+	return false;
+}
+
 static bool rate_ok(struct dccp_listener *l, const struct dccp_pseudo *ph_in, uint64_t now_ns)
 {
 	uint8_t h8[8];
@@ -796,9 +843,8 @@ bool dccp_listener_input(struct dccp_listener *l, const uint8_t *pkt, size_t len
 		l->requests++;
 		if (!rate_ok(l, ph_in, now_ns))
 			return false; /* a flood from one source: it costs nothing here */
-		uint64_t iss;
-		randombytes_buf(&iss, sizeof(iss));
-		iss &= DCCP_SEQ_MASK;
+		uint64_t iss = keyed_iss(l, ph_in, h, h->seq,
+					 (uint32_t)(now_ns / 1000000000ull) / DCCP_COOKIE_LIFE_S);
 		if (h->service != l->p.service) {
 			l->resets++;
 			l_reply(l, h, DCCP_RESET, iss, NULL, 0, DCCP_RESET_BAD_SERVICE_CODE, ph_out,
@@ -874,6 +920,8 @@ bool dccp_listener_input(struct dccp_listener *l, const uint8_t *pkt, size_t len
 			h->ack == get48(ck + 1) && dccp_seq_delta(h->seq, get48(ck + 7)) >= 1 &&
 			dccp_seq_delta(h->seq, get48(ck + 7)) <= 64;
 	}
+	if (!co)
+		good = cookieless_ack(l, ph_in, h, now_ns, ck);
 	uint64_t mac_seen = 0;
 	if (good) {
 		memcpy(&mac_seen, ck + 20, 8);

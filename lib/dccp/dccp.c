@@ -570,12 +570,21 @@ GC_EXPORT struct gc_dccp *gc_dccp_accept(struct gc_dccp_listener *l, int timeout
 	if (!c)
 		return gc_seterr(ENOMEM, "%s: out of memory", fn), NULL;
 	static _Thread_local uint8_t buf[65536 + 64];
+	/* Native: the connection's raw socket is opened before the packet that
+	 * may complete the handshake is handled.  A raw socket sees only what
+	 * arrives once it exists: opened after, it missed the peer's first
+	 * DataAck when that came right behind the Ack (Linux 6.1 sends them
+	 * 30 us apart), and the listener, which drops packets of connections,
+	 * lost it. */
+	int pre = -1, pre_family = AF_UNSPEC;
 	for (;;) {
 		uint64_t now = now_ns();
 		struct dccp_sock_pkt sp;
 		ssize_t n = dccp_sock_recv(l->fd, l->udp, buf, sizeof(buf), &sp);
 		if (n == -EAGAIN || n == -EWOULDBLOCK) {
 			if (now >= deadline) {
+				if (pre >= 0)
+					close(pre);
 				c_free(c);
 				return gc_seterr(ETIMEDOUT, "%s: no connection within %d ms", fn,
 						 timeout_ms),
@@ -588,6 +597,8 @@ GC_EXPORT struct gc_dccp *gc_dccp_accept(struct gc_dccp_listener *l, int timeout
 			continue;
 		}
 		if (n < 0) {
+			if (pre >= 0)
+				close(pre);
 			c_free(c);
 			return gc_seterr((int)-n, "%s: recv: %s", fn, strerror((int)-n)), NULL;
 		}
@@ -601,6 +612,13 @@ GC_EXPORT struct gc_dccp *gc_dccp_accept(struct gc_dccp_listener *l, int timeout
 			continue;
 		if (!l->udp && owned(l, &sp, &h))
 			continue;
+		if (!l->udp && (h.type == DCCP_ACK || h.type == DCCP_DATAACK) &&
+		    pre_family != sp.from.ss_family) {
+			if (pre >= 0)
+				close(pre);
+			pre = dccp_sock_open(false, sp.from.ss_family);
+			pre_family = pre >= 0 ? sp.from.ss_family : AF_UNSPEC;
+		}
 		void *ea[2] = { l, &sp };
 		struct dccp_conn_env env = { .emit = c_emit, .acked = c_acked, .lost = c_lost, .arg = c };
 		/* the Ack that completes the handshake is answered through the
@@ -621,7 +639,9 @@ GC_EXPORT struct gc_dccp *gc_dccp_accept(struct gc_dccp_listener *l, int timeout
 		break;
 	}
 	/* the connection's own socket */
-	int r = dccp_sock_open(c->udp, c->peer.ss_family);
+	int r = pre >= 0 && pre_family == c->peer.ss_family ? pre : dccp_sock_open(c->udp, c->peer.ss_family);
+	if (pre >= 0 && r != pre)
+		close(pre);
 	if (r >= 0 && c->udp) {
 		int one = 1;
 		setsockopt(r, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));

@@ -21,6 +21,12 @@ import time
 from pathlib import Path
 
 DCCP_FILTER = "ip proto 33 or ip6 proto 33"
+DCCP_UDP_PORT = 6511  # RFC 6773
+# Debian's tshark dissects DCCP only as IP protocol 33: hand UDP 6511 to the same dissector.
+UDP_LUA = f"""-- RFC 6773: DCCP-UDP on its default port goes to the native DCCP dissector
+local dccp = DissectorTable.get("ip.proto"):get_dissector(33)
+DissectorTable.get("udp.port"):add({DCCP_UDP_PORT}, dccp)
+"""
 
 
 class Capture:
@@ -58,10 +64,11 @@ class Capture:
 
 
 def tshark(pcap: Path, fields: list[str], display_filter: str = "dccp", prefs: tuple = (),
-           user: str = "nobody") -> list[dict]:
+           user: str = "nobody", lua: str | None = None) -> list[dict]:
     """One dict per packet that matches display_filter: {field: value as
     tshark prints it, "" when absent; several values joined by ","}.
-    prefs: ("dccp.check_checksum:TRUE", ...) for -o."""
+    prefs: ("dccp.check_checksum:TRUE", ...) for -o; lua: a Lua script to load
+    (UDP_LUA: DCCP-UDP on port 6511)."""
     work = Path(tempfile.mkdtemp(prefix="gc-tshark-"))
     try:
         os.chmod(work, 0o755)
@@ -73,6 +80,11 @@ def tshark(pcap: Path, fields: list[str], display_filter: str = "dccp", prefs: t
                 "-E", "separator=/t", "-E", "occurrence=a", "-E", "aggregator=,"]
         for p in prefs:
             argv += ["-o", p]
+        if lua:
+            script = work / "plugin.lua"
+            script.write_text(lua)
+            os.chmod(script, 0o644)
+            argv += ["-X", f"lua_script:{script}"]
         for f in fields:
             argv += ["-e", f]
         out = subprocess.run(argv, capture_output=True, text=True, timeout=120,

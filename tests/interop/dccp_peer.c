@@ -6,13 +6,16 @@
  * of libgroupcast.
  *
  *   dccp_peer server PORT [--bind ADDR] [--ccid 2|3] [--service N] [--count N]
- *                         [--rcvbuf B] [--timeout-ms T]
+ *                         [--rcvbuf B] [--timeout-ms T] [--payload be|gc]
  *   dccp_peer client ADDR PORT [--ccid 2|3] [--service N] [--count N]
- *                         [--size B] [--interval-us U] [--timeout-ms T]
+ *                         [--size B] [--interval-us U] [--timeout-ms T] [--payload be|gc]
  *
  * The client sends COUNT datagrams of SIZE bytes; the first 8 bytes of each
- * are its number (big endian), so the server can tell what was lost or
- * reordered.  Each side prints one JSON line on stdout when done and exits 0
+ * are its number, so the server can tell what was lost or reordered.
+ * --payload be (default): the number big endian, then bytes i & 0xff.
+ * --payload gc: the format of `groupcast dccp` (tools/dccp.c, tools/cli.h):
+ * the number little endian, then byte i = i * 7 + 0x5a, so that groupcast's
+ * listener checks every byte the Linux client sent, and the other way round.  Each side prints one JSON line on stdout when done and exits 0
  * if it saw the whole exchange (server: COUNT datagrams or an orderly close
  * after at least one; client: every datagram handed to the kernel).  Errors go
  * to stderr, naming the argument or the call, and exit 1 (2 for usage).
@@ -64,14 +67,35 @@ struct opts {
 	uint32_t service;
 	long count, size, interval_us, timeout_ms, rcvbuf;
 	const char *bind;
+	int gc_payload;          /* --payload gc: groupcast's numbering and pattern */
 };
+
+static uint8_t pattern(const struct opts *o, long i)
+{
+	return o->gc_payload ? (uint8_t)(i * 7 + 0x5a) : (uint8_t)i;
+}
+
+/* The packet number in the first 8 bytes, in the --payload byte order. */
+static uint64_t get_num(const struct opts *o, const unsigned char *b)
+{
+	uint64_t v = 0;
+	for (int i = 0; i < 8; i++)
+		v = o->gc_payload ? v | (uint64_t)b[i] << (8 * i) : v << 8 | b[i];
+	return v;
+}
+
+static void put_num(const struct opts *o, unsigned char *b, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		b[o->gc_payload ? i : 7 - i] = (unsigned char)(v >> (8 * i));
+}
 
 static void usage(void)
 {
 	fputs("usage: dccp_peer server PORT [--bind ADDR] [--ccid 2|3] [--service N] [--count N] [--rcvbuf B]\n"
-	      "                        [--timeout-ms T]\n"
+	      "                        [--timeout-ms T] [--payload be|gc]\n"
 	      "       dccp_peer client ADDR PORT [--ccid 2|3] [--service N] [--count N] [--size B]\n"
-	      "                        [--interval-us U] [--timeout-ms T]\n", stderr);
+	      "                        [--interval-us U] [--timeout-ms T] [--payload be|gc]\n", stderr);
 	exit(2);
 }
 
@@ -226,7 +250,7 @@ static int server(const char *port, const struct opts *o)
 		die("accept");
 
 	static unsigned char buf[MAX_SIZE];
-	long received = 0, reordered = 0, duplicates = 0, short_dgrams = 0;
+	long received = 0, reordered = 0, duplicates = 0, short_dgrams = 0, corrupt = 0;
 	uint64_t bytes = 0;
 	int64_t max_seq = -1;
 	/* Which numbers arrived: enough bits for COUNT; the rest only count. */
@@ -257,9 +281,12 @@ static int server(const char *port, const struct opts *o)
 			short_dgrams++;
 			continue;
 		}
-		uint64_t seq = 0;
-		for (int i = 0; i < 8; i++)
-			seq = seq << 8 | buf[i];
+		uint64_t seq = get_num(o, buf);
+		for (ssize_t i = 8; i < n; i++)
+			if (buf[i] != pattern(o, i)) {
+				corrupt++;
+				break;
+			}
 		if ((int64_t)seq < max_seq)
 			reordered++;
 		else
@@ -278,9 +305,10 @@ static int server(const char *port, const struct opts *o)
 	char a[INET6_ADDRSTRLEN];
 	printf("{\"mode\":\"server\",\"ended\":\"%s\",\"accepted\":true,\"peer\":\"%s\",\"family\":%d,"
 	       "\"service\":%" PRIu32 ",\"received\":%ld,\"distinct\":%ld,\"bytes\":%" PRIu64 ",\"max_seq\":%" PRId64
-	       ",\"lost\":%ld,\"reordered\":%ld,\"duplicates\":%ld,\"short\":%ld,\"elapsed_ms\":%" PRId64 ",",
+	       ",\"lost\":%ld,\"reordered\":%ld,\"duplicates\":%ld,\"short\":%ld,\"corrupt\":%ld,"
+	       "\"elapsed_ms\":%" PRId64 ",",
 	       ended, addr_str(&peer, a, sizeof(a)), peer.ss_family == AF_INET6 ? 6 : 4, o->service, received,
-	       distinct, bytes, max_seq, lost, reordered, duplicates, short_dgrams, now_ms() - start);
+	       distinct, bytes, max_seq, lost, reordered, duplicates, short_dgrams, corrupt, now_ms() - start);
 	print_ccid_info(fd);
 	printf("}\n");
 	fflush(stdout);
@@ -317,15 +345,14 @@ static int client(const char *addr, const char *port, const struct opts *o)
 
 	static unsigned char buf[MAX_SIZE];
 	for (long i = 0; i < o->size; i++)
-		buf[i] = (unsigned char)i;
+		buf[i] = pattern(o, i);
 	long sent = 0, eagain = 0;
 	uint64_t bytes = 0;
 	const char *ended = "count";
 	struct timespec gap = { o->interval_us / 1000000, (o->interval_us % 1000000) * 1000 };
 	while (sent < o->count) {
-		uint64_t seq = (uint64_t)sent;
-		for (int i = 7; i >= 0 && o->size >= 8; i--, seq >>= 8)
-			buf[i] = (unsigned char)seq;
+		if (o->size >= 8)
+			put_num(o, buf, (uint64_t)sent);
 		ssize_t n = send(fd, buf, (size_t)o->size, 0);
 		if (n < 0) {
 			/* Linux DCCP returns EAGAIN when its tx queue (5 packets by
@@ -398,6 +425,8 @@ int main(int argc, char **argv)
 			o.timeout_ms = num("--timeout-ms", val, 1, 3600000);
 		else if (!strcmp(opt, "--rcvbuf") && is_server)
 			o.rcvbuf = num("--rcvbuf", val, 0, 1L << 30);
+		else if (!strcmp(opt, "--payload") && (!strcmp(val, "be") || !strcmp(val, "gc")))
+			o.gc_payload = val[0] == 'g';
 		else if (!strcmp(opt, "--bind") && is_server)
 			o.bind = val;
 		else {
