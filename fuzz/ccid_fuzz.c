@@ -196,7 +196,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				dccp_ackvec_iter(&it, &op, ackno, ISR);
 				while (dccp_vec_next(&it, &r))
 					;
-				REQUIRE(!it.bad);
+				REQUIRE(!it.clipped); /* our own receiver never describes packets before ISR */
 			}
 		} else if (opc == 4) {
 			uint8_t d = NEXT();

@@ -38,7 +38,7 @@ struct ccid2_tx_counters {
 	uint64_t acked, lost;   /* data packets reported to env->acked / env->lost */
 	uint64_t ecn;           /* reported received but ECN-marked (congestion, still acked) */
 	uint64_t bad_ackno;     /* Acknowledgement Number we never sent: whole ack ignored */
-	uint64_t bad_vector;    /* Ack Vector reaching below ISS or past ackno: whole ack ignored */
+	uint64_t clipped_vector; /* Ack Vector reaching below ISS: the part below ignored (options.h) */
 	uint64_t late_ack;      /* received after we had declared it lost (spurious loss) */
 	uint64_t contradiction; /* not-received after an earlier received (ignored) */
 	uint64_t overflow;      /* record full: oldest outstanding forced lost */

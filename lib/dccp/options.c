@@ -276,7 +276,7 @@ void dccp_dropped_iter(struct dccp_vec_iter *it, const struct dccp_opts *o, uint
 
 bool dccp_vec_next(struct dccp_vec_iter *it, struct dccp_run *r)
 {
-	while (!it->bad && it->k < it->o->n) {
+	while (it->k < it->o->n) {
 		const struct dccp_opt *op = &it->o->opt[it->k];
 		bool mine = it->kind == DCCP_OPT_DATA_DROPPED
 				    ? op->type == DCCP_OPT_DATA_DROPPED
@@ -299,11 +299,19 @@ bool dccp_vec_next(struct dccp_vec_iter *it, struct dccp_run *r)
 		}
 		r->hi = it->next;
 		r->lo = dccp_seq_sub(it->next, r->len - 1);
-		/* every packet of the run must lie in [lowest, ackno] */
-		if (!dccp_seq_between(r->lo, it->lowest, it->ackno) ||
-		    !dccp_seq_between(r->hi, r->lo, it->ackno)) {
-			it->bad = true;
+		/* the previous run ended at lowest: the rest is below it */
+		if (!dccp_seq_between(r->hi, it->lowest, it->ackno)) {
+			it->clipped = true;
+			it->k = it->o->n;
 			return false;
+		}
+		/* this run reaches below lowest: cut it there, and stop */
+		if (!dccp_seq_between(r->lo, it->lowest, r->hi)) {
+			r->lo = it->lowest;
+			r->len = (uint32_t)dccp_seq_sub(r->hi, r->lo) + 1; /* <= 128 */
+			it->clipped = true;
+			it->k = it->o->n;
+			return true;
 		}
 		it->next = dccp_seq_sub(r->lo, 1);
 		return true;

@@ -95,16 +95,22 @@ struct dccp_run {
 
 /*
  * Iterate over the runs of all Ack Vector (or Data Dropped) options of a
- * packet, newest first, starting at its Acknowledgement Number.  Runs that
- * would reach below lowest (ISS: RFC 4340 §11.4 says such vectors are
- * invalid) stop the iteration with it->bad set.  Bounded by the option bytes.
+ * packet, newest first, starting at its Acknowledgement Number, bounded by
+ * the option bytes.  Nothing below lowest (our ISS) is ours to learn about:
+ * the run that reaches below it is cut at lowest and the iteration ends
+ * there, with it->clipped set.  RFC 4340 §11.4 has the receiver never
+ * describe packets before the ISS, but Linux 6.1 does after a long loss
+ * burst (its vector of 204 lost then 448 received reached 2 below our ISS
+ * in tests/interop), and refusing the whole vector stalled CCID 2 until its
+ * retransmission timer fired.  The cut part carries no information about
+ * any packet we sent, so taking the rest gives a peer no new power.
  */
 struct dccp_vec_iter {
 	const struct dccp_opts *o;
 	unsigned k, i;
 	uint8_t kind;
 	uint64_t next, lowest, ackno;
-	bool bad;
+	bool clipped;
 	int nonce; /* the Ack Vector's ECN nonce option (0 or 1); -1 if mixed or none */
 };
 void dccp_ackvec_iter(struct dccp_vec_iter *it, const struct dccp_opts *o, uint64_t ackno,

@@ -344,14 +344,11 @@ def test_control_linux_to_linux_with_loss(guest, ccid):
 
 
 # Linux <-> Linux (guest loopback, netem loss 100 % for 0.5 s) recovers: all 1500 sent, 9 lost.
-BURST_XFAIL = pytest.mark.xfail(strict=True, reason=(
-    "Linux's Ack Vector after the gap reaches 2 packets below our ISS (e.g. ack ...145: "
-    "01 cb ff ff ff 3f x7 = 2 + 204 + 448 packets), ccid2.c recv_ack() drops such an ack whole "
-    "(bad_vector), so only RTO expiries (1.1, 1.9, 3.5, 6.7 s) send: ~730 of 1500 go out, close "
-    "ends in Reset code 2.  Applying the runs above ISS makes it pass (wip-interop report)"))
-
-
-@pytest.mark.parametrize("ccid", [pytest.param(2, marks=BURST_XFAIL), 3])
+# Linux's Ack Vector after the gap reaches 2 packets below our ISS (e.g. ack
+# ...145: 01 cb ff ff ff 3f x7 = 2 + 204 + 448 packets); CCID 2 once dropped
+# such an ack whole and stalled on RTO expiries.  It now takes the part above
+# ISS (lib/dccp/options.h, dccp_vec_iter.clipped).
+@pytest.mark.parametrize("ccid", [2, 3])
 def test_burst_loss(guest, gc_tool, ccid, tmp_path):
     """Every packet from our sender to the Linux server dropped for 0.5 s.
     Our client asks for Sequence Window 5120, so Linux's validity window
