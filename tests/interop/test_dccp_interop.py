@@ -312,7 +312,11 @@ def test_linux_client_to_gc_server(guest, gc_tool, ccid, loss, family, tmp_path)
     assert rc == 0 and c is not None and cli.rc == 0, detail
     assert c["sent"] == COUNT and c["family"] == family and (c["tx_ccid"], c["rx_ccid"]) == (ccid, ccid), detail
     assert ours["accepted"] and ours["corrupt"] == 0, detail
-    assert ours["received"] + ours["lost"] <= COUNT, detail
+    # Our listener learns losses from sequence numbers and NDP Count; we do
+    # not ask Linux for NDP Count (Change R(Send NDP Count) is not sent), so
+    # a lost non-data packet of Linux's (a pure Ack) next to a loss of data
+    # can count as one more lost data packet: one either way, never more.
+    assert ours["received"] + ours["lost"] <= COUNT + 1, detail
     if not loss:
         assert ours["received"] == COUNT and ours["lost"] == 0, detail
     else:
