@@ -385,7 +385,10 @@ def test_burst_loss(guest, gc_tool, ccid, tmp_path):
     detail = json.dumps({"ours": ours, "linux": s, "stderr": err[-2000:]})
     print(f"ccid {ccid} burst: {detail}")
     assert linux.rc == 0 and s["corrupt"] == 0 and s["duplicates"] == 0, detail
-    assert s["received"] + s["lost"] <= count and s["lost"] >= 100, detail  # the burst
+    # the burst: CCID 3 keeps sending at its rate into it (hundreds lost);
+    # CCID 2 loses what its window had in flight and waits, as Linux's own
+    # CCID 2 does (Linux <-> Linux: 9 lost)
+    assert s["received"] + s["lost"] <= count and s["lost"] >= (100 if ccid == 3 else 1), detail
     rows = [r for r in tshark(cap.pcap, ["ip.src", "dccp.type"]) if r["dccp.type"] in ("8", "9")]
     syncs = [r for r in rows if r["dccp.type"] == "8"]
     sync_acks = [r for r in rows if r["dccp.type"] == "9"]
