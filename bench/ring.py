@@ -241,8 +241,11 @@ def plots(summary, outdir, placements, conns_list, sizes, ks):
     for pl in placements:
         for conns in conns_list:
             modes = [m for m in MODES if any(find(summary, pl, conns, "ring", s, k, m) for s in sizes for k in ks)]
-            fig, axs = plt.subplots(1, len(modes), figsize=(5.5 * len(modes), 4.6), sharey=True)
-            for ax, mode in zip(axs, modes):
+            if not modes:
+                continue
+            fig, axs = plt.subplots(1, len(modes), figsize=(5.5 * len(modes), 4.6), sharey=True,
+                                    squeeze=False)
+            for ax, mode in zip(axs[0], modes):
                 udp = [find(summary, pl, conns, "udp", s) for s in sizes]
                 ax.plot(sizes, ys(udp), "o-", color="k", label="UDP send()")
                 for i, k in enumerate(ks):
@@ -256,8 +259,8 @@ def plots(summary, outdir, placements, conns_list, sizes, ks):
                               "inline": "gc_ring_submit(), SUBMIT_FLUSH engine"}[mode])
                 ax.grid(alpha=0.3)
                 ax.set_ylim(bottom=0)
-            axs[0].set_ylabel("CPU per packet (µs), application + engine")
-            axs[-1].legend(fontsize=7)
+            axs[0][0].set_ylabel("CPU per packet (µs), application + engine")
+            axs[0][-1].legend(fontsize=7)
             fig.suptitle(f"P1 / Figure 8: publish every k packets; {conns} connection{'s' if conns > 1 else ''}, "
                          f"engine {'on the application CPU' if pl == 'shared' else 'on its own CPU'}")
             plot.save(fig, os.path.join(outdir, f"fig8_{conns}conn_{pl}.png"), dpi=120)
