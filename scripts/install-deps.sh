@@ -13,7 +13,7 @@ pkgs=(
   libcap2-bin                        # capsh: tests that drop privileges
   ffmpeg                             # relay e2e test: RTP producer and decoding subscribers
   nftables                           # kernel engine e2e: AUTO must respect an OUTPUT drop rule
-  libsodium-dev                      # relay: SipHash (crypto_shorthash) keys the JOIN cookies
+  libsodium-dev                      # relay JOIN cookies and DCCP Init Cookies: SipHash (crypto_shorthash)
   libcap-dev                         # relay and engine daemon: drop capabilities after setup
   abigail-tools                      # ctest abi: the library's ABI against abi/libgroupcast.abi
   clang-format-14                    # ctest format: the C sources against .clang-format (scripts/check-format.sh)

@@ -91,6 +91,7 @@ int cmd_engine(int argc, char **argv);
 int cmd_ringsend(int argc, char **argv);
 int cmd_lms(int argc, char **argv);
 int cmd_ltp(int argc, char **argv);
+int cmd_dccp(int argc, char **argv);
 
 static inline void cli_put_le32(uint8_t *p, uint32_t v)
 {

@@ -10,6 +10,7 @@
  *   groupcast ring-send  send numbered datagrams through a packet ring (ringsend.c)
  *   groupcast lms      LMS requests, receive with turning point, dmcasts (lms.c)
  *   groupcast ltp      reliable multicast of a file with LTP on LMS (ltp.c)
+ *   groupcast dccp     one DCCP connection: listen or send through a ring (dccp.c)
  *
  * This file: dispatch, shared helpers, and the `engines` subcommand.
  * See groupcast(1).
@@ -299,6 +300,7 @@ static void main_usage(FILE *f)
 		"  ring-send  send numbered datagrams through a packet ring (daemon or thread)\n"
 		"  lms        LMS endpoint: send requests, receive them, send dmcasts\n"
 		"  ltp        reliable multicast on LMS: send a file at a rate, receive it\n"
+		"  dccp       one DCCP connection (native or DCCP-UDP): listen, or send a ring\n"
 		"Run 'groupcast COMMAND --help' for the options of a command.\n"
 		"Exit status: 0 done, 1 failure, 2 bad arguments.\n");
 }
@@ -318,6 +320,7 @@ int main(int argc, char **argv)
 		{ "ring-send", "groupcast ring-send", cmd_ringsend },
 		{ "lms", "groupcast lms", cmd_lms },
 		{ "ltp", "groupcast ltp", cmd_ltp },
+		{ "dccp", "groupcast dccp", cmd_dccp },
 	};
 	if (argc < 2) {
 		main_usage(stderr);
@@ -340,5 +343,5 @@ int main(int argc, char **argv)
 			return cmds[i].fn(argc - 1, argv + 1);
 		}
 	}
-	cli_usage_error("unknown command '%s' (expected sink, blast, engines, relay, engine, ring-send, lms or ltp)", c);
+	cli_usage_error("unknown command '%s' (expected sink, blast, engines, relay, engine, ring-send, lms, ltp or dccp)", c);
 }

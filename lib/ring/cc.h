@@ -69,6 +69,17 @@ struct gc_ring_engine_hooks {
 	unsigned (*xmit)(void *arg, struct gc_conn *c, const struct gc_sent *p, unsigned n,
 			 const unsigned char *zone);
 	void *xmit_arg;
+	/*
+	 * Event source (NULL: none, and the engine does no extra work): the
+	 * engine thread calls event() when event_fd is readable (level
+	 * triggered: read until EAGAIN) and when the time next_timer() last
+	 * returned has come (0: no timer).  A DCCP connection reads its socket
+	 * and runs its timers here.  next_timer() is asked once per loop.
+	 */
+	void (*event)(void *arg, uint64_t now_ns);
+	uint64_t (*next_timer)(void *arg);
+	int event_fd;
+	void *event_arg;
 };
 
 /* The controller learned that packet p (as passed to sent()) arrived. */

@@ -640,6 +640,9 @@ static void handle(struct gc_srv *s, struct epoll_event *ev)
 	case TAG_LISTEN:
 		accept_clients(s);
 		break;
+	case TAG_EVENT:
+		s->h.event(s->h.event_arg, gc_now_ns());
+		break;
 	case TAG_CLIENT: {
 		struct gc_client *cl = container_of(t, struct gc_client, tag);
 		if (((ev->events & EPOLLIN) && request(s, cl) < 0) ||
@@ -693,6 +696,17 @@ void *gc_srv_main(void *arg)
 		uint64_t now = gc_now_ns();
 		uint64_t next = s->ccwait.next != &s->ccwait ? ccwait_due(s, now) : 0;
 		int n;
+
+		if (s->h.event) {
+			/* the transport's timers (hooks.next_timer) */
+			uint64_t t = s->h.next_timer ? s->h.next_timer(s->h.event_arg) : 0;
+			if (t && t <= now) {
+				s->h.event(s->h.event_arg, now);
+				t = s->h.next_timer(s->h.event_arg);
+			}
+			if (t && (!next || t < next))
+				next = t;
+		}
 
 		if (s->nactive) {
 			round_robin(s, now);
@@ -789,6 +803,14 @@ struct gc_srv *gc_srv_new(const struct gc_ring_engine_params *p,
 	if (epoll_ctl(s->ep, EPOLL_CTL_ADD, s->stopfd, &ev) < 0) {
 		gc_seterr(errno, "gc_ring_engine_start: epoll_ctl failed");
 		goto fail;
+	}
+	if (s->h.event) {
+		s->event_tag.kind = TAG_EVENT;
+		struct epoll_event eev = { .events = EPOLLIN, .data.ptr = &s->event_tag };
+		if (epoll_ctl(s->ep, EPOLL_CTL_ADD, s->h.event_fd, &eev) < 0) {
+			gc_seterr(errno, "gc_ring_engine_start: epoll_ctl on the event fd failed");
+			goto fail;
+		}
 	}
 	if (p->listen && gc_srv_listen(s, p->listen) < 0)
 		goto fail;

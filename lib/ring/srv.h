@@ -32,7 +32,7 @@ struct gc_link {
 };
 
 /* What an epoll event points at. */
-enum gc_tag_kind { TAG_STOP, TAG_LISTEN, TAG_CLIENT, TAG_NOTIFY, TAG_SOCK };
+enum gc_tag_kind { TAG_STOP, TAG_LISTEN, TAG_CLIENT, TAG_NOTIFY, TAG_SOCK, TAG_EVENT };
 struct gc_tag {
 	enum gc_tag_kind kind;
 };
@@ -130,7 +130,7 @@ struct gc_srv {
 	uint64_t idle_ns;
 	int ep, stopfd, lfd;
 	bool listen_paused; /* out of descriptors: not accepting for now */
-	struct gc_tag stop_tag, listen_tag;
+	struct gc_tag stop_tag, listen_tag, event_tag;
 	struct gc_client *clients;
 	unsigned nclients, nremote; /* all, and those of the listening socket */
 	struct gc_link aclients;    /* clients with active connections */

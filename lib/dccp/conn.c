@@ -1,0 +1,934 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * conn.c - the DCCP connection state machine (RFC 4340 §8) and the
+ * stateless listener (§8.1.4 Init Cookie).  See conn.h.
+ *
+ * Simplifications, on purpose: a packet's options are processed in one
+ * pass after the §7.5 checks; the only features we negotiate actively are
+ * CCID (both half-connections, SP) and Sequence Window (NN, ours, also
+ * mid-connection); every other Change the peer sends is confirmed with its
+ * own first preference (SP) or value (NN), or with an empty Confirm if
+ * unknown, so a peer like Linux gets an answer to everything it asks.
+ */
+#include "dccp/conn.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sodium.h>
+
+#include "dccp/feature.h"
+
+#define MS 1000000ull
+#define PARTOPEN_NS (200 * MS)       /* §8.1.5: PARTOPEN timer starts at 200 ms */
+#define REQUEST_NS (500 * MS)        /* first Request retransmission */
+#define CLOSE_NS (200 * MS)
+#define TIMEWAIT_NS (2000 * MS)      /* short 2 MSL: ports are ours alone in practice */
+#define MAX_BACKOFF_NS (8000 * MS)
+#define CLOSE_TRIES 6
+#define OPT_CAP 512
+
+static uint64_t max_u64(uint64_t a, uint64_t b)
+{
+	return a > b ? a : b;
+}
+
+/* ---- output ------------------------------------------------------------ */
+
+/* Build and emit one packet of type from c with opts and data.  The
+ * Acknowledgement Number is GSR (the CCIDs' feedback uses GSR too). */
+static int emit(struct dccp_conn *c, uint8_t type, const uint8_t *opts, size_t optlen,
+		const void *data, size_t dlen, uint8_t ccval, uint8_t reset_code)
+{
+	uint8_t pkt[DCCP_MAX_HDR + 65536];
+	struct dccp_hdr h = { .sport = c->p.sport, .dport = c->p.dport, .type = type, .x = true,
+			      .ccval = ccval, .service = c->p.service, .reset_code = reset_code };
+	c->s.gss = dccp_seq_add(c->s.gss, 1);
+	h.seq = c->s.gss;
+	h.has_ack = dccp_type_has_ack(type);
+	h.ack = c->s.gsr;
+	ssize_t n = dccp_build(pkt, sizeof(pkt), &h, opts, optlen, data, dlen,
+			       c->p.udp ? NULL : &c->p.ph_out);
+	if (n < 0)
+		return (int)n;
+	if (type == DCCP_DATA || type == DCCP_DATAACK)
+		c->ndp_run = 0;
+	else
+		c->ndp_run++;
+	return c->env.emit(c->env.arg, pkt, (size_t)n);
+}
+
+/* Options every packet of ours carries when it can: NDP Count (§7.7, so the
+ * peer can tell lost data from lost acks), pending Confirms and our pending
+ * Sequence Window Change (both need an Acknowledgement Number). */
+static void common_opts(struct dccp_conn *c, struct dccp_obuf *b, bool has_ack)
+{
+	if (c->state == DCCP_S_PARTOPEN && c->cookie_len)
+		dccp_opt_put(b, DCCP_OPT_INIT_COOKIE, c->cookie, c->cookie_len);
+	if (c->ndp_run)
+		dccp_opt_put_ndp(b, c->ndp_run);
+	if (!has_ack)
+		return;
+	if (c->confirm_len && c->confirm_len <= b->cap - b->len) {
+		memcpy(b->p + b->len, c->confirm_buf, c->confirm_len);
+		b->len += c->confirm_len;
+		c->confirm_len = 0;
+	}
+	if (c->seqwin_pending)
+		dccp_feat_put_nn(b, DCCP_OPT_CHANGE_L, DCCP_F_SEQ_WINDOW, c->seqwin_pending);
+}
+
+/* A control packet (Ack, Sync, Close...) with the common options and, for
+ * Ack/DataAck in OPEN, the receiver CCID's feedback. */
+static int send_ctl(struct dccp_conn *c, uint8_t type, uint64_t now_ns, uint8_t reset_code)
+{
+	uint8_t ob[OPT_CAP];
+	struct dccp_obuf b;
+	dccp_obuf_init(&b, ob, sizeof(ob));
+	bool has_ack = dccp_type_has_ack(type);
+	common_opts(c, &b, has_ack && type != DCCP_SYNC && type != DCCP_SYNCACK);
+	if (c->rx && c->st.received && (type == DCCP_ACK || type == DCCP_DATAACK) &&
+	    c->state >= DCCP_S_PARTOPEN) {
+		uint64_t ackno;
+		c->rxo->put_feedback(c->rx, &b, now_ns, &ackno);
+	}
+	dccp_obuf_pad(&b);
+	if (b.overflow)
+		b.len = 0; /* options did not fit: send the bare packet rather than none */
+	uint8_t ccval = 0;
+	if (c->tx)
+		c->txo->sent(c->tx, dccp_seq_add(c->s.gss, 1), 0, false, now_ns, &ccval);
+	if (type == DCCP_SYNC)
+		c->st.syncs++;
+	return emit(c, type, ob, b.len, NULL, 0, ccval, reset_code);
+}
+
+/* The Sync of §7.5.4 acknowledges the invalid packet's seq, not GSR. */
+static int send_sync(struct dccp_conn *c, uint8_t type, uint64_t ack)
+{
+	uint8_t pkt[64];
+	struct dccp_hdr h = { .sport = c->p.sport, .dport = c->p.dport, .type = type, .x = true,
+			      .has_ack = true, .ack = ack };
+	c->s.gss = dccp_seq_add(c->s.gss, 1);
+	h.seq = c->s.gss;
+	c->ndp_run++;
+	if (type == DCCP_SYNC)
+		c->st.syncs++;
+	ssize_t n = dccp_build(pkt, sizeof(pkt), &h, NULL, 0, NULL, 0, c->p.udp ? NULL : &c->p.ph_out);
+	return n < 0 ? (int)n : c->env.emit(c->env.arg, pkt, (size_t)n);
+}
+
+static void send_request(struct dccp_conn *c)
+{
+	uint8_t ob[64];
+	struct dccp_obuf b;
+	uint8_t ccid = c->p.ccid;
+	dccp_obuf_init(&b, ob, sizeof(ob));
+	dccp_feat_put_sp(&b, DCCP_OPT_CHANGE_L, DCCP_F_CCID, &ccid, 1);
+	dccp_feat_put_sp(&b, DCCP_OPT_CHANGE_R, DCCP_F_CCID, &ccid, 1);
+	dccp_feat_put_nn(&b, DCCP_OPT_CHANGE_L, DCCP_F_SEQ_WINDOW, c->p.seq_window);
+	dccp_obuf_pad(&b);
+	/* each Request gets a fresh number; ISS stays the first one, so a
+	 * Response to any of them acknowledges something in [ISS, GSS] */
+	emit(c, DCCP_REQUEST, ob, b.len, NULL, 0, 0, 0);
+	if (!c->tries)
+		c->s.iss = c->s.gss;
+}
+
+/* ---- features ---------------------------------------------------------- */
+
+/*
+ * Answer the peer's Change options into out (Confirms), apply the Confirms
+ * that answer ours.  Only options on packets that pass §6.6.4 (in order)
+ * reach here.  Returns false when a Reset is needed (code in *reset).
+ */
+static bool features(const struct dccp_opts *o, struct dccp_obuf *out, uint8_t our_ccid,
+		     uint64_t *peer_seqwin, uint64_t *our_seqwin_confirmed, uint64_t pending,
+		     uint8_t *reset, struct dccp_counters *err)
+{
+	for (unsigned i = 0; i < o->n; i++) {
+		const struct dccp_opt *op = &o->opt[i];
+		if (op->type < DCCP_OPT_CHANGE_L || op->type > DCCP_OPT_CONFIRM_R)
+			continue;
+		struct dccp_feat_opt f;
+		enum dccp_err e = dccp_feat_decode(op, &f, err);
+		bool change = op->type == DCCP_OPT_CHANGE_L || op->type == DCCP_OPT_CHANGE_R;
+		uint8_t ctype = op->type == DCCP_OPT_CHANGE_L ? DCCP_OPT_CONFIRM_R : DCCP_OPT_CONFIRM_L;
+		if (e != DCCP_OK) {
+			if (change && f.mandatory) {
+				*reset = DCCP_RESET_MANDATORY_ERROR;
+				return false;
+			}
+			if (change)
+				dccp_feat_put_empty_confirm(out, ctype, op->data ? op->data[0] : 0);
+			continue;
+		}
+		const struct dccp_feat_info *fi = dccp_feat_info(f.feat);
+		if (!change) {
+			if (f.feat == DCCP_F_SEQ_WINDOW && op->type == DCCP_OPT_CONFIRM_R && !f.empty &&
+			    f.value == pending)
+				*our_seqwin_confirmed = f.value;
+			if (f.feat == DCCP_F_CCID && !f.empty && f.value != our_ccid) {
+				*reset = DCCP_RESET_OPTION_ERROR;
+				return false;
+			}
+			continue;
+		}
+		if (fi->rule == DCCP_RULE_NN) {
+			if (f.feat == DCCP_F_SEQ_WINDOW && peer_seqwin)
+				*peer_seqwin = f.value;
+			dccp_feat_put_nn(out, ctype, f.feat, f.value);
+			continue;
+		}
+		uint8_t sel[2];
+		if (f.feat == DCCP_F_CCID) {
+			if (!memchr(f.prefs, our_ccid, f.nprefs)) {
+				*reset = DCCP_RESET_CONNECTION_REFUSED;
+				return false;
+			}
+			sel[0] = sel[1] = our_ccid;
+		} else {
+			sel[0] = sel[1] = f.prefs[0]; /* their first choice is ours too */
+		}
+		dccp_feat_put_sp(out, ctype, f.feat, sel, 2);
+	}
+	return true;
+}
+
+/* ---- CCIDs ------------------------------------------------------------- */
+
+static void ccid_acked(void *arg, uint64_t seq)
+{
+	struct dccp_conn *c = arg;
+	if (c->env.acked)
+		c->env.acked(c->env.arg, seq);
+}
+
+static void ccid_lost(void *arg, uint64_t seq)
+{
+	struct dccp_conn *c = arg;
+	if (c->env.lost)
+		c->env.lost(c->env.arg, seq);
+}
+
+static int ccid_start(struct dccp_conn *c, uint64_t now_ns)
+{
+	struct dccp_ccid_env env = { .mps = c->p.mps, .iss = c->s.iss, .isr = c->s.isr,
+				     .now_ns = now_ns, .acked = ccid_acked, .lost = ccid_lost,
+				     .arg = c };
+	c->txo = dccp_ccid_tx(c->p.ccid);
+	c->rxo = dccp_ccid_rx(c->p.ccid);
+	if (!c->txo || !c->rxo)
+		return -EPROTONOSUPPORT;
+	c->tx = c->txo->init(&env);
+	c->rx = c->rxo->init(&env);
+	return c->tx && c->rx ? 0 : -ENOMEM;
+}
+
+/* ---- life cycle -------------------------------------------------------- */
+
+static void enter(struct dccp_conn *c, enum dccp_state st, uint64_t now_ns)
+{
+	c->state = st;
+	c->tries = 0;
+	c->t_retx = 0;
+	switch (st) {
+	case DCCP_S_REQUEST:
+		c->backoff_ns = REQUEST_NS;
+		c->t_retx = now_ns + c->backoff_ns;
+		break;
+	case DCCP_S_PARTOPEN:
+		c->backoff_ns = PARTOPEN_NS;
+		c->t_retx = now_ns + c->backoff_ns;
+		break;
+	case DCCP_S_CLOSEREQ:
+	case DCCP_S_CLOSING:
+		c->backoff_ns = CLOSE_NS;
+		c->t_retx = now_ns + c->backoff_ns;
+		break;
+	case DCCP_S_TIMEWAIT:
+		c->t_close = now_ns + TIMEWAIT_NS;
+		c->peer_closed = true;
+		break;
+	case DCCP_S_CLOSED:
+		c->peer_closed = true;
+		c->t_close = c->t_ack = 0;
+		break;
+	default:
+		break;
+	}
+}
+
+int dccp_conn_connect(struct dccp_conn *c, const struct dccp_conn_params *p,
+		      const struct dccp_conn_env *env, uint64_t iss, uint64_t now_ns)
+{
+	memset(c, 0, sizeof(*c));
+	c->p = *p;
+	c->env = *env;
+	c->s.gss = dccp_seq_sub(iss & DCCP_SEQ_MASK, 1);
+	c->s.w_rx = c->s.w_tx = 100;
+	c->s.initial = true;
+	enter(c, DCCP_S_REQUEST, now_ns);
+	send_request(c);
+	return 0;
+}
+
+void dccp_conn_free(struct dccp_conn *c)
+{
+	if (c->tx)
+		c->txo->free(c->tx);
+	if (c->rx)
+		c->rxo->free(c->rx);
+	c->tx = c->rx = NULL;
+	struct dccp_rxpkt r;
+	while (dccp_conn_pop(c, &r))
+		free(r.data);
+}
+
+void dccp_conn_reset(struct dccp_conn *c, uint8_t code, uint64_t now_ns)
+{
+	if (c->state == DCCP_S_CLOSED || c->state == DCCP_S_TIMEWAIT)
+		return;
+	c->st.reset_code_tx = code;
+	send_ctl(c, DCCP_RESET, now_ns, code);
+	enter(c, DCCP_S_CLOSED, now_ns);
+}
+
+void dccp_conn_close(struct dccp_conn *c, uint64_t now_ns)
+{
+	switch (c->state) {
+	case DCCP_S_OPEN:
+	case DCCP_S_PARTOPEN:
+		/* §8.3: either side may send Close; the server's CloseReq asks the
+		 * client to hold TIMEWAIT, which we do not need: both send Close. */
+		send_ctl(c, DCCP_CLOSE, now_ns, 0);
+		enter(c, DCCP_S_CLOSING, now_ns);
+		break;
+	case DCCP_S_REQUEST:
+		dccp_conn_reset(c, DCCP_RESET_CLOSED, now_ns);
+		break;
+	default:
+		break;
+	}
+}
+
+/* ---- input ------------------------------------------------------------- */
+
+/* Queue a payload for the application; lost = data packets missing before it. */
+static void deliver(struct dccp_conn *c, const struct dccp_hdr *h, const uint8_t *pkt,
+		    const struct dccp_opts *o)
+{
+	uint64_t lost = 0;
+	if (c->rx_any) {
+		int64_t gap = dccp_seq_delta(h->seq, c->rx_last_data);
+		if (gap <= 0)
+			return; /* duplicate or reordered behind a newer one: DCCP does not reorder */
+		uint64_t ndp = o->has_ndp ? o->ndp_count : 0;
+		uint64_t g = (uint64_t)gap - 1;
+		lost = g > ndp ? g - ndp : 0;
+	}
+	c->rx_any = true;
+	c->rx_last_data = h->seq;
+	c->st.received++;
+	c->st.rx_lost += lost;
+	if (c->rxq_n == DCCP_RX_QUEUE) {
+		c->rx_dropped++;
+		c->st.rx_lost++; /* the application did not keep up: a loss it will see */
+		struct dccp_rxpkt *old = &c->rxq[c->rxq_head];
+		uint64_t carried = old->lost + 1;
+		free(old->data);
+		c->rxq_head = (c->rxq_head + 1) % DCCP_RX_QUEUE;
+		c->rxq_n--;
+		if (c->rxq_n)
+			c->rxq[c->rxq_head].lost += carried;
+		else
+			lost += carried;
+	}
+	struct dccp_rxpkt *r = &c->rxq[(c->rxq_head + c->rxq_n) % DCCP_RX_QUEUE];
+	r->seq = h->seq;
+	r->lost = lost;
+	r->len = h->data_len;
+	r->data = malloc(h->data_len ? h->data_len : 1);
+	if (!r->data) {
+		c->st.rx_lost++;
+		return;
+	}
+	memcpy(r->data, pkt + h->data_off, h->data_len);
+	c->rxq_n++;
+}
+
+/* Data lost after the last delivered packet, told by a final packet (Close,
+ * Reset) with its NDP Count: counted as an empty record with lost set. */
+static void tail_loss(struct dccp_conn *c, const struct dccp_hdr *h, const struct dccp_opts *o)
+{
+	if (!c->rx_any || c->peer_closed)
+		return;
+	int64_t gap = dccp_seq_delta(h->seq, c->rx_last_data);
+	uint64_t ndp = o->has_ndp ? o->ndp_count : 0;
+	if (gap <= 1 || (uint64_t)gap - 1 <= ndp)
+		return;
+	uint64_t lost = (uint64_t)gap - 1 - ndp;
+	c->st.rx_lost += lost;
+	if (c->rxq_n < DCCP_RX_QUEUE) {
+		struct dccp_rxpkt *r = &c->rxq[(c->rxq_head + c->rxq_n) % DCCP_RX_QUEUE];
+		r->seq = h->seq;
+		r->lost = lost;
+		r->len = 0;
+		r->data = NULL; /* marks "no payload, just the losses" */
+		c->rxq_n++;
+	}
+}
+
+bool dccp_conn_pop(struct dccp_conn *c, struct dccp_rxpkt *out)
+{
+	if (!c->rxq_n)
+		return false;
+	*out = c->rxq[c->rxq_head];
+	c->rxq_head = (c->rxq_head + 1) % DCCP_RX_QUEUE;
+	c->rxq_n--;
+	return true;
+}
+
+static void reset_no_conn(struct dccp_conn *c, const struct dccp_hdr *h)
+{
+	if (h->type == DCCP_RESET)
+		return;
+	/* §8.3.1: a Reset acknowledging the offending packet */
+	uint8_t pkt[64];
+	struct dccp_hdr r = { .sport = c->p.sport, .dport = c->p.dport, .type = DCCP_RESET, .x = true,
+			      .has_ack = true, .ack = h->seq, .reset_code = DCCP_RESET_NO_CONNECTION };
+	r.seq = dccp_seq_add(h->has_ack ? h->ack : 0, 1);
+	ssize_t n = dccp_build(pkt, sizeof(pkt), &r, NULL, 0, NULL, 0, c->p.udp ? NULL : &c->p.ph_out);
+	if (n > 0)
+		c->env.emit(c->env.arg, pkt, (size_t)n);
+}
+
+bool dccp_conn_input(struct dccp_conn *c, const uint8_t *pkt, size_t len, const struct dccp_hdr *h,
+		     uint64_t now_ns)
+{
+	(void)len;
+	if (h->sport != c->p.dport || h->dport != c->p.sport)
+		return false; /* not ours (a raw socket sees every DCCP packet) */
+	if (c->state == DCCP_S_CLOSED || c->state == DCCP_S_TIMEWAIT) {
+		c->st.invalid++;
+		reset_no_conn(c, h);
+		return false;
+	}
+	struct dccp_opts o;
+	unsigned flags = c->state >= DCCP_S_OPEN ? DCCP_PF_ESTABLISHED : 0;
+	if (dccp_opts_parse(h, pkt, flags, &o, &c->err) != DCCP_OK && !o.reset_code) {
+		c->st.invalid++;
+		return false;
+	}
+	/* A Response to another of our Requests (the listener is stateless and
+	 * answered each with its own ISS): we went on with the first, so this
+	 * one is no sequence error worth a Sync, just stale. */
+	if (c->state == DCCP_S_PARTOPEN && h->type == DCCP_RESPONSE && h->seq != c->s.isr)
+		return false;
+	/* §8.5 step 4..: the sequence-number checks */
+	if (c->state == DCCP_S_REQUEST) {
+		if ((h->type != DCCP_RESPONSE && h->type != DCCP_RESET) ||
+		    !dccp_seq_between(h->ack, c->s.iss, c->s.gss)) {
+			c->st.invalid++;
+			if (h->type != DCCP_RESET)
+				reset_no_conn(c, h); /* §8.5 step 7: Reset, keep REQUEST */
+			return false;
+		}
+	} else {
+		enum dccp_seqcheck mode = DCCP_SEQCHK_NORMAL;
+		if (dccp_seq_valid(&c->s, h, mode, false) != DCCP_SEQ_VALID) {
+			uint64_t ack;
+			c->st.invalid++;
+			if (dccp_invalid_response(&c->s, h, &ack) &&
+			    dccp_sync_allow(&c->sync_limit, now_ns))
+				send_sync(c, DCCP_SYNC, ack);
+			return false;
+		}
+	}
+	if (o.reset_code) {
+		c->st.invalid++;
+		dccp_conn_reset(c, o.reset_code, now_ns);
+		return false;
+	}
+	/* accepted: move GSR/GAR (Sync/SyncAck too, §7.5.4: they re-align us) */
+	if (c->state == DCCP_S_REQUEST) {
+		c->s.isr = h->seq;
+		c->s.gsr = h->seq;
+		c->s.gar = h->ack;
+	} else {
+		if (dccp_seq_after(h->seq, c->s.gsr))
+			c->s.gsr = h->seq;
+		if (h->has_ack && dccp_seq_after(h->ack, c->s.gar))
+			c->s.gar = h->ack;
+	}
+	if (c->s.initial && dccp_seq_delta(c->s.gsr, c->s.isr) > (int64_t)c->s.w_rx &&
+	    dccp_seq_delta(c->s.gss, c->s.iss) > (int64_t)c->s.w_tx)
+		c->s.initial = false;
+	c->last_valid_ns = now_ns;
+
+	if (h->type == DCCP_RESET) {
+		c->st.resets_rx++;
+		c->st.reset_code_rx = h->reset_code;
+		tail_loss(c, h, &o);
+		enter(c, c->state == DCCP_S_CLOSING ? DCCP_S_TIMEWAIT : DCCP_S_CLOSED, now_ns);
+		return true;
+	}
+	/* features (§6.6.4: only in-order Changes/Confirms) */
+	bool feat_ok = true;
+	uint8_t reset = 0;
+	if (c->state == DCCP_S_REQUEST || dccp_feat_in_order(DCCP_OPT_CONFIRM_L, h->seq, h->has_ack, h->ack, c->fgsr, c->fgss)) {
+		struct dccp_obuf b;
+		dccp_obuf_init(&b, c->confirm_buf + c->confirm_len, sizeof(c->confirm_buf) - c->confirm_len);
+		uint64_t confirmed = 0, peer_win = 0;
+		feat_ok = features(&o, &b, c->p.ccid, &peer_win, &confirmed, c->seqwin_pending, &reset,
+				   &c->err);
+		if (!b.overflow)
+			c->confirm_len += b.len;
+		if (peer_win)
+			c->s.w_rx = peer_win;
+		if (confirmed) {
+			c->s.w_tx = confirmed;
+			c->seqwin_pending = 0;
+		}
+		c->fgsr = h->seq;
+		if (h->has_ack)
+			c->fgss = h->ack;
+	}
+	if (!feat_ok) {
+		dccp_conn_reset(c, reset, now_ns);
+		return false;
+	}
+
+	switch (c->state) {
+	case DCCP_S_REQUEST: /* a Response (checked above) */
+		if (h->service != c->p.service) {
+			dccp_conn_reset(c, DCCP_RESET_BAD_SERVICE_CODE, now_ns);
+			return false;
+		}
+		c->s.w_tx = c->p.seq_window; /* the Response confirmed it (or we reset above) */
+		if (ccid_start(c, now_ns) < 0) {
+			dccp_conn_reset(c, DCCP_RESET_ABORTED, now_ns);
+			return false;
+		}
+		for (unsigned i = 0; i < o.n; i++)
+			if (o.opt[i].type == DCCP_OPT_INIT_COOKIE) {
+				memcpy(c->cookie, o.opt[i].data, o.opt[i].len);
+				c->cookie_len = o.opt[i].len;
+			}
+		c->rx_any = true; /* losses count from the Response on */
+		c->rx_last_data = h->seq;
+		enter(c, DCCP_S_PARTOPEN, now_ns);
+		send_ctl(c, DCCP_ACK, now_ns, 0); /* echoes the cookie (common_opts) */
+		return true;
+	case DCCP_S_PARTOPEN:
+		if (h->type == DCCP_RESPONSE) {
+			send_ctl(c, DCCP_ACK, now_ns, 0); /* our Ack was lost: repeat it */
+			return true;
+		}
+		enter(c, DCCP_S_OPEN, now_ns); /* §8.1.5: any other valid packet */
+		break;
+	default:
+		break;
+	}
+
+	switch (h->type) {
+	case DCCP_SYNC:
+		send_sync(c, DCCP_SYNCACK, h->seq);
+		break;
+	case DCCP_CLOSEREQ:
+		if (c->server) {
+			c->st.invalid++; /* only servers may ask; §8.5 step 7 */
+			dccp_conn_reset(c, DCCP_RESET_PACKET_ERROR, now_ns);
+			return false;
+		}
+		send_ctl(c, DCCP_CLOSE, now_ns, 0);
+		enter(c, DCCP_S_CLOSING, now_ns);
+		break;
+	case DCCP_CLOSE:
+		tail_loss(c, h, &o);
+		c->st.reset_code_tx = DCCP_RESET_CLOSED;
+		send_ctl(c, DCCP_RESET, now_ns, DCCP_RESET_CLOSED);
+		enter(c, DCCP_S_CLOSED, now_ns);
+		break;
+	case DCCP_DATA:
+	case DCCP_DATAACK:
+	case DCCP_ACK:
+		if (h->has_ack && c->tx)
+			c->txo->recv_ack(c->tx, h->ack, &o, now_ns);
+		if (h->has_ack && c->rx)
+			c->rxo->ack_of_ack(c->rx, h->ack);
+		/* Feedback only for a half-connection that carries data: a data
+		 * sender's own pure Acks would blur the receiver's NDP-based loss
+		 * count (a lost Ack next to a lost data packet reads as two) */
+		if (c->rx && c->rxo->recv(c->rx, h->type, h->seq, h->ccval, &o, h->data_len, now_ns) &&
+		    (c->st.received || h->type != DCCP_ACK))
+			send_ctl(c, DCCP_ACK, now_ns, 0);
+		if (h->type != DCCP_ACK && c->state >= DCCP_S_OPEN && c->state <= DCCP_S_CLOSING)
+			deliver(c, h, pkt, &o);
+		break;
+	default:
+		break;
+	}
+	return true;
+}
+
+/* ---- timers ------------------------------------------------------------ */
+
+uint64_t dccp_conn_next_timer(const struct dccp_conn *c)
+{
+	uint64_t t = 0;
+	uint64_t cand[5] = { c->t_retx, c->t_close, c->t_ack,
+			     c->tx ? c->txo->next_timer(c->tx) : 0,
+			     c->rx ? c->rxo->next_timer(c->rx) : 0 };
+	for (int i = 0; i < 5; i++)
+		if (cand[i] && (!t || cand[i] < t))
+			t = cand[i];
+	return t;
+}
+
+uint64_t dccp_conn_timer(struct dccp_conn *c, uint64_t now_ns)
+{
+	if (c->t_retx && c->t_retx <= now_ns) {
+		c->tries++;
+		c->backoff_ns = c->backoff_ns * 2 > MAX_BACKOFF_NS ? MAX_BACKOFF_NS : c->backoff_ns * 2;
+		c->t_retx = now_ns + c->backoff_ns;
+		switch (c->state) {
+		case DCCP_S_REQUEST:
+			if (c->tries > DCCP_REQUEST_TRIES) {
+				dccp_conn_reset(c, DCCP_RESET_ABORTED, now_ns);
+				break;
+			}
+			send_request(c);
+			break;
+		case DCCP_S_PARTOPEN:
+			if (c->tries > DCCP_REQUEST_TRIES) {
+				dccp_conn_reset(c, DCCP_RESET_ABORTED, now_ns);
+				break;
+			}
+			send_ctl(c, DCCP_ACK, now_ns, 0);
+			break;
+		case DCCP_S_CLOSING:
+		case DCCP_S_CLOSEREQ:
+			if (c->tries > CLOSE_TRIES) {
+				enter(c, DCCP_S_CLOSED, now_ns); /* the peer is gone */
+				break;
+			}
+			send_ctl(c, c->state == DCCP_S_CLOSING ? DCCP_CLOSE : DCCP_CLOSEREQ, now_ns, 0);
+			break;
+		default:
+			c->t_retx = 0;
+			break;
+		}
+	}
+	if (c->t_close && c->t_close <= now_ns) {
+		c->t_close = 0;
+		enter(c, DCCP_S_CLOSED, now_ns);
+	}
+	if (c->tx) {
+		uint64_t t = c->txo->next_timer(c->tx);
+		if (t && t <= now_ns)
+			c->txo->timer(c->tx, now_ns);
+	}
+	if (c->rx) {
+		uint64_t t = c->rxo->next_timer(c->rx);
+		if (t && t <= now_ns)
+			c->rxo->timer(c->rx, now_ns);
+		if (c->rxo->feedback_due(c->rx) && c->st.received && c->state >= DCCP_S_OPEN &&
+		    c->state <= DCCP_S_CLOSING)
+			send_ctl(c, DCCP_ACK, now_ns, 0);
+	}
+	/* §7.5.2 / RFC 4341 §6.1.1: keep the peer's window for our numbers
+	 * near what the CCID wants (about 5 x cwnd), renegotiated mid-connection
+	 * when it is off by more than 2x */
+	if (c->tx && c->state == DCCP_S_OPEN && !c->seqwin_pending) {
+		/* only ever grow it: a window shrinking under packets in flight
+		 * makes them invalid at the peer */
+		uint64_t want = max_u64(c->txo->seq_window(c->tx), c->p.seq_window);
+		if (want > 2 * c->s.w_tx)
+			c->seqwin_pending = want;
+	}
+	return dccp_conn_next_timer(c);
+}
+
+uint32_t dccp_conn_budget(struct dccp_conn *c, uint64_t now_ns, uint64_t *wake_ns)
+{
+	*wake_ns = 0;
+	if (c->state != DCCP_S_OPEN && c->state != DCCP_S_PARTOPEN)
+		return 0;
+	return c->txo->budget(c->tx, now_ns, wake_ns);
+}
+
+int dccp_conn_send(struct dccp_conn *c, const void *data, size_t len, uint64_t now_ns,
+		   uint64_t *seq)
+{
+	if (c->state != DCCP_S_OPEN && c->state != DCCP_S_PARTOPEN)
+		return -ENOTCONN;
+	uint8_t ob[OPT_CAP];
+	struct dccp_obuf b;
+	dccp_obuf_init(&b, ob, sizeof(ob));
+	/* PARTOPEN: DataAck (§8.1.5); OPEN: DataAck only when Confirms or a
+	 * Change must go, else plain Data.  The options never push a packet
+	 * past the MPS: if they would, they go on an Ack of their own first. */
+	bool ack = c->state == DCCP_S_PARTOPEN || c->confirm_len || c->seqwin_pending;
+	if (ack) {
+		size_t want = c->confirm_len + 16 + (c->ndp_run ? 8 : 0);
+		if (len + want > c->p.mps + 64) {
+			send_ctl(c, DCCP_ACK, now_ns, 0);
+			ack = c->state == DCCP_S_PARTOPEN;
+		}
+	}
+	common_opts(c, &b, ack);
+	dccp_obuf_pad(&b);
+	if (b.overflow)
+		b.len = 0;
+	uint8_t ccval = 0;
+	*seq = dccp_seq_add(c->s.gss, 1);
+	c->txo->sent(c->tx, *seq, len, true, now_ns, &ccval);
+	c->st.sent++;
+	return emit(c, ack ? DCCP_DATAACK : DCCP_DATA, ob, b.len, data, len, ccval, 0);
+}
+
+/* ---- the listener ------------------------------------------------------ */
+
+void dccp_listener_init(struct dccp_listener *l, const struct dccp_conn_params *p)
+{
+	memset(l, 0, sizeof(*l));
+	l->p = *p;
+	l->per_source_rate = 16;
+	randombytes_buf(l->key, sizeof(l->key));
+}
+
+static void put48(uint8_t *b, uint64_t v)
+{
+	for (int i = 0; i < 6; i++)
+		b[i] = (uint8_t)(v >> (40 - 8 * i));
+}
+
+static uint64_t get48(const uint8_t *b)
+{
+	uint64_t v = 0;
+	for (int i = 0; i < 6; i++)
+		v = (v << 8) | b[i];
+	return v;
+}
+
+/*
+ * Cookie: ccid(1) iss(6) isr(6) time_s(4) peer_seqwin(3) mac(8).  The MAC
+ * (SipHash-2-4 under the listener's random key) covers the first 20 bytes,
+ * both addresses, both ports and the Service Code, so a cookie is good for
+ * one 4-tuple only, and for DCCP_COOKIE_LIFE_S seconds.
+ */
+static uint64_t cookie_mac(const struct dccp_listener *l, const uint8_t *ck,
+			   const struct dccp_pseudo *ph_in, uint16_t sport, uint16_t dport,
+			   uint32_t service)
+{
+	uint8_t m[20 + 32 + 8];
+	memcpy(m, ck, 20);
+	memcpy(m + 20, ph_in->src, 16);
+	memcpy(m + 36, ph_in->dst, 16);
+	m[52] = (uint8_t)(sport >> 8), m[53] = (uint8_t)sport;
+	m[54] = (uint8_t)(dport >> 8), m[55] = (uint8_t)dport;
+	m[56] = (uint8_t)(service >> 24), m[57] = (uint8_t)(service >> 16);
+	m[58] = (uint8_t)(service >> 8), m[59] = (uint8_t)service;
+	uint8_t out[8];
+	crypto_shorthash(out, m, sizeof(m), l->key);
+	uint64_t v;
+	memcpy(&v, out, 8);
+	return v;
+}
+
+static bool rate_ok(struct dccp_listener *l, const struct dccp_pseudo *ph_in, uint64_t now_ns)
+{
+	uint8_t h8[8];
+	crypto_shorthash(h8, ph_in->src, 16, l->key);
+	uint32_t h;
+	memcpy(&h, h8, 4);
+	unsigned slot = h % 64;
+	if (l->rl[slot].h != h || now_ns - l->rl[slot].window_ns >= 1000 * MS) {
+		l->rl[slot].h = h;
+		l->rl[slot].window_ns = now_ns;
+		l->rl[slot].n = 0;
+	}
+	return l->rl[slot].n++ < l->per_source_rate;
+}
+
+/* A stateless reply: Response or Reset, seq given. */
+static void l_reply(const struct dccp_listener *l, const struct dccp_hdr *in, uint8_t type,
+		    uint64_t seq, const uint8_t *opts, size_t optlen, uint8_t code,
+		    const struct dccp_pseudo *ph_out, bool udp,
+		    int (*emitfn)(void *arg, const uint8_t *p, size_t len), void *arg)
+{
+	uint8_t pkt[256];
+	struct dccp_hdr h = { .sport = in->dport, .dport = in->sport, .type = type, .x = true,
+			      .seq = seq, .has_ack = true, .ack = in->seq, .service = l->p.service,
+			      .reset_code = code };
+	(void)l;
+	ssize_t n = dccp_build(pkt, sizeof(pkt), &h, opts, optlen, NULL, 0, udp ? NULL : ph_out);
+	if (n > 0)
+		emitfn(arg, pkt, (size_t)n);
+}
+
+bool dccp_listener_input(struct dccp_listener *l, const uint8_t *pkt, size_t len,
+			 const struct dccp_hdr *h, const struct dccp_pseudo *ph_in,
+			 const struct dccp_pseudo *ph_out, bool udp, uint64_t now_ns,
+			 int (*emitfn)(void *arg, const uint8_t *p, size_t len), void *emit_arg,
+			 struct dccp_conn *c, const struct dccp_conn_env *env)
+{
+	(void)len;
+	if (h->dport != l->p.sport)
+		return false;
+	struct dccp_opts o;
+	if (dccp_opts_parse(h, pkt, 0, &o, &l->err) != DCCP_OK && !o.reset_code)
+		return false;
+	if (h->type == DCCP_REQUEST) {
+		l->requests++;
+		if (!rate_ok(l, ph_in, now_ns))
+			return false; /* a flood from one source: it costs nothing here */
+		uint64_t iss;
+		randombytes_buf(&iss, sizeof(iss));
+		iss &= DCCP_SEQ_MASK;
+		if (h->service != l->p.service) {
+			l->resets++;
+			l_reply(l, h, DCCP_RESET, iss, NULL, 0, DCCP_RESET_BAD_SERVICE_CODE, ph_out, udp,
+				emitfn, emit_arg);
+			return false;
+		}
+		uint8_t ob[200];
+		struct dccp_obuf b;
+		dccp_obuf_init(&b, ob, sizeof(ob));
+		uint64_t peer_win = 100, dummy = 0;
+		uint8_t reset = 0;
+		if (o.reset_code || !features(&o, &b, l->p.ccid, &peer_win, &dummy, 0, &reset, &l->err)) {
+			l->resets++;
+			l_reply(l, h, DCCP_RESET, iss, NULL, 0, o.reset_code ? o.reset_code : reset, ph_out,
+				udp, emitfn, emit_arg);
+			return false;
+		}
+		/* our own Sequence Window rides on the Response, so that it is in
+		 * force before data flows (the Ack confirms it; nothing to keep) */
+		if (l->p.seq_window != 100)
+			dccp_feat_put_nn(&b, DCCP_OPT_CHANGE_L, DCCP_F_SEQ_WINDOW, l->p.seq_window);
+		uint8_t ck[DCCP_COOKIE_LEN];
+		ck[0] = l->p.ccid;
+		put48(ck + 1, iss);
+		put48(ck + 7, h->seq);
+		uint32_t t = (uint32_t)(now_ns / 1000000000ull);
+		ck[13] = (uint8_t)(t >> 24), ck[14] = (uint8_t)(t >> 16);
+		ck[15] = (uint8_t)(t >> 8), ck[16] = (uint8_t)t;
+		uint32_t w = peer_win > 0xffffff ? 0xffffff : (uint32_t)peer_win;
+		ck[17] = (uint8_t)(w >> 16), ck[18] = (uint8_t)(w >> 8), ck[19] = (uint8_t)w;
+		uint64_t mac = cookie_mac(l, ck, ph_in, h->sport, h->dport, h->service);
+		memcpy(ck + 20, &mac, 8);
+		dccp_opt_put(&b, DCCP_OPT_INIT_COOKIE, ck, sizeof(ck));
+		dccp_obuf_pad(&b);
+		if (b.overflow) {
+			l->resets++;
+			l_reply(l, h, DCCP_RESET, iss, NULL, 0, DCCP_RESET_TOO_BUSY, ph_out, udp, emitfn,
+				emit_arg);
+			return false;
+		}
+		l->responses++;
+		l_reply(l, h, DCCP_RESPONSE, iss, ob, b.len, 0, ph_out, udp, emitfn, emit_arg);
+		return false;
+	}
+	if (h->type != DCCP_ACK && h->type != DCCP_DATAACK) {
+		/* no connection here: Reset (not to Resets, §8.3.1; and not to
+		 * packets a connection of ours owns: the caller routes those first) */
+		if (h->type != DCCP_RESET) {
+			l->resets++;
+			l_reply(l, h, DCCP_RESET, h->has_ack ? dccp_seq_add(h->ack, 1) : 0, NULL, 0,
+				DCCP_RESET_NO_CONNECTION, ph_out, udp, emitfn, emit_arg);
+		}
+		return false;
+	}
+	const struct dccp_opt *co = NULL;
+	for (unsigned i = 0; i < o.n; i++)
+		if (o.opt[i].type == DCCP_OPT_INIT_COOKIE)
+			co = &o.opt[i];
+	uint8_t ck[DCCP_COOKIE_LEN];
+	bool good = co && co->len == DCCP_COOKIE_LEN;
+	if (good) {
+		memcpy(ck, co->data, sizeof(ck));
+		uint64_t mac;
+		memcpy(&mac, ck + 20, 8);
+		uint32_t t = (uint32_t)ck[13] << 24 | (uint32_t)ck[14] << 16 | (uint32_t)ck[15] << 8 | ck[16];
+		uint32_t now_s = (uint32_t)(now_ns / 1000000000ull);
+		good = sodium_memcmp(&mac, &(uint64_t){ cookie_mac(l, ck, ph_in, h->sport, h->dport,
+								    l->p.service) }, 8) == 0 &&
+		       now_s - t <= DCCP_COOKIE_LIFE_S && ck[0] == l->p.ccid &&
+		       h->ack == get48(ck + 1) && dccp_seq_delta(h->seq, get48(ck + 7)) >= 1 &&
+		       dccp_seq_delta(h->seq, get48(ck + 7)) <= 64;
+	}
+	uint64_t mac_seen = 0;
+	if (good) {
+		memcpy(&mac_seen, ck + 20, 8);
+		for (unsigned i = 0; i < 256; i++)
+			if (l->used[i].t_ns && l->used[i].mac == mac_seen &&
+			    now_ns - l->used[i].t_ns <= (DCCP_COOKIE_LIFE_S + 1) * 1000 * MS) {
+				l->replays++;
+				return false; /* the connection exists already, or did: drop */
+			}
+	}
+	if (!good) {
+		l->bad_cookies++;
+		l_reply(l, h, DCCP_RESET, h->has_ack ? dccp_seq_add(h->ack, 1) : 0, NULL, 0,
+			co ? DCCP_RESET_BAD_INIT_COOKIE : DCCP_RESET_NO_CONNECTION, ph_out, udp, emitfn,
+			emit_arg);
+		return false;
+	}
+	/* The handshake is complete: only now does a connection exist. */
+	l->used[l->used_next].mac = mac_seen;
+	l->used[l->used_next].t_ns = now_ns ? now_ns : 1;
+	l->used_next = (l->used_next + 1) % 256;
+	memset(c, 0, sizeof(*c));
+	c->server = true;
+	c->p = l->p;
+	c->p.udp = udp;
+	c->p.sport = h->dport;
+	c->p.dport = h->sport;
+	c->p.ph_out = *ph_out;
+	c->env = *env;
+	c->s.iss = get48(ck + 1);
+	c->s.isr = get48(ck + 7);
+	c->s.gss = c->s.iss;
+	c->s.gsr = h->seq;
+	c->s.gar = h->ack;
+	c->s.w_rx = (uint64_t)ck[17] << 16 | (uint64_t)ck[18] << 8 | ck[19];
+	if (c->s.w_rx < 32)
+		c->s.w_rx = 100;
+	c->s.w_tx = 100;
+	c->s.initial = true;
+	c->fgsr = h->seq;
+	c->fgss = h->ack;
+	c->last_valid_ns = now_ns;
+	/* losses count from the handshake on: the first data packet may be lost */
+	c->rx_any = true;
+	c->rx_last_data = dccp_seq_sub(h->seq, h->type == DCCP_DATAACK ? 1 : 0);
+	if (ccid_start(c, now_ns) < 0) {
+		dccp_conn_free(c);
+		l_reply(l, h, DCCP_RESET, dccp_seq_add(h->ack, 1), NULL, 0, DCCP_RESET_TOO_BUSY, ph_out,
+			udp, emitfn, emit_arg);
+		return false;
+	}
+	enter(c, DCCP_S_OPEN, now_ns);
+	/* our Sequence Window: in force if the Ack confirmed the Response's
+	 * Change, else negotiated again now that we have a connection */
+	if (l->p.seq_window != 100) {
+		c->seqwin_pending = l->p.seq_window;
+		for (unsigned i = 0; i < o.n; i++) {
+			struct dccp_feat_opt f;
+			if (o.opt[i].type == DCCP_OPT_CONFIRM_R &&
+			    dccp_feat_decode(&o.opt[i], &f, NULL) == DCCP_OK &&
+			    f.feat == DCCP_F_SEQ_WINDOW && !f.empty && f.value == l->p.seq_window) {
+				c->s.w_tx = f.value;
+				c->seqwin_pending = 0;
+			}
+		}
+	}
+	if (h->type == DCCP_DATAACK)
+		deliver(c, h, pkt, &o); /* its payload is the first data */
+	/* leave PARTOPEN at the client at once (§8.1.5) */
+	send_ctl(c, DCCP_ACK, now_ns, 0);
+	return true;
+}

@@ -1,0 +1,173 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * conn.h - one DCCP connection's state machine (RFC 4340 §8), and the
+ * stateless server side of the handshake (Init Cookies, §8.1.4).
+ *
+ * No I/O and no clock: packets come in parsed-ready as bytes with the
+ * time, packets go out through env.emit() as complete DCCP packets (the
+ * encapsulation, sock.c, adds UDP or hands them to a raw socket).  The
+ * same code serves native DCCP and DCCP-UDP: only the pseudo-header the
+ * checksum covers differs (NULL for DCCP-UDP, RFC 6773 §3.3).
+ */
+#ifndef GC_DCCP_CONN_H
+#define GC_DCCP_CONN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dccp/ccid.h"
+#include "dccp/options.h"
+#include "dccp/wire.h"
+
+enum dccp_state {
+	DCCP_S_CLOSED = 0,
+	DCCP_S_LISTEN,
+	DCCP_S_REQUEST,
+	DCCP_S_RESPOND,
+	DCCP_S_PARTOPEN,
+	DCCP_S_OPEN,
+	DCCP_S_CLOSEREQ,
+	DCCP_S_CLOSING,
+	DCCP_S_TIMEWAIT,
+}; /* same numbers as enum gc_dccp_state */
+
+#define DCCP_COOKIE_LEN 28
+#define DCCP_COOKIE_KEY 16       /* crypto_shorthash_KEYBYTES */
+#define DCCP_COOKIE_LIFE_S 8     /* a cookie older than this is refused */
+#define DCCP_REQUEST_TRIES 7     /* Request retransmissions before giving up */
+#define DCCP_RX_QUEUE 1024       /* received payloads held for the application */
+
+struct dccp_conn_env {
+	/* Send DCCP packet p[0..len) to the peer.  Returns 0 or -errno. */
+	int (*emit)(void *arg, const uint8_t *p, size_t len);
+	/* The CCID says our data packet seq arrived / was lost (may be NULL). */
+	void (*acked)(void *arg, uint64_t seq);
+	void (*lost)(void *arg, uint64_t seq);
+	void *arg;
+};
+
+struct dccp_conn_params {
+	uint8_t ccid;         /* 2 or 3 */
+	uint32_t service;
+	uint32_t mps;         /* largest payload */
+	uint64_t seq_window;  /* our Sequence Window (for our numbers), >= 32 */
+	uint16_t sport, dport;
+	bool udp;             /* DCCP-UDP: checksum 0 (the pseudo-header is unused) */
+	struct dccp_pseudo ph_out; /* src = us, dst = peer (native checksum) */
+};
+
+struct dccp_rxpkt {
+	uint64_t seq, lost;
+	uint32_t len;
+	uint8_t *data;
+};
+
+struct dccp_conn_stats {
+	uint64_t sent, received, rx_lost, syncs, invalid, resets_rx;
+	uint8_t reset_code_rx, reset_code_tx;
+};
+
+struct dccp_conn {
+	enum dccp_state state;
+	bool server;
+	struct dccp_conn_params p;
+	struct dccp_conn_env env;
+	struct dccp_seqstate s;
+	struct dccp_sync_limit sync_limit;
+	struct dccp_counters err;
+	struct dccp_conn_stats st;
+	/* CCIDs: tx for our data, rx for the peer's */
+	const struct dccp_ccid_tx_ops *txo;
+	const struct dccp_ccid_rx_ops *rxo;
+	void *tx, *rx;
+	/* timers (CLOCK_MONOTONIC ns; 0: off) */
+	uint64_t t_retx, t_close, t_ack;
+	uint64_t backoff_ns;
+	unsigned tries;
+	uint64_t last_valid_ns; /* a valid packet arrived then (§7.5.3 "active") */
+	/* NDP Count (§7.7): our run of non-data packets; the peer's last data seq */
+	uint64_t ndp_run;
+	bool rx_any;
+	uint64_t rx_last_data;
+	/* Sequence Window/A negotiation: the value of our pending Change L (0: none) */
+	uint64_t seqwin_pending;
+	uint64_t fgsr, fgss;
+	/* features the peer asked us to confirm on our next packet */
+	uint8_t confirm_buf[64];
+	size_t confirm_len;
+	/* the server's Init Cookie, echoed on every packet in PARTOPEN (§8.1.4) */
+	uint8_t cookie[253];
+	uint8_t cookie_len;
+	/* received data, for the application (ring of DCCP_RX_QUEUE) */
+	struct dccp_rxpkt rxq[DCCP_RX_QUEUE];
+	unsigned rxq_head, rxq_n;
+	uint64_t rx_dropped; /* queue full: the payload was thrown away (counted as lost) */
+	bool peer_closed;
+};
+
+/* Client: set up c and send the Request (state REQUEST).  -errno on failure. */
+int dccp_conn_connect(struct dccp_conn *c, const struct dccp_conn_params *p,
+		      const struct dccp_conn_env *env, uint64_t iss, uint64_t now_ns);
+
+/* Feed one received DCCP packet (its checksum already checked: ph/UDP).
+ * Returns true if the packet was accepted. */
+bool dccp_conn_input(struct dccp_conn *c, const uint8_t *pkt, size_t len, const struct dccp_hdr *h,
+		     uint64_t now_ns);
+
+/* Run the timers due at now_ns; return the next one (0: none). */
+uint64_t dccp_conn_timer(struct dccp_conn *c, uint64_t now_ns);
+uint64_t dccp_conn_next_timer(const struct dccp_conn *c);
+
+/* How many data packets the CCID lets go now (wake: see ccid.h). */
+uint32_t dccp_conn_budget(struct dccp_conn *c, uint64_t now_ns, uint64_t *wake_ns);
+/* Send one data packet; *seq gets its sequence number.  -ENOTCONN when not
+ * in PARTOPEN/OPEN (nothing sent), else emit()'s result (the number is used
+ * even when emit() failed: the peer sees a loss). */
+int dccp_conn_send(struct dccp_conn *c, const void *data, size_t len, uint64_t now_ns,
+		   uint64_t *seq);
+/* Active close (Close; server: CloseReq).  Ends in CLOSED or TIMEWAIT. */
+void dccp_conn_close(struct dccp_conn *c, uint64_t now_ns);
+/* Abort with a Reset (code). */
+void dccp_conn_reset(struct dccp_conn *c, uint8_t code, uint64_t now_ns);
+void dccp_conn_free(struct dccp_conn *c);
+
+/* Pop the oldest received payload (false: none).  The data is the caller's to free(). */
+bool dccp_conn_pop(struct dccp_conn *c, struct dccp_rxpkt *out);
+
+/* ---- the stateless listener (§8.1.4 Init Cookie) ------------------------ */
+
+struct dccp_listener {
+	uint8_t key[DCCP_COOKIE_KEY];
+	struct dccp_conn_params p; /* ccid, service, mps, seq_window; sport = our port */
+	struct dccp_counters err;
+	uint64_t requests, responses, bad_cookies, resets;
+	/* per-source Response budget: a tiny hash of recent sources (no
+	 * per-connection state; a flood from one address costs one slot) */
+	struct { uint32_t h; uint64_t window_ns; unsigned n; } rl[64];
+	unsigned per_source_rate; /* Responses per source per second */
+	/* MACs of the cookies that opened connections in the last
+	 * DCCP_COOKIE_LIFE_S: a replayed Ack opens nothing (state kept only
+	 * for handshakes that completed) */
+	struct { uint64_t mac, t_ns; } used[256];
+	unsigned used_next;
+	uint64_t replays;
+};
+
+/* A fresh listener with a random key. */
+void dccp_listener_init(struct dccp_listener *l, const struct dccp_conn_params *p);
+
+/*
+ * A packet for the listener from peer (ph_in: src = peer, dst = us; ph_out
+ * its mirror).  Answers Requests with a Response carrying an Init Cookie,
+ * other packets with a Reset, through emit.  When an Ack/DataAck carries a
+ * valid cookie, fills *c as an OPEN server connection (its first packet,
+ * a DataAck's payload, already delivered) and returns true.
+ */
+bool dccp_listener_input(struct dccp_listener *l, const uint8_t *pkt, size_t len,
+			 const struct dccp_hdr *h, const struct dccp_pseudo *ph_in,
+			 const struct dccp_pseudo *ph_out, bool udp, uint64_t now_ns,
+			 int (*emit)(void *arg, const uint8_t *p, size_t len), void *emit_arg,
+			 struct dccp_conn *c, const struct dccp_conn_env *env);
+
+#endif

@@ -1,0 +1,798 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * dccp.c - the public API of DCCP connections (groupcast/dccp.h): argument
+ * checks and glue between the connection (conn.c), its sockets (sock.c)
+ * and the ring engine.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <netinet/in.h>
+#include <sodium.h>
+
+#include <groupcast/dccp.h>
+
+#include "dccp/conn.h"
+#include "dccp/sock.h"
+#include "group/internal.h"
+#include "ring/cc.h"
+#include "ring/internal.h"
+
+/* A data packet in flight: its DCCP seq and the ring packet it carried. */
+struct inflight {
+	uint64_t seq;
+	struct gc_sent p;
+	bool used;
+};
+
+struct gc_dccp {
+	pthread_mutex_t mu; /* the connection: engine thread vs. application */
+	pthread_cond_t cv;  /* something arrived or the state moved */
+	struct dccp_conn conn;
+	bool udp;
+	int fd;             /* our socket (native: raw; UDP: connected) */
+	int attach_fd;      /* the connected UDP socket the ring is attached with */
+	struct sockaddr_storage peer, local;
+	struct dccp_pseudo ph_in;
+	struct gc_zone *zone;
+	struct gc_ring *ring;
+	struct gc_ring_engine *eng;
+	struct gc_conn *gconn;
+	struct inflight *inflight;
+	size_t ninflight;
+	uint64_t acked, lost;
+	struct gc_dccp_listener *owner; /* raw listener that must not Reset our packets */
+	struct gc_dccp *next_owned;
+};
+
+struct gc_dccp_listener {
+	pthread_mutex_t mu;
+	struct dccp_listener l;
+	bool udp;
+	int fd;
+	struct sockaddr_storage local;
+	struct gc_dccp *owned; /* native connections whose packets this raw socket also sees */
+	struct gc_dccp_opts o;
+};
+
+static const char *const state_names[] = {
+	"CLOSED", "LISTEN", "REQUEST", "RESPOND", "PARTOPEN", "OPEN", "CLOSEREQ", "CLOSING", "TIMEWAIT",
+};
+
+GC_EXPORT const char *gc_dccp_state_name(int state)
+{
+	if (state < 0 || state >= (int)(sizeof(state_names) / sizeof(state_names[0])))
+		return "?";
+	return state_names[state];
+}
+
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static socklen_t sslen(const struct sockaddr_storage *ss)
+{
+	return ss->ss_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
+}
+
+static uint16_t ssport(const struct sockaddr_storage *ss)
+{
+	return ntohs(ss->ss_family == AF_INET ? ((const struct sockaddr_in *)ss)->sin_port
+					      : ((const struct sockaddr_in6 *)ss)->sin6_port);
+}
+
+static void ssset_port(struct sockaddr_storage *ss, uint16_t port)
+{
+	if (ss->ss_family == AF_INET)
+		((struct sockaddr_in *)ss)->sin_port = htons(port);
+	else
+		((struct sockaddr_in6 *)ss)->sin6_port = htons(port);
+}
+
+static bool same_ip(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+{
+	if (a->ss_family != b->ss_family)
+		return false;
+	if (a->ss_family == AF_INET)
+		return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+		       ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+	return !memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+		       &((const struct sockaddr_in6 *)b)->sin6_addr, 16);
+}
+
+static int check_opts(const char *fn, const struct gc_dccp_opts *o, struct gc_dccp_opts *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (o) {
+		if (o->size < offsetof(struct gc_dccp_opts, ccid) + sizeof(int) ||
+		    o->size > 4096)
+			return gc_seterr(EINVAL, "%s: opts->size %zu: set it to sizeof(struct gc_dccp_opts)",
+					 fn, o->size);
+		memcpy(out, o, o->size < sizeof(*out) ? o->size : sizeof(*out));
+	}
+	out->size = sizeof(*out);
+	if (!out->ccid)
+		out->ccid = 2;
+	if (out->ccid != 2 && out->ccid != 3)
+		return gc_seterr(EINVAL, "%s: opts->ccid %d: expected 2 or 3", fn, out->ccid);
+	if (out->encap != GC_DCCP_NATIVE && out->encap != GC_DCCP_UDP)
+		return gc_seterr(EINVAL, "%s: opts->encap %d: expected GC_DCCP_NATIVE or GC_DCCP_UDP",
+				 fn, out->encap);
+	if (!out->mps)
+		out->mps = 1400;
+	if (out->mps > 65000)
+		return gc_seterr(EINVAL, "%s: opts->mps %u: at most 65000", fn, out->mps);
+	if (!out->ring_slots)
+		out->ring_slots = 1024;
+	if (out->ring_slots < 2 || out->ring_slots > GC_RING_MAX_ENTRIES ||
+	    (out->ring_slots & (out->ring_slots - 1)))
+		return gc_seterr(EINVAL, "%s: opts->ring_slots %u: a power of 2 in 2..%u", fn,
+				 out->ring_slots, GC_RING_MAX_ENTRIES);
+	if (!out->zone_bufs)
+		out->zone_bufs = out->ring_slots;
+	if (out->zone_bufs < out->ring_slots)
+		return gc_seterr(EINVAL, "%s: opts->zone_bufs %u: at least ring_slots (%u)", fn,
+				 out->zone_bufs, out->ring_slots);
+	if (!out->seq_window)
+		out->seq_window = 5 * out->ring_slots > 100 ? 5 * out->ring_slots : 100;
+	if (out->seq_window < 32)
+		return gc_seterr(EINVAL, "%s: opts->seq_window %u: at least 32", fn, out->seq_window);
+	if (!out->timeout_ms)
+		out->timeout_ms = 10000;
+	return 0;
+}
+
+static int addr_in(const char *fn, const struct sockaddr *sa, socklen_t len,
+		   struct sockaddr_storage *ss)
+{
+	if (!sa)
+		return gc_seterr(EFAULT, "%s: address is NULL", fn);
+	if (!((sa->sa_family == AF_INET && len >= sizeof(struct sockaddr_in)) ||
+	      (sa->sa_family == AF_INET6 && len >= sizeof(struct sockaddr_in6))))
+		return gc_seterr(EAFNOSUPPORT, "%s: address: expected sockaddr_in or sockaddr_in6", fn);
+	memset(ss, 0, sizeof(*ss));
+	memcpy(ss, sa, sa->sa_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6));
+	return 0;
+}
+
+/* ---- the connection's callbacks (called with c->mu held) -------------------- */
+
+static int c_emit(void *arg, const uint8_t *p, size_t len)
+{
+	struct gc_dccp *c = arg;
+	return dccp_sock_send(c->fd, c->udp, &c->peer, c->udp ? NULL : &c->local, p, len);
+}
+
+static struct inflight *slot(struct gc_dccp *c, uint64_t seq)
+{
+	struct inflight *f = &c->inflight[seq % c->ninflight];
+	return f->used && f->seq == seq ? f : NULL;
+}
+
+static void c_acked(void *arg, uint64_t seq)
+{
+	struct gc_dccp *c = arg;
+	struct inflight *f = slot(c, seq);
+	if (!f)
+		return;
+	c->acked++;
+	f->used = false;
+	if (c->gconn)
+		gc_conn_ack(c->gconn, &f->p);
+}
+
+static void c_lost(void *arg, uint64_t seq)
+{
+	struct gc_dccp *c = arg;
+	struct inflight *f = slot(c, seq);
+	if (!f)
+		return;
+	c->lost++;
+	f->used = false;
+}
+
+/* Read what the socket holds and run the timers. */
+static void c_poll(struct gc_dccp *c, uint64_t now)
+{
+	uint8_t buf[65536 + 64];
+	for (int i = 0; i < 256; i++) { /* bounded: the timers run too */
+		struct dccp_sock_pkt sp;
+		ssize_t n = dccp_sock_recv(c->fd, c->udp, buf, sizeof(buf), &sp);
+		if (n < 0)
+			break;
+		if (n == 0 || !same_ip(&sp.from, &c->peer))
+			continue;
+		if (c->udp && ssport(&sp.from) != ssport(&c->peer))
+			continue;
+		struct dccp_hdr h;
+		if (dccp_parse(sp.pkt, sp.len, c->udp ? NULL : &c->ph_in, &h, &c->conn.err) != DCCP_OK) {
+			c->conn.st.invalid++;
+			continue;
+		}
+		dccp_conn_input(&c->conn, sp.pkt, sp.len, &h, now);
+	}
+	dccp_conn_timer(&c->conn, now);
+	if (c->gconn)
+		gc_conn_kick(c->gconn); /* acks may have opened the window */
+	pthread_cond_broadcast(&c->cv);
+}
+
+/* ---- ring engine hooks ------------------------------------------------------ */
+
+static void *cc_init(void *arg, struct gc_conn *gc)
+{
+	struct gc_dccp *c = arg;
+	pthread_mutex_lock(&c->mu);
+	c->gconn = gc;
+	pthread_mutex_unlock(&c->mu);
+	return c;
+}
+
+static void cc_release(void *cc)
+{
+	struct gc_dccp *c = cc;
+	pthread_mutex_lock(&c->mu);
+	c->gconn = NULL;
+	pthread_mutex_unlock(&c->mu);
+}
+
+static uint32_t cc_budget(void *cc, uint64_t now, uint64_t *wake)
+{
+	struct gc_dccp *c = cc;
+	pthread_mutex_lock(&c->mu);
+	uint32_t b = dccp_conn_budget(&c->conn, now, wake);
+	pthread_mutex_unlock(&c->mu);
+	return b;
+}
+
+static void cc_sent(void *cc, const struct gc_sent *p, unsigned n, uint64_t now)
+{
+	(void)cc, (void)p, (void)n, (void)now; /* xmit() did the bookkeeping */
+}
+
+static const struct gc_cc_ops dccp_cc_ops = {
+	.init = cc_init, .release = cc_release, .budget = cc_budget, .sent = cc_sent,
+};
+
+static unsigned hk_xmit(void *arg, struct gc_conn *gc, const struct gc_sent *p, unsigned n,
+			const unsigned char *zone)
+{
+	struct gc_dccp *c = arg;
+	unsigned i;
+	(void)gc;
+	pthread_mutex_lock(&c->mu);
+	uint64_t now = now_ns();
+	for (i = 0; i < n; i++) {
+		uint64_t seq;
+		int r = dccp_conn_send(&c->conn, zone + p[i].off, p[i].len, now, &seq);
+		if (r == -ENOTCONN)
+			break; /* not open (yet, or any more) */
+		struct inflight *f = &c->inflight[seq % c->ninflight];
+		*f = (struct inflight){ .seq = seq, .p = p[i], .used = true };
+		if (r == -EAGAIN || r == -ENOBUFS || r == -EWOULDBLOCK) {
+			i++; /* it has its number: it counts as sent (and lost); pause */
+			break;
+		}
+	}
+	pthread_mutex_unlock(&c->mu);
+	return i;
+}
+
+static void hk_event(void *arg, uint64_t now)
+{
+	struct gc_dccp *c = arg;
+	pthread_mutex_lock(&c->mu);
+	c_poll(c, now);
+	pthread_mutex_unlock(&c->mu);
+}
+
+static uint64_t hk_next_timer(void *arg)
+{
+	struct gc_dccp *c = arg;
+	pthread_mutex_lock(&c->mu);
+	uint64_t t = dccp_conn_next_timer(&c->conn);
+	pthread_mutex_unlock(&c->mu);
+	return t;
+}
+
+/* ---- setup and teardown ----------------------------------------------------- */
+
+static struct gc_dccp *c_new(const struct gc_dccp_opts *o)
+{
+	struct gc_dccp *c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	c->fd = c->attach_fd = -1;
+	c->udp = o->encap == GC_DCCP_UDP;
+	c->ninflight = 4 * (size_t)o->ring_slots;
+	c->inflight = calloc(c->ninflight, sizeof(*c->inflight));
+	pthread_mutex_init(&c->mu, NULL);
+	pthread_cond_init(&c->cv, NULL);
+	if (!c->inflight) {
+		free(c);
+		return NULL;
+	}
+	return c;
+}
+
+static void c_free(struct gc_dccp *c)
+{
+	if (c->eng)
+		gc_ring_engine_stop(c->eng);
+	if (c->ring)
+		gc_ring_free(c->ring);
+	if (c->zone)
+		gc_zone_free(c->zone);
+	if (c->owner) {
+		pthread_mutex_lock(&c->owner->mu);
+		for (struct gc_dccp **pp = &c->owner->owned; *pp; pp = &(*pp)->next_owned)
+			if (*pp == c) {
+				*pp = c->next_owned;
+				break;
+			}
+		pthread_mutex_unlock(&c->owner->mu);
+	}
+	dccp_conn_free(&c->conn);
+	if (c->fd >= 0)
+		close(c->fd);
+	if (c->attach_fd >= 0)
+		close(c->attach_fd);
+	pthread_cond_destroy(&c->cv);
+	pthread_mutex_destroy(&c->mu);
+	free(c->inflight);
+	free(c);
+}
+
+/*
+ * The ring and its engine, once the connection exists.  gc_ring_attach()
+ * wants a connected UDP socket; with our xmit hook the engine never sends on
+ * it, so a native connection attaches a UDP socket connected to the peer's
+ * address (connect() sends nothing).
+ */
+static int c_start_engine(struct gc_dccp *c, const struct gc_dccp_opts *o, const char *fn)
+{
+	c->zone = gc_zone_create(o->zone_bufs, o->mps);
+	if (!c->zone)
+		return -1;
+	c->ring = gc_ring_create(o->ring_slots, c->zone);
+	if (!c->ring)
+		return -1;
+	c->attach_fd = socket(c->peer.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_storage p = c->peer;
+	if (!c->udp)
+		ssset_port(&p, 9);
+	if (c->attach_fd < 0 || connect(c->attach_fd, (struct sockaddr *)&p, sslen(&p)) < 0)
+		return gc_seterr(errno, "%s: the ring's UDP socket: %s", fn, strerror(errno));
+	struct gc_ring_engine_hooks hk = {
+		.cc = &dccp_cc_ops, .cc_arg = c, .xmit = hk_xmit, .xmit_arg = c,
+		.event = hk_event, .next_timer = hk_next_timer, .event_fd = c->fd, .event_arg = c,
+	};
+	struct gc_ring_engine_params ep = { .quiet = 1 };
+	c->eng = gc_ring_engine_start_hooks(&ep, &hk);
+	if (!c->eng)
+		return -1;
+	if (gc_ring_attach(c->ring, c->eng, c->attach_fd) < 0)
+		return -1;
+	return 0;
+}
+
+GC_EXPORT struct gc_dccp *gc_dccp_connect(const struct sockaddr *peer, socklen_t len,
+					  const struct gc_dccp_opts *opts)
+{
+	static const char fn[] = "gc_dccp_connect";
+	struct gc_dccp_opts o;
+	struct sockaddr_storage ss;
+	if (check_opts(fn, opts, &o) < 0 || addr_in(fn, peer, len, &ss) < 0)
+		return NULL;
+	if (ssport(&ss) == 0 && o.encap == GC_DCCP_UDP)
+		ssset_port(&ss, GC_DCCP_UDP_PORT);
+	if (ssport(&ss) == 0)
+		return gc_seterr(EINVAL, "%s: peer port is 0", fn), NULL;
+	struct gc_dccp *c = c_new(&o);
+	if (!c)
+		return gc_seterr(ENOMEM, "%s: out of memory", fn), NULL;
+	c->peer = ss;
+	int r = dccp_sock_open(c->udp, ss.ss_family);
+	if (r < 0) {
+		gc_seterr(-r, "%s: %s socket: %s%s", fn, c->udp ? "UDP" : "raw DCCP", strerror(-r),
+			  r == -EPERM ? " (native DCCP needs CAP_NET_RAW)" : "");
+		goto fail;
+	}
+	c->fd = r;
+	r = dccp_sock_local_for(&ss, &c->local);
+	if (r < 0) {
+		gc_seterr(-r, "%s: no route to the peer: %s", fn, strerror(-r));
+		goto fail;
+	}
+	uint16_t sport = 0;
+	if (c->udp) {
+		ssset_port(&c->local, 0);
+		if (bind(c->fd, (struct sockaddr *)&c->local, sslen(&c->local)) < 0 ||
+		    connect(c->fd, (struct sockaddr *)&ss, sslen(&ss)) < 0) {
+			gc_seterr(errno, "%s: UDP socket: %s", fn, strerror(errno));
+			goto fail;
+		}
+		socklen_t sl = sizeof(c->local);
+		getsockname(c->fd, (struct sockaddr *)&c->local, &sl);
+		sport = ssport(&c->local);
+	} else {
+		randombytes_buf(&sport, sizeof(sport));
+		sport = (uint16_t)(32768 + sport % 28000);
+	}
+	struct dccp_conn_params p = { .ccid = (uint8_t)o.ccid, .service = o.service, .mps = o.mps,
+				      .seq_window = o.seq_window, .sport = sport,
+				      .dport = ssport(&ss), .udp = c->udp };
+	dccp_pseudo_from(&p.ph_out, &c->local, &c->peer);
+	dccp_pseudo_from(&c->ph_in, &c->peer, &c->local);
+	struct dccp_conn_env env = { .emit = c_emit, .acked = c_acked, .lost = c_lost, .arg = c };
+	uint64_t iss;
+	randombytes_buf(&iss, sizeof(iss));
+	uint64_t t0 = now_ns(), deadline = t0 + (uint64_t)o.timeout_ms * 1000000u;
+	pthread_mutex_lock(&c->mu);
+	dccp_conn_connect(&c->conn, &p, &env, iss, t0);
+	/* the handshake runs here; the engine takes over once it is done */
+	while (c->conn.state == DCCP_S_REQUEST) {
+		uint64_t now = now_ns();
+		if (now >= deadline)
+			break;
+		uint64_t t = dccp_conn_next_timer(&c->conn);
+		uint64_t wait = (t && t < deadline ? t : deadline);
+		int ms = wait > now ? (int)((wait - now) / 1000000u) + 1 : 0;
+		struct pollfd pf = { .fd = c->fd, .events = POLLIN };
+		pthread_mutex_unlock(&c->mu);
+		poll(&pf, 1, ms);
+		pthread_mutex_lock(&c->mu);
+		c_poll(c, now_ns());
+	}
+	enum dccp_state st = c->conn.state;
+	uint8_t code = c->conn.st.reset_code_rx;
+	pthread_mutex_unlock(&c->mu);
+	if (st != DCCP_S_PARTOPEN && st != DCCP_S_OPEN) {
+		if (st == DCCP_S_REQUEST) {
+			dccp_conn_reset(&c->conn, DCCP_RESET_ABORTED, now_ns());
+			gc_seterr(ETIMEDOUT, "%s: no Response within %u ms", fn, o.timeout_ms);
+		} else {
+			gc_seterr(ECONNREFUSED, "%s: the peer reset the connection (code %u)", fn, code);
+		}
+		goto fail;
+	}
+	if (c_start_engine(c, &o, fn) < 0)
+		goto fail;
+	return c;
+fail:;
+	int e = errno;
+	c_free(c);
+	errno = e;
+	return NULL;
+}
+
+GC_EXPORT struct gc_dccp_listener *gc_dccp_listen(const struct sockaddr *local, socklen_t len,
+						  const struct gc_dccp_opts *opts)
+{
+	static const char fn[] = "gc_dccp_listen";
+	struct gc_dccp_opts o;
+	struct sockaddr_storage ss;
+	if (check_opts(fn, opts, &o) < 0 || addr_in(fn, local, len, &ss) < 0)
+		return NULL;
+	bool udp = o.encap == GC_DCCP_UDP;
+	if (ssport(&ss) == 0 && udp)
+		ssset_port(&ss, GC_DCCP_UDP_PORT);
+	if (ssport(&ss) == 0)
+		return gc_seterr(EINVAL, "%s: port 0 (native DCCP needs a port)", fn), NULL;
+	struct gc_dccp_listener *l = calloc(1, sizeof(*l));
+	if (!l)
+		return gc_seterr(ENOMEM, "%s: out of memory", fn), NULL;
+	pthread_mutex_init(&l->mu, NULL);
+	l->udp = udp;
+	l->local = ss;
+	l->o = o;
+	l->fd = dccp_sock_open(udp, ss.ss_family);
+	if (l->fd < 0) {
+		gc_seterr(-l->fd, "%s: %s socket: %s%s", fn, udp ? "UDP" : "raw DCCP", strerror(-l->fd),
+			  l->fd == -EPERM ? " (native DCCP needs CAP_NET_RAW)" : "");
+		free(l);
+		return NULL;
+	}
+	int one = 1;
+	struct sockaddr_storage b = ss;
+	if (!udp)
+		ssset_port(&b, 0); /* raw sockets have no ports: ours is in the DCCP header */
+	else {
+		setsockopt(l->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		setsockopt(l->fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
+	}
+	if (ss.ss_family == AF_INET6)
+		setsockopt(l->fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+	if (bind(l->fd, (struct sockaddr *)&b, sslen(&b)) < 0) {
+		gc_seterr(errno, "%s: bind: %s", fn, strerror(errno));
+		close(l->fd);
+		free(l);
+		return NULL;
+	}
+	struct dccp_conn_params p = { .ccid = (uint8_t)o.ccid, .service = o.service, .mps = o.mps,
+				      .seq_window = o.seq_window, .sport = ssport(&ss), .udp = udp };
+	dccp_listener_init(&l->l, &p);
+	return l;
+}
+
+static int l_emit(void *arg, const uint8_t *p, size_t len)
+{
+	const struct dccp_sock_pkt *sp = ((void **)arg)[1];
+	const struct gc_dccp_listener *l = ((void **)arg)[0];
+	return dccp_sock_send(l->fd, l->udp, &sp->from, l->udp ? NULL : &sp->to, p, len);
+}
+
+/* A native connection of ours owns this packet: the listener leaves it be. */
+static bool owned(struct gc_dccp_listener *l, const struct dccp_sock_pkt *sp, const struct dccp_hdr *h)
+{
+	bool r = false;
+	pthread_mutex_lock(&l->mu);
+	for (struct gc_dccp *c = l->owned; c && !r; c = c->next_owned)
+		r = same_ip(&c->peer, &sp->from) && h->sport == c->conn.p.dport &&
+		    h->dport == c->conn.p.sport;
+	pthread_mutex_unlock(&l->mu);
+	return r;
+}
+
+GC_EXPORT struct gc_dccp *gc_dccp_accept(struct gc_dccp_listener *l, int timeout_ms)
+{
+	static const char fn[] = "gc_dccp_accept";
+	if (!l)
+		return gc_seterr(EINVAL, "%s: listener is NULL", fn), NULL;
+	uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : now_ns() + (uint64_t)timeout_ms * 1000000u;
+	struct gc_dccp *c = c_new(&l->o);
+	if (!c)
+		return gc_seterr(ENOMEM, "%s: out of memory", fn), NULL;
+	static _Thread_local uint8_t buf[65536 + 64];
+	for (;;) {
+		uint64_t now = now_ns();
+		struct dccp_sock_pkt sp;
+		ssize_t n = dccp_sock_recv(l->fd, l->udp, buf, sizeof(buf), &sp);
+		if (n == -EAGAIN || n == -EWOULDBLOCK) {
+			if (now >= deadline) {
+				c_free(c);
+				return gc_seterr(ETIMEDOUT, "%s: no connection within %d ms", fn,
+						 timeout_ms), NULL;
+			}
+			uint64_t left = deadline - now;
+			int ms = left > 100000000u ? 100 : (int)(left / 1000000u) + 1;
+			struct pollfd pf = { .fd = l->fd, .events = POLLIN };
+			poll(&pf, 1, ms);
+			continue;
+		}
+		if (n < 0) {
+			c_free(c);
+			return gc_seterr((int)-n, "%s: recv: %s", fn, strerror((int)-n)), NULL;
+		}
+		if (n == 0)
+			continue;
+		struct dccp_pseudo ph_in, ph_out;
+		dccp_pseudo_from(&ph_in, &sp.from, &sp.to);
+		dccp_pseudo_from(&ph_out, &sp.to, &sp.from);
+		struct dccp_hdr h;
+		if (dccp_parse(sp.pkt, sp.len, l->udp ? NULL : &ph_in, &h, &l->l.err) != DCCP_OK)
+			continue;
+		if (!l->udp && owned(l, &sp, &h))
+			continue;
+		void *ea[2] = { l, &sp };
+		struct dccp_conn_env env = { .emit = c_emit, .acked = c_acked, .lost = c_lost, .arg = c };
+		/* the Ack that completes the handshake is answered through the
+		 * listener's socket (borrowed): the connection's own does not
+		 * exist yet */
+		c->fd = l->fd;
+		c->peer = sp.from;
+		c->local = sp.to;
+		ssset_port(&c->local, ssport(&l->local));
+		pthread_mutex_lock(&c->mu);
+		bool ok = dccp_listener_input(&l->l, sp.pkt, sp.len, &h, &ph_in, &ph_out, l->udp, now,
+					      l_emit, ea, &c->conn, &env);
+		pthread_mutex_unlock(&c->mu);
+		c->fd = -1;
+		if (!ok)
+			continue;
+		c->ph_in = ph_in;
+		break;
+	}
+	/* the connection's own socket */
+	int r = dccp_sock_open(c->udp, c->peer.ss_family);
+	if (r >= 0 && c->udp) {
+		int one = 1;
+		setsockopt(r, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		setsockopt(r, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
+		if (c->peer.ss_family == AF_INET6)
+			setsockopt(r, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+		if (bind(r, (struct sockaddr *)&c->local, sslen(&c->local)) < 0 ||
+		    connect(r, (struct sockaddr *)&c->peer, sslen(&c->peer)) < 0) {
+			gc_seterr(errno, "%s: the connection's UDP socket: %s", fn, strerror(errno));
+			close(r);
+			c_free(c);
+			return NULL;
+		}
+	}
+	if (r < 0) {
+		gc_seterr(-r, "%s: socket: %s", fn, strerror(-r));
+		c_free(c);
+		return NULL;
+	}
+	c->fd = r;
+	if (!c->udp) {
+		c->owner = l;
+		pthread_mutex_lock(&l->mu);
+		c->next_owned = l->owned;
+		l->owned = c;
+		pthread_mutex_unlock(&l->mu);
+	}
+	if (c_start_engine(c, &l->o, fn) < 0) {
+		int e = errno;
+		c_free(c);
+		errno = e;
+		return NULL;
+	}
+	return c;
+}
+
+GC_EXPORT void gc_dccp_listener_close(struct gc_dccp_listener *l)
+{
+	if (!l)
+		return;
+	/* connections outlive their listener: they just stop being owned */
+	pthread_mutex_lock(&l->mu);
+	for (struct gc_dccp *c = l->owned; c; c = c->next_owned)
+		c->owner = NULL;
+	pthread_mutex_unlock(&l->mu);
+	close(l->fd);
+	pthread_mutex_destroy(&l->mu);
+	free(l);
+}
+
+GC_EXPORT struct gc_ring *gc_dccp_ring(struct gc_dccp *c)
+{
+	if (!c)
+		return gc_seterr(EINVAL, "gc_dccp_ring: connection is NULL"), NULL;
+	return c->ring;
+}
+
+GC_EXPORT struct gc_zone *gc_dccp_zone(struct gc_dccp *c)
+{
+	if (!c)
+		return gc_seterr(EINVAL, "gc_dccp_zone: connection is NULL"), NULL;
+	return c->zone;
+}
+
+static void deadline_ts(struct timespec *ts, int ms)
+{
+	clock_gettime(CLOCK_MONOTONIC, ts);
+	ts->tv_sec += ms / 1000;
+	ts->tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts->tv_nsec >= 1000000000L) {
+		ts->tv_sec++;
+		ts->tv_nsec -= 1000000000L;
+	}
+}
+
+static int cv_wait(struct gc_dccp *c, const struct timespec *ts)
+{
+	/* the condition variable is CLOCK_REALTIME by default: poll in short
+	 * steps against our monotonic deadline instead of converting */
+	struct timespec now, rt;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	if (ts && (now.tv_sec > ts->tv_sec || (now.tv_sec == ts->tv_sec && now.tv_nsec >= ts->tv_nsec)))
+		return ETIMEDOUT;
+	clock_gettime(CLOCK_REALTIME, &rt);
+	rt.tv_nsec += 10000000L;
+	if (rt.tv_nsec >= 1000000000L) {
+		rt.tv_sec++;
+		rt.tv_nsec -= 1000000000L;
+	}
+	pthread_cond_timedwait(&c->cv, &c->mu, &rt);
+	return 0;
+}
+
+GC_EXPORT ssize_t gc_dccp_recv(struct gc_dccp *c, void *buf, size_t len, struct gc_dccp_rxinfo *ri,
+			       int timeout_ms)
+{
+	if (!c)
+		return gc_seterr(EINVAL, "gc_dccp_recv: connection is NULL");
+	if (!buf && len)
+		return gc_seterr(EFAULT, "gc_dccp_recv: buf is NULL");
+	struct timespec ts;
+	if (timeout_ms >= 0)
+		deadline_ts(&ts, timeout_ms);
+	struct gc_dccp_rxinfo dummy;
+	if (!ri)
+		ri = &dummy;
+	memset(ri, 0, sizeof(*ri));
+	pthread_mutex_lock(&c->mu);
+	for (;;) {
+		struct dccp_rxpkt p;
+		if (dccp_conn_pop(&c->conn, &p)) {
+			pthread_mutex_unlock(&c->mu);
+			ri->seq = p.seq;
+			ri->lost = p.lost;
+			if (!p.data) {
+				ri->eof = 1; /* losses after the last packet, told by the close */
+				return 0;
+			}
+			memcpy(buf, p.data, p.len < len ? p.len : len);
+			free(p.data);
+			return p.len;
+		}
+		if (c->conn.peer_closed) {
+			int reset = c->conn.st.resets_rx && c->conn.st.reset_code_rx != DCCP_RESET_CLOSED;
+			pthread_mutex_unlock(&c->mu);
+			if (reset)
+				return gc_seterr(ECONNRESET, "gc_dccp_recv: the peer reset the connection");
+			ri->eof = 1;
+			return 0;
+		}
+		if (cv_wait(c, timeout_ms >= 0 ? &ts : NULL) == ETIMEDOUT) {
+			pthread_mutex_unlock(&c->mu);
+			return gc_seterr(EAGAIN, "gc_dccp_recv: nothing arrived in %d ms", timeout_ms);
+		}
+	}
+}
+
+GC_EXPORT int gc_dccp_stats(struct gc_dccp *c, struct gc_dccp_stats *st)
+{
+	if (!c || !st)
+		return gc_seterr(EINVAL, "gc_dccp_stats: %s is NULL", c ? "st" : "connection");
+	memset(st, 0, sizeof(*st));
+	struct gc_ring_status rs;
+	if (c->ring && gc_ring_status(c->ring, &rs) == 0)
+		st->dead = rs.dead;
+	pthread_mutex_lock(&c->mu);
+	st->state = (int)c->conn.state;
+	st->ccid = c->conn.p.ccid;
+	if (c->conn.tx) {
+		struct dccp_ccid_tx_stats t;
+		c->conn.txo->stats(c->conn.tx, &t);
+		st->cwnd = t.cwnd;
+		st->pipe = t.pipe;
+		st->x_bps = t.x_bps;
+		st->rtt_us = t.rtt_ns / 1000u;
+		st->p = t.p;
+	}
+	st->sent = c->conn.st.sent;
+	st->acked = c->acked;
+	st->lost = c->lost;
+	st->received = c->conn.st.received;
+	st->rx_lost = c->conn.st.rx_lost;
+	st->syncs = c->conn.st.syncs;
+	st->invalid = c->conn.st.invalid;
+	pthread_mutex_unlock(&c->mu);
+	return 0;
+}
+
+GC_EXPORT int gc_dccp_close(struct gc_dccp *c, int timeout_ms)
+{
+	if (!c)
+		return gc_seterr(EINVAL, "gc_dccp_close: connection is NULL");
+	struct timespec ts;
+	deadline_ts(&ts, timeout_ms < 0 ? 10000 : timeout_ms);
+	/* let the engine take what the ring holds first */
+	if (c->ring)
+		gc_ring_wait(c->ring, gc_ring_entries(c->ring) - 1, timeout_ms < 0 ? 10000 : timeout_ms);
+	pthread_mutex_lock(&c->mu);
+	dccp_conn_close(&c->conn, now_ns());
+	int rc = 0;
+	while (c->conn.state != DCCP_S_CLOSED && c->conn.state != DCCP_S_TIMEWAIT) {
+		if (cv_wait(c, &ts) == ETIMEDOUT) {
+			dccp_conn_reset(&c->conn, DCCP_RESET_ABORTED, now_ns());
+			rc = gc_seterr(ETIMEDOUT, "gc_dccp_close: the close was not acknowledged in %d ms",
+				       timeout_ms);
+			break;
+		}
+	}
+	pthread_mutex_unlock(&c->mu);
+	c_free(c);
+	return rc;
+}

@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * sock.h - DCCP packets over a raw IP socket (native) or a UDP socket
+ * (RFC 6773 DCCP-UDP).  See sock.c.
+ */
+#ifndef GC_DCCP_SOCK_H
+#define GC_DCCP_SOCK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+struct dccp_pseudo;
+
+/* A non-blocking socket for the encapsulation; -errno on failure (EPERM:
+ * native needs CAP_NET_RAW). */
+int dccp_sock_open(bool udp, int family);
+
+struct dccp_sock_pkt {
+	struct sockaddr_storage from, to; /* to: our address it arrived at (port: from's) */
+	const uint8_t *pkt;               /* the DCCP packet, inside the caller's buffer */
+	size_t len;
+};
+/* Read one packet.  > 0: got one in out; 0: a malformed read (drop it);
+ * -EAGAIN: none; other -errno. */
+ssize_t dccp_sock_recv(int fd, bool udp, uint8_t *buf, size_t cap, struct dccp_sock_pkt *out);
+/* Send pkt to `to`, from the address `from` (NULL: the kernel picks). */
+int dccp_sock_send(int fd, bool udp, const struct sockaddr_storage *to,
+		   const struct sockaddr_storage *from, const uint8_t *pkt, size_t len);
+
+/* The pseudo-header for a packet from src to dst (ports ignored). */
+void dccp_pseudo_from(struct dccp_pseudo *ph, const struct sockaddr_storage *src,
+		      const struct sockaddr_storage *dst);
+/* The address this host would send to peer from. */
+int dccp_sock_local_for(const struct sockaddr_storage *peer, struct sockaddr_storage *local);
+
+#endif

@@ -1,0 +1,483 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * lib/dccp/conn.c driven by packets, no sockets: a client connection and a
+ * listener exchange packets through queues (native IPv4, checksums over the
+ * pseudo-header), and crafted packets play the attacker.
+ *
+ *   handshake         REQUEST -> PARTOPEN -> OPEN at the client, the server
+ *                     connection created only by a valid cookie Ack
+ *   cookies           a forged, altered, expired, wrong-tuple or replayed
+ *                     cookie opens nothing (Reset 10 where one is due)
+ *   Request flood     thousands of Requests: the listener's memory does not
+ *                     grow, Responses stay small and are rate limited per
+ *                     source
+ *   windows           out-of-window packets dropped and counted, answered by
+ *                     rate-limited Syncs; a SyncAck re-aligns
+ *   Sync recovery     after a burst of lost packets (more than the window)
+ *                     the receiver resynchronises through Sync/SyncAck
+ *   close, reset      Close -> Reset(Closed) -> CLOSED/TIMEWAIT; a Reset tears
+ *                     down; losses before the Close are reported
+ */
+#include "check.h"
+#include "dccp/conn.h"
+
+#define MS 1000000ull
+
+struct pkt {
+	uint8_t b[2048];
+	size_t len;
+};
+struct queue {
+	struct pkt p[4096];
+	unsigned n;
+	size_t max_len;
+};
+
+static struct queue to_server, to_client;
+static struct dccp_pseudo ph_c2s, ph_s2c; /* src, dst of each direction */
+
+static int q_push(void *arg, const uint8_t *p, size_t len)
+{
+	struct queue *q = arg;
+	CHECK(len <= sizeof(q->p[0].b));
+	if (len > q->max_len)
+		q->max_len = len;
+	if (q->n < 4096) {
+		memcpy(q->p[q->n].b, p, len);
+		q->p[q->n++].len = len;
+	}
+	return 0;
+}
+
+static struct pkt q_pop(struct queue *q)
+{
+	CHECK(q->n > 0);
+	struct pkt p = q->p[0];
+	memmove(q->p, q->p + 1, (q->n - 1) * sizeof(q->p[0]));
+	q->n--;
+	return p;
+}
+
+static uint64_t acked_n;
+static void on_acked(void *arg, uint64_t seq)
+{
+	(void)arg, (void)seq;
+	acked_n++;
+}
+
+static struct dccp_conn_env cenv = { .emit = q_push, .acked = on_acked, .arg = &to_server };
+static struct dccp_conn_env senv = { .emit = q_push, .acked = on_acked, .arg = &to_client };
+
+static struct dccp_conn_params params(uint16_t sport, uint16_t dport)
+{
+	struct dccp_conn_params p = { .ccid = 2, .mps = 1400, .seq_window = 500, .sport = sport,
+				      .dport = dport };
+	return p;
+}
+
+static void setup_addrs(void)
+{
+	memset(&ph_c2s, 0, sizeof(ph_c2s));
+	ph_c2s.family = AF_INET;
+	uint8_t a[4] = { 10, 0, 0, 1 }, b[4] = { 10, 0, 0, 2 };
+	memcpy(ph_c2s.src, a, 4);
+	memcpy(ph_c2s.dst, b, 4);
+	ph_s2c = ph_c2s;
+	memcpy(ph_s2c.src, b, 4);
+	memcpy(ph_s2c.dst, a, 4);
+}
+
+static bool parse(const struct pkt *p, const struct dccp_pseudo *ph, struct dccp_hdr *h)
+{
+	return dccp_parse(p->b, p->len, ph, h, NULL) == DCCP_OK;
+}
+
+/* Deliver everything queued for the client to it. */
+static void to_c(struct dccp_conn *c, uint64_t now)
+{
+	while (to_client.n) {
+		struct pkt p = q_pop(&to_client);
+		struct dccp_hdr h;
+		CHECK(parse(&p, &ph_s2c, &h));
+		dccp_conn_input(c, p.b, p.len, &h, now);
+	}
+}
+
+/* Deliver everything queued for the server side: to s if it exists, else
+ * to the listener (which may create *s). */
+static bool to_s(struct dccp_listener *l, struct dccp_conn *s, bool *have_s, uint64_t now)
+{
+	bool made = false;
+	while (to_server.n) {
+		struct pkt p = q_pop(&to_server);
+		struct dccp_hdr h;
+		CHECK(parse(&p, &ph_c2s, &h));
+		if (*have_s) {
+			dccp_conn_input(s, p.b, p.len, &h, now);
+		} else if (dccp_listener_input(l, p.b, p.len, &h, &ph_c2s, &ph_s2c, false, now, q_push,
+					       &to_client, s, &senv)) {
+			*have_s = made = true;
+		}
+	}
+	return made;
+}
+
+static struct dccp_listener L;
+static struct dccp_conn C, S;
+static bool have_s;
+
+static void open_pair(uint64_t now)
+{
+	to_server.n = to_client.n = 0;
+	have_s = false;
+	struct dccp_conn_params lp = params(5001, 0);
+	lp.ph_out = ph_s2c;
+	dccp_listener_init(&L, &lp);
+	struct dccp_conn_params cp = params(40000, 5001);
+	cp.ph_out = ph_c2s;
+	CHECK_OK(dccp_conn_connect(&C, &cp, &cenv, 1000, now));
+	EXPECT_EQ(C.state, DCCP_S_REQUEST);
+	EXPECT_EQ(to_server.n, 1u);
+	to_s(&L, &S, &have_s, now);
+	EXPECT(!have_s); /* a Request makes no connection */
+	to_c(&C, now + MS);
+	EXPECT_EQ(C.state, DCCP_S_PARTOPEN);
+	CHECK(to_s(&L, &S, &have_s, now + 2 * MS));
+	EXPECT_EQ(S.state, DCCP_S_OPEN);
+	EXPECT(S.server);
+	to_c(&C, now + 3 * MS);
+	EXPECT_EQ(C.state, DCCP_S_OPEN);
+	/* both windows as negotiated: the client's in the Request, the server's
+	 * on the Response */
+	EXPECT_EQ(S.s.w_rx, 500u);
+	EXPECT_EQ(C.s.w_tx, 500u);
+	EXPECT_EQ(C.s.w_rx, 500u);
+	EXPECT_EQ(S.s.w_tx, 500u);
+}
+
+static void close_pair(void)
+{
+	dccp_conn_free(&C);
+	if (have_s)
+		dccp_conn_free(&S);
+	have_s = false;
+}
+
+static void test_handshake_and_data(void)
+{
+	uint64_t now = 1000 * MS;
+	open_pair(now);
+	/* 20 data packets, every other one lost: the receiver counts them */
+	for (int i = 0; i < 20; i++) {
+		uint64_t seq;
+		char d[100];
+		memset(d, i, sizeof(d));
+		CHECK_OK(dccp_conn_send(&C, d, sizeof(d), now + 10 * MS, &seq));
+		if (i % 2)
+			to_server.n = 0;
+		else
+			to_s(&L, &S, &have_s, now + 10 * MS);
+		to_c(&C, now + 10 * MS);
+	}
+	struct dccp_rxpkt r;
+	uint64_t got = 0, lost = 0;
+	while (dccp_conn_pop(&S, &r)) {
+		EXPECT_EQ(r.len, 100u);
+		EXPECT(r.data && r.data[0] == (uint8_t)(2 * got));
+		got++;
+		lost += r.lost;
+		free(r.data);
+	}
+	EXPECT_EQ(got, 10u);
+	/* the last one lost is only known at the close */
+	EXPECT_EQ(lost, 9u);
+	dccp_conn_close(&C, now + 20 * MS);
+	EXPECT_EQ(C.state, DCCP_S_CLOSING);
+	to_s(&L, &S, &have_s, now + 20 * MS);
+	EXPECT_EQ(S.state, DCCP_S_CLOSED);
+	EXPECT_EQ(S.st.reset_code_tx, DCCP_RESET_CLOSED);
+	EXPECT(dccp_conn_pop(&S, &r));
+	EXPECT(r.data == NULL && r.lost == 1); /* the tail loss, told by the Close */
+	to_c(&C, now + 21 * MS);
+	EXPECT_EQ(C.state, DCCP_S_TIMEWAIT);
+	dccp_conn_timer(&C, now + 5000 * MS);
+	EXPECT_EQ(C.state, DCCP_S_CLOSED);
+	EXPECT(acked_n > 0);
+	close_pair();
+}
+
+/* The client's Ack (with the cookie) as the listener would see it. */
+static struct pkt handshake_ack(uint64_t now)
+{
+	to_server.n = to_client.n = 0;
+	struct dccp_conn_params lp = params(5001, 0);
+	lp.ph_out = ph_s2c;
+	dccp_listener_init(&L, &lp);
+	struct dccp_conn_params cp = params(40000, 5001);
+	cp.ph_out = ph_c2s;
+	dccp_conn_connect(&C, &cp, &cenv, 77, now);
+	have_s = false;
+	to_s(&L, &S, &have_s, now);
+	to_c(&C, now);
+	CHECK(to_server.n == 1);
+	return q_pop(&to_server);
+}
+
+static bool feed_listener(const struct pkt *p, const struct dccp_pseudo *ph_in,
+			  const struct dccp_pseudo *ph_out, uint64_t now)
+{
+	struct dccp_hdr h;
+	CHECK(parse(p, ph_in, &h));
+	struct dccp_conn s;
+	bool ok = dccp_listener_input(&L, p->b, p->len, &h, ph_in, ph_out, false, now, q_push,
+				      &to_client, &s, &senv);
+	if (ok)
+		dccp_conn_free(&s);
+	return ok;
+}
+
+/* The packet with a correct checksum over ph (full coverage, CsCov 0). */
+static struct pkt resum(struct pkt p, const struct dccp_pseudo *ph)
+{
+	p.b[6] = p.b[7] = 0;
+	uint16_t cs = dccp_csum(p.b, p.len, dccp_csum_cov(0, (size_t)p.b[4] * 4, p.len), ph);
+	p.b[6] = (uint8_t)(cs >> 8);
+	p.b[7] = (uint8_t)cs;
+	return p;
+}
+
+/* Byte i of the packet (a cookie byte) changed, checksum still right. */
+static struct pkt altered(struct pkt p, size_t i, const struct dccp_pseudo *ph)
+{
+	p.b[i] ^= 0x40;
+	return resum(p, ph);
+}
+
+static size_t cookie_at(const struct pkt *p)
+{
+	for (size_t i = 24; i + 2 < p->len; i++)
+		if (p->b[i] == DCCP_OPT_INIT_COOKIE && p->b[i + 1] == DCCP_COOKIE_LEN + 2)
+			return i + 2;
+	CHECK(!"no cookie in the Ack");
+	return 0;
+}
+
+static void test_cookies(void)
+{
+	uint64_t now = 50000 * MS;
+	/* the genuine one opens a connection, once */
+	struct pkt ack = handshake_ack(now);
+	EXPECT(feed_listener(&ack, &ph_c2s, &ph_s2c, now + MS));
+	to_client.n = 0;
+	EXPECT(!feed_listener(&ack, &ph_c2s, &ph_s2c, now + 2 * MS)); /* replay */
+	EXPECT_EQ(L.replays, 1u);
+	EXPECT_EQ(to_client.n, 0u);
+	dccp_conn_free(&C);
+
+	/* every cookie byte altered: refused with Reset 10 */
+	ack = handshake_ack(now);
+	size_t at = cookie_at(&ack);
+	for (size_t i = 0; i < DCCP_COOKIE_LEN; i++) {
+		to_client.n = 0;
+		struct pkt bad = altered(ack, at + i, &ph_c2s);
+		EXPECT(!feed_listener(&bad, &ph_c2s, &ph_s2c, now + MS));
+		CHECK(to_client.n == 1);
+		struct dccp_hdr h;
+		CHECK(parse(&to_client.p[0], &ph_s2c, &h));
+		EXPECT_EQ(h.type, DCCP_RESET);
+		EXPECT_EQ(h.reset_code, DCCP_RESET_BAD_INIT_COOKIE);
+	}
+	EXPECT_EQ(L.bad_cookies, (uint64_t)DCCP_COOKIE_LEN);
+	/* from another address (same bytes, valid checksum for that source) */
+	struct dccp_pseudo other = ph_c2s;
+	other.src[3] = 9;
+	struct pkt moved = resum(ack, &other);
+	EXPECT(!feed_listener(&moved, &other, &ph_s2c, now + MS));
+	/* too late */
+	EXPECT(!feed_listener(&ack, &ph_c2s, &ph_s2c, now + (DCCP_COOKIE_LIFE_S + 2) * 1000 * MS));
+	/* from another listener (another key) */
+	struct dccp_listener keep = L;
+	dccp_listener_init(&L, &keep.p);
+	EXPECT(!feed_listener(&ack, &ph_c2s, &ph_s2c, now + MS));
+	L = keep;
+	/* and still good in time, once */
+	EXPECT(feed_listener(&ack, &ph_c2s, &ph_s2c, now + MS));
+	dccp_conn_free(&C);
+}
+
+static void test_request_flood(void)
+{
+	uint64_t now = 90000 * MS;
+	struct dccp_conn_params lp = params(5001, 0);
+	lp.ph_out = ph_s2c;
+	dccp_listener_init(&L, &lp);
+	struct dccp_listener before = L;
+	size_t req_len = 0;
+	to_client.n = 0;
+	to_client.max_len = 0;
+	for (unsigned i = 0; i < 3000; i++) {
+		struct dccp_conn c;
+		struct dccp_conn_params cp = params((uint16_t)(1024 + i), 5001);
+		cp.ph_out = ph_c2s;
+		to_server.n = 0;
+		dccp_conn_connect(&c, &cp, &cenv, i * 1000, now);
+		struct pkt p = q_pop(&to_server);
+		req_len = p.len;
+		feed_listener(&p, &ph_c2s, &ph_s2c, now + i * 1000); /* 3000 in 3 ms */
+		dccp_conn_free(&c);
+	}
+	/* one source: 16 Responses a second, the rest cost nothing */
+	EXPECT_EQ(L.requests, 3000u);
+	EXPECT_EQ(L.responses, (uint64_t)L.per_source_rate);
+	EXPECT_EQ(to_client.n, L.per_source_rate);
+	/* a Response is the Request's size plus what §8.1.4 and feature
+	 * negotiation need: the cookie, the Ack Number, the Confirms and our
+	 * Sequence Window (here 40 -> 88 bytes) */
+	EXPECT(to_client.max_len <= req_len + DCCP_COOKIE_LEN + 2 + 20);
+	/* the listener has no per-connection state: only its fixed struct */
+	EXPECT(memcmp(before.key, L.key, sizeof(L.key)) == 0);
+	EXPECT_EQ(sizeof(L), sizeof(before));
+}
+
+static void test_windows_and_sync(void)
+{
+	uint64_t now = 200000 * MS;
+	open_pair(now);
+	/* a Data packet far beyond the window: dropped, counted, one Sync back */
+	uint64_t gss = C.s.gss;
+	C.s.gss = dccp_seq_add(C.s.gss, 100000);
+	uint64_t seq;
+	CHECK_OK(dccp_conn_send(&C, "x", 1, now + MS, &seq));
+	uint64_t inv = S.st.invalid;
+	to_client.n = 0;
+	to_s(&L, &S, &have_s, now + MS);
+	EXPECT_EQ(S.st.invalid, inv + 1);
+	EXPECT_EQ(S.st.received, 0u);
+	EXPECT_EQ(S.st.syncs, 1u);
+	/* the client answers the Sync with a SyncAck (its own numbers are fine
+	 * there), which moves the server's GSR up: data flows again */
+	to_c(&C, now + 2 * MS);
+	to_s(&L, &S, &have_s, now + 2 * MS);
+	CHECK_OK(dccp_conn_send(&C, "y", 1, now + 3 * MS, &seq));
+	to_s(&L, &S, &have_s, now + 3 * MS);
+	EXPECT_EQ(S.st.received, 1u);
+	(void)gss;
+	/* a flood of invalid packets: Syncs rate limited (§7.5.4) */
+	uint64_t syncs = S.st.syncs;
+	for (int i = 0; i < 100; i++) {
+		C.s.gss = dccp_seq_add(C.s.gss, 1000000);
+		CHECK_OK(dccp_conn_send(&C, "z", 1, now + 4 * MS, &seq));
+		C.s.gss = dccp_seq_sub(C.s.gss, 1000000);
+	}
+	to_client.n = 0;
+	to_s(&L, &S, &have_s, now + 4 * MS);
+	EXPECT(S.st.syncs - syncs <= DCCP_SYNC_RATE);
+	EXPECT(S.st.invalid >= inv + 100);
+	close_pair();
+}
+
+static void test_midconnection_seqwin(void)
+{
+	uint64_t now = 250000 * MS;
+	open_pair(now);
+	/* the client's CCID wants a larger window: Change L on its packets
+	 * (DataAcks), Confirm R back, both ends switch */
+	C.seqwin_pending = 4000;
+	uint64_t seq;
+	CHECK_OK(dccp_conn_send(&C, "a", 1, now + MS, &seq));
+	to_s(&L, &S, &have_s, now + MS);
+	EXPECT_EQ(S.s.w_rx, 4000u);
+	EXPECT_EQ(C.s.w_tx, 500u); /* not before the Confirm */
+	dccp_conn_timer(&S, now + 100 * MS); /* the server's delayed ack carries it */
+	if (!to_client.n)
+		CHECK_OK(dccp_conn_send(&S, "b", 1, now + 100 * MS, &seq));
+	to_c(&C, now + 100 * MS);
+	EXPECT_EQ(C.s.w_tx, 4000u);
+	EXPECT_EQ(C.seqwin_pending, 0u);
+	/* the window is in force: a packet 2000 ahead (beyond the old 3/4 x 500)
+	 * is valid at the server now */
+	C.s.gss = dccp_seq_add(C.s.gss, 2000);
+	uint64_t inv = S.st.invalid;
+	CHECK_OK(dccp_conn_send(&C, "c", 1, now + 101 * MS, &seq));
+	to_s(&L, &S, &have_s, now + 101 * MS);
+	EXPECT_EQ(S.st.invalid, inv);
+	close_pair();
+}
+
+/* Confirms pending in PARTOPEN never push a DataAck past the MPS: they go
+ * on an Ack of their own first. */
+static void test_partopen_mps(void)
+{
+	uint64_t now = 260000 * MS;
+	to_server.n = to_client.n = 0;
+	struct dccp_conn_params lp = params(5001, 0);
+	lp.ph_out = ph_s2c;
+	dccp_listener_init(&L, &lp);
+	struct dccp_conn_params cp = params(40000, 5001);
+	cp.ph_out = ph_c2s;
+	dccp_conn_connect(&C, &cp, &cenv, 9, now);
+	have_s = false;
+	to_s(&L, &S, &have_s, now);
+	to_c(&C, now);
+	CHECK(C.state == DCCP_S_PARTOPEN);
+	to_server.n = 0;
+	memset(C.confirm_buf, 0, sizeof(C.confirm_buf)); /* 64 bytes of (padding) options */
+	C.confirm_len = sizeof(C.confirm_buf);
+	static char full[1400];
+	uint64_t seq;
+	CHECK_OK(dccp_conn_send(&C, full, sizeof(full), now + MS, &seq));
+	for (unsigned i = 0; i < to_server.n; i++) {
+		struct dccp_hdr h;
+		CHECK(parse(&to_server.p[i], &ph_c2s, &h));
+		EXPECT(h.opt_len + h.data_len <= cp.mps + 64);
+	}
+	EXPECT_EQ(to_server.n, 2u); /* an Ack with the Confirms, then the DataAck */
+	dccp_conn_free(&C);
+}
+
+static void test_reset(void)
+{
+	uint64_t now = 300000 * MS;
+	open_pair(now);
+	dccp_conn_reset(&S, DCCP_RESET_ABORTED, now + MS);
+	EXPECT_EQ(S.state, DCCP_S_CLOSED);
+	to_c(&C, now + MS);
+	EXPECT_EQ(C.state, DCCP_S_CLOSED);
+	EXPECT_EQ(C.st.reset_code_rx, DCCP_RESET_ABORTED);
+	/* a closed connection answers with Reset 3 and accepts nothing */
+	uint64_t seq;
+	EXPECT_EQ(dccp_conn_send(&C, "x", 1, now, &seq), -ENOTCONN);
+	close_pair();
+
+	/* no listener answer: the Request is repeated with backoff, then given up */
+	to_server.n = 0;
+	struct dccp_conn_params cp = params(40000, 5001);
+	cp.ph_out = ph_c2s;
+	dccp_conn_connect(&C, &cp, &cenv, 5, now);
+	uint64_t t = now, gaps[3];
+	for (int i = 0; i < 3; i++) {
+		uint64_t next = dccp_conn_next_timer(&C);
+		gaps[i] = next - t;
+		t = next;
+		dccp_conn_timer(&C, t);
+	}
+	EXPECT(gaps[1] == 2 * gaps[0] && gaps[2] == 2 * gaps[1]);
+	EXPECT_EQ(to_server.n, 4u);
+	for (int i = 0; i < 20 && C.state == DCCP_S_REQUEST; i++)
+		dccp_conn_timer(&C, dccp_conn_next_timer(&C));
+	EXPECT_EQ(C.state, DCCP_S_CLOSED);
+	dccp_conn_free(&C);
+}
+
+int main(void)
+{
+	setup_addrs();
+	test_handshake_and_data();
+	test_cookies();
+	test_request_flood();
+	test_windows_and_sync();
+	test_midconnection_seqwin();
+	test_partopen_mps();
+	test_reset();
+	return check_done("dccp_conn");
+}
