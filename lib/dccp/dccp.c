@@ -376,7 +376,7 @@ static int c_start_engine(struct gc_dccp *c, const struct gc_dccp_opts *o, const
 		.cc = &dccp_cc_ops, .cc_arg = c, .xmit = hk_xmit, .xmit_arg = c,
 		.event = hk_event, .next_timer = hk_next_timer, .event_fd = c->fd, .event_arg = c,
 	};
-	struct gc_ring_engine_params ep = { .quiet = 1 };
+	struct gc_ring_engine_params ep = GC_RING_ENGINE_PARAMS_INIT(.quiet = 1);
 	c->eng = gc_ring_engine_start_hooks(&ep, &hk);
 	if (!c->eng)
 		return -1;
