@@ -119,10 +119,17 @@ def traffic(args, lab, s, d, dst, proto, interval, count, policy, ccid=2, grace=
         p.wait()
     sent = parse(tx.stdout.splitlines(), "S")
     got = parse(out.splitlines(), "R")
+    # accounting: every received packet was sent once and was not marked dead
+    queued = {x[0] for x in sent if x[3] == 0}
+    dead = {x[0] for x in sent if x[3] == 1}
+    seqs = [g[0] for g in got]
+    tx_check = {"count": count, "unknown_rx": sum(1 for q in seqs if q not in queued),
+                "dup_rx": len(seqs) - len(set(seqs)), "dead_rx": len(set(seqs) & dead)}
     tx_stats = {}
     for ln in tx.stderr.splitlines():
         if ln.startswith("{"):
             tx_stats = json.loads(ln)
+    tx_stats["check"] = tx_check
     return sent, got, tx_stats
 
 
@@ -136,7 +143,7 @@ def run_p2(args, lab, s, r, d, link, out):
     rows, cdfs = [], {}
     for proto in ("udp", "tcp", "dccp"):
         tbf_reset(lab, r, link.a.ifname)
-        grace = 3.0 if proto != "tcp" else args.tcp_grace
+        grace = 1.5 if proto != "tcp" else args.tcp_grace
         sent, got, st = traffic(args, lab, s, d, link.b.v4, proto, 30, count, "stale",
                                 grace=grace, bulk=True)
         q = tbf_counts(lab, r, link.a.ifname)
@@ -199,7 +206,7 @@ def run_p3(args, lab, s, r, d, link):
         count = int(args.p3_seconds * 1000 / interval)
         for proto, ccid in stacks:
             tbf_reset(lab, r, link.a.ifname)
-            grace = 3.0 if proto != "tcp" else args.tcp_grace
+            grace = 1.5 if proto != "tcp" else args.tcp_grace
             sent, got, st = traffic(args, lab, s, d, link.b.v4, proto, interval, count, "video",
                                     ccid=ccid, grace=grace)
             q = tbf_counts(lab, r, link.a.ifname)
@@ -282,7 +289,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     args.build = os.path.abspath(args.build)
     if args.quick:
-        args.warmup, args.p2_seconds, args.p3_seconds, args.intervals, args.tcp_grace = 1.0, 3, 3, [10], 5.0
+        args.warmup, args.p2_seconds, args.p3_seconds, args.intervals, args.tcp_grace = 1.0, 3, 2, [10], 5.0
     else:
         args.warmup, args.p2_seconds, args.p3_seconds, args.intervals, args.tcp_grace = 8.0, 60, 20, [10, 20, 25], 30.0
     only = {x.strip().upper() for x in args.only.split(",")}
