@@ -82,7 +82,7 @@ def parse(lines, tag):
     return rows
 
 
-def traffic(args, lab, s, d, dst, proto, interval, count, policy, sender_if, ccid=2, grace=3.0,
+def traffic(args, lab, s, d, dst, proto, interval, count, policy, sender_if, recv_if, ccid=2, grace=3.0,
             bulk=False):
     """One run of the measured flow; returns per-packet rows and counters."""
     tool = os.path.join(args.build, "bench", "dccp_traffic")
@@ -103,6 +103,12 @@ def traffic(args, lab, s, d, dst, proto, interval, count, policy, sender_if, cci
                          "--time-stamp-precision=nano", "-w", cap, flt],
                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     tcpd.stderr.readline()  # "listening on ..."
+    # the fourth point: the packet reaching the receiver's interface
+    cap_rx = os.path.join(args.out, f".caprx-{proto}.pcap")
+    tcpd_rx = lab.popen(d, ["tcpdump", "-i", recv_if, "-Q", "in", "-s", 200, "-n", "-U",
+                            "--time-stamp-precision=nano", "-w", cap_rx, flt],
+                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    tcpd_rx.stderr.readline()
     rx = lab.popen(d, [tool, "recv", proto, PORT, "--count", count, "--size", size,
                        "--timeout-s", int(count * interval / 1000 + 120), *extra],
                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -121,11 +127,13 @@ def traffic(args, lab, s, d, dst, proto, interval, count, policy, sender_if, cci
     except subprocess.TimeoutExpired:
         rx.terminate()
     out, err = rx.communicate()
-    for p in bulk_procs + [tcpd]:
+    for p in bulk_procs + [tcpd, tcpd_rx]:
         p.terminate()
         p.wait()
     left = leave_times(cap, proto, size)
+    arrived = leave_times(cap_rx, proto, size)
     os.unlink(cap)
+    os.unlink(cap_rx)
     sent = parse(tx.stdout.splitlines(), "S")
     got = parse(out.splitlines(), "R")
     # accounting: every received packet was sent once and was not marked dead
@@ -141,6 +149,10 @@ def traffic(args, lab, s, d, dst, proto, interval, count, policy, sender_if, cci
     tx_stats["check"] = tx_check
     # in-sender delay: application send -> leaving the sender's veth
     tx_stats["in_sender_ms"] = [(left[x[0]] - x[2]) / 1e6 for x in sent if x[3] == 0 and x[0] in left]
+    # network: leaving the sender -> reaching the receiver's interface;
+    # in-receiver: that -> the receiving application
+    tx_stats["network_ms"] = [(arrived[q] - left[q]) / 1e6 for q in arrived if q in left]
+    tx_stats["in_receiver_ms"] = [(g[3] - arrived[g[0]]) / 1e6 for g in got if g[0] in arrived]
     return sent, got, tx_stats
 
 
@@ -204,7 +216,7 @@ def run_p2(args, lab, s, r, d, link, out):
     for proto in ("udp", "tcp", "dccp"):
         tbf_reset(lab, r, link.a.ifname)
         grace = 1.5 if proto != "tcp" else args.tcp_grace
-        sent, got, st = traffic(args, lab, s, d, link.b.v4, proto, 30, count, "stale", "veth1",
+        sent, got, st = traffic(args, lab, s, d, link.b.v4, proto, 30, count, "stale", "veth1", "veth2",
                                 grace=grace, bulk=True)
         q = tbf_counts(lab, r, link.a.ifname)
         handed = [x for x in sent if x[3] == 0]
@@ -212,6 +224,7 @@ def run_p2(args, lab, s, r, d, link, out):
         delays = [(g[3] - g[2]) / 1e6 for g in got]  # ms
         cdfs[proto] = delays
         ins = st.pop("in_sender_ms")
+        net, inr = st.pop("network_ms"), st.pop("in_receiver_ms")
         ins_cdfs[proto] = ins
         rows.append({"proto": proto, "sent": len(handed), "dead": len(dead), "received": len(got),
                      "lost": len(handed) - len(dead) - len(got),
@@ -222,7 +235,10 @@ def run_p2(args, lab, s, r, d, link, out):
                      "tbf_sent": q["sent_pkts"], "tbf_dropped": q["dropped"],
                      "left_sender": len(ins),
                      "in_sender_median_ms": round(statistics.median(ins), 2) if ins else None,
-                     "in_sender_p90_ms": round(pct(ins, 0.9), 2) if ins else None, "tx_stats": st})
+                     "in_sender_p90_ms": round(pct(ins, 0.9), 2) if ins else None,
+                     "network_median_ms": round(statistics.median(net), 2) if net else None,
+                     "in_receiver_median_ms": round(statistics.median(inr), 3) if inr else None,
+                     "tx_stats": st})
         print(f"P2 {proto}: {rows[-1]}", flush=True)
     if cdfs.get("udp") and cdfs.get("dccp"):
         fastest_udp = min(cdfs["udp"])
@@ -279,10 +295,11 @@ def run_p3(args, lab, s, r, d, link):
         for proto, ccid in stacks:
             tbf_reset(lab, r, link.a.ifname)
             grace = 1.5 if proto != "tcp" else args.tcp_grace
-            sent, got, st = traffic(args, lab, s, d, link.b.v4, proto, interval, count, "video", "veth1",
+            sent, got, st = traffic(args, lab, s, d, link.b.v4, proto, interval, count, "video", "veth1", "veth2",
                                     ccid=ccid, grace=grace)
             q = tbf_counts(lab, r, link.a.ifname)
-            st.pop("in_sender_ms")
+            for k in ("in_sender_ms", "network_ms", "in_receiver_ms"):
+                st.pop(k)
             i_rx = sum(1 for g in got if g[1] == 1)
             name = proto if proto != "dccp" else f"dccp-ccid{ccid}"
             rows.append({"interval_ms": interval, "stack": name,
@@ -318,12 +335,14 @@ def write_results(args, out, p2, p3, elapsed):
                "faster than any UDP packet. Baseline noted in the issue: UDP median 377 ms with "
                "18.5 % loss, TCP median 15.9 s.", "",
                "| proto | sent | dead | received | loss % | e2e median ms | e2e p90 ms | e2e min ms "
-               "| in-sender median ms | in-sender p90 ms | tbf drops |",
-               "|---|---|---|---|---|---|---|---|---|---|---|"]
+               "| in-sender median ms | in-sender p90 ms | network median ms | in-receiver median ms "
+               "| tbf drops |",
+               "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for x in p2:
             md.append(f"| {x['proto']} | {x['sent']} | {x['dead']} | {x['received']} | {x['loss_pct']} | "
                       f"{x['median_ms']} | {x['p90_ms']} | {x['min_ms']} | {x['in_sender_median_ms']} | "
-                      f"{x['in_sender_p90_ms']} | {x['tbf_dropped']} |")
+                      f"{x['in_sender_p90_ms']} | {x['network_median_ms']} | "
+                      f"{x['in_receiver_median_ms']} | {x['tbf_dropped']} |")
         dc = [x for x in p2 if "faster_than_any_udp_pct" in x]
         if dc:
             md += ["", f"DCCP packets faster than the fastest UDP packet: "
@@ -331,9 +350,9 @@ def write_results(args, out, p2, p3, elapsed):
         md += ["", "CDFs: `p2_e2e_cdf.png` (application to application), `p2_in_sender_cdf.png` "
                    "(application send to the packet leaving the sender's veth, from a tcpdump "
                    "capture on that veth: no TC BPF egress hook yet; TCP by the first segment "
-                   "carrying each record's first byte). The receiving application's time is "
-                   "taken at recv(); no separate timestamp when the packet reaches the receiver's "
-                   "interface.", ""]
+                   "carrying each record's first byte). Network = leaving the sender's veth to the "
+                   "receiver's veth (capture there too); in-receiver = that to the receiving "
+                   "application's recv().", ""]
     if p3:
         md += ["## P3 (Table 1): I-frame share among received frames, tbf drop rate", "",
                "| interval | stack | sent | dead | received | I-frame % | paper I % | drop % | paper drop % |",
