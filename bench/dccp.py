@@ -118,10 +118,20 @@ def traffic(args, lab, s, d, dst, proto, interval, count, policy, sender_if, rec
     pol = ["--policy", policy] if proto == "dccp" else []
     argv = [tool, "send", proto, dst, PORT, "--interval-ms", interval, "--count", count,
             "--size", size, *extra, *pol]
-    tx = subprocess.run(["ip", "netns", "exec", s, *map(str, argv)], capture_output=True, text=True,
-                        timeout=count * interval / 1000 + 600)
-    if tx.returncode != 0:
-        raise RuntimeError(f"{proto} sender failed: {tx.stderr}")
+    # A blocked TCP sender may take far longer than the schedule: stop it at
+    # twice the schedule (plus slack) and count what it had handed over.
+    limit = 2 * count * interval / 1000 + 20
+    txp = lab.popen(s, argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        tx_out, tx_err = txp.communicate(timeout=limit)
+        if txp.returncode != 0:
+            raise RuntimeError(f"{proto} sender failed: {tx_err}")
+        cut = False
+    except subprocess.TimeoutExpired:
+        txp.terminate()
+        tx_out, tx_err = txp.communicate()
+        cut = True
+    tx = subprocess.CompletedProcess(argv, txp.returncode, tx_out, tx_err)
     try:
         rx.wait(timeout=grace)
     except subprocess.TimeoutExpired:
@@ -146,6 +156,7 @@ def traffic(args, lab, s, d, dst, proto, interval, count, policy, sender_if, rec
     for ln in tx.stderr.splitlines():
         if ln.startswith("{"):
             tx_stats = json.loads(ln)
+    tx_check["sender_cut_at_s"] = round(limit) if cut else None
     tx_stats["check"] = tx_check
     # in-sender delay: application send -> leaving the sender's veth
     tx_stats["in_sender_ms"] = [(left[x[0]] - x[2]) / 1e6 for x in sent if x[3] == 0 and x[0] in left]

@@ -14,7 +14,9 @@ DRIVER = REPO / "bench" / "dccp.py"
 
 def check_run(row):
     st = row["tx_stats"]["check"]
-    assert row["sent"] == st["count"] > 0, row
+    if st.get("sender_cut_at_s") is None:  # a blocked TCP sender may be stopped
+        assert row["sent"] == st["count"] > 0, row
+    assert 0 < row["sent"] <= st["count"], row
     assert 0 < row["received"] <= row["sent"] - row["dead"], row
     assert st["unknown_rx"] == 0 and st["dup_rx"] == 0 and st["dead_rx"] == 0, row
     assert row["tbf_sent"] > 0, row  # the traffic crossed the bucket
