@@ -317,6 +317,7 @@ def run_p3(args, lab, s, r, d, link):
                          "sent": sum(1 for x in sent if x[3] == 0),
                          "dead": sum(1 for x in sent if x[3] == 1), "received": len(got),
                          "i_received": i_rx,
+                         "i_dead": sum(1 for x in sent if x[3] == 1 and x[1] == 1),
                          "i_share_pct": round(100 * i_rx / len(got), 1) if got else None,
                          "tbf_sent": q["sent_pkts"], "tbf_dropped": q["dropped"],
                          "drop_pct": round(100 * q["dropped"] / max(1, q["sent_pkts"] + q["dropped"]), 1),
