@@ -109,9 +109,13 @@ def traffic(args, lab, s, d, dst, proto, interval, count, policy, sender_if, rec
                             "--time-stamp-precision=nano", "-w", cap_rx, flt],
                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     tcpd_rx.stderr.readline()
+    # per-packet lines go to a file: a pipe nobody reads until the end fills
+    # up, blocks the receiver and closes TCP's window
+    rx_log = os.path.join(args.out, f".rx-{proto}.csv")
+    rx_file = open(rx_log, "w")
     rx = lab.popen(d, [tool, "recv", proto, PORT, "--count", count, "--size", size,
                        "--timeout-s", int(count * interval / 1000 + 120), *extra],
-                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                   stdout=rx_file, stderr=subprocess.PIPE, text=True)
     ready = rx.stderr.readline()
     if "listening" not in ready:
         raise RuntimeError(f"{proto} receiver did not start: {ready}{rx.stderr.read()}")
@@ -136,7 +140,11 @@ def traffic(args, lab, s, d, dst, proto, interval, count, policy, sender_if, rec
         rx.wait(timeout=grace)
     except subprocess.TimeoutExpired:
         rx.terminate()
-    out, err = rx.communicate()
+    rx.communicate()
+    rx_file.close()
+    with open(rx_log) as f:
+        out = f.read()
+    os.unlink(rx_log)
     for p in bulk_procs + [tcpd, tcpd_rx]:
         p.terminate()
         p.wait()
@@ -400,7 +408,7 @@ def main(argv=None):
     if args.quick:
         args.warmup, args.p2_seconds, args.p3_seconds, args.intervals, args.tcp_grace = 1.0, 3, 2, [10], 5.0
     else:
-        args.warmup, args.p2_seconds, args.p3_seconds, args.intervals, args.tcp_grace = 8.0, 60, 20, [10, 20, 25], 30.0
+        args.warmup, args.p2_seconds, args.p3_seconds, args.intervals, args.tcp_grace = 8.0, 60, 15, [10, 20, 25], 30.0
     only = {x.strip().upper() for x in args.only.split(",")}
     os.makedirs(args.out, exist_ok=True)
     t0 = time.monotonic()
