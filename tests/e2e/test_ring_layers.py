@@ -25,16 +25,14 @@ def layer_order():
     start = text.index("The files, in dependency order")
     ranks, rank = {}, 0
     for line in text[start:].splitlines()[1:]:
+        if line.strip() == "*/":  # the end of that comment: later ones are not the order
+            break
         body = line.strip(" */")
         names = re.findall(r"^(\w+\.c(?:\s+\w+\.c)*)\s", body + " ")
-        if not body and ranks:
-            continue
         if names:
             for name in names[0].split():
                 ranks[name] = rank
             rank += 1
-        if line.strip() == "*/":
-            break
     return ranks
 
 
