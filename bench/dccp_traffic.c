@@ -72,10 +72,11 @@ static _Noreturn void die(const char *what)
 
 static _Noreturn void usage(const char *why)
 {
-	fprintf(stderr, "dccp_traffic: %s\nusage: dccp_traffic send udp|tcp|dccp ADDR PORT "
-			"--interval-ms I --count N [--size B] [--ccid 2|3] [--udp-encap] "
-			"[--policy stale|video]\n       dccp_traffic recv udp|tcp|dccp PORT "
-			"--count N --timeout-s S [--ccid 2|3] [--udp-encap]\n",
+	fprintf(stderr,
+		"dccp_traffic: %s\nusage: dccp_traffic send udp|tcp|dccp ADDR PORT "
+		"--interval-ms I --count N [--size B] [--ccid 2|3] [--udp-encap] "
+		"[--policy stale|video]\n       dccp_traffic recv udp|tcp|dccp PORT "
+		"--count N --timeout-s S [--ccid 2|3] [--udp-encap]\n",
 		why);
 	exit(2);
 }
@@ -181,8 +182,8 @@ struct slot {
 };
 
 /* Applies the policy to the packets the engine has not taken yet. */
-static void late_choice(struct gc_ring *r, struct slot *meta, const struct args *a, uint8_t *const *bufs,
-			uint64_t now)
+static void late_choice(struct gc_ring *r, struct slot *meta, const struct args *a,
+			uint8_t *const *bufs, uint64_t now)
 {
 	unsigned first;
 	int n = gc_ring_rewind(r, GC_RING_OLDEST, &first);
@@ -202,7 +203,8 @@ static void late_choice(struct gc_ring *r, struct slot *meta, const struct args 
 				continue;
 			int kill = 0;
 			if (a->policy == POL_STALE)
-				kill = pass == 0 && now - meta[pos].t_mono > 3ull * a->interval_ms * 1000000ull;
+				kill = pass == 0 &&
+					now - meta[pos].t_mono > 3ull * a->interval_ms * 1000000ull;
 			else if (a->policy == POL_VIDEO)
 				/* pass 0: B/P packets, pass 1: I-frames, while 3 or more
 				 * stay queued (the newest one counts: it was just sent) */
@@ -218,8 +220,9 @@ static void late_choice(struct gc_ring *r, struct slot *meta, const struct args 
 static void send_dccp(const struct args *a)
 {
 	struct sockaddr_in sin = addr_of(a->addr, a->port);
-	struct gc_dccp_opts o = { .size = sizeof(o), .ccid = a->ccid, .encap = a->encap,
-				  .mps = a->size, .ring_slots = 256 };
+	struct gc_dccp_opts o = {
+		.size = sizeof(o), .ccid = a->ccid, .encap = a->encap, .mps = a->size, .ring_slots = 256
+	};
 	struct gc_dccp *c = gc_dccp_connect((struct sockaddr *)&sin, sizeof(sin), &o);
 	if (!c) {
 		fprintf(stderr, "dccp_traffic: gc_dccp_connect: %s\n", gc_errmsg());
@@ -248,7 +251,8 @@ static void send_dccp(const struct args *a)
 		p->off = gc_zone_offset(z, b);
 		p->len = a->size;
 		p->user_seq = seq;
-		meta[pos] = (struct slot){ .seq = seq, .t_mono = now_ns(CLOCK_MONOTONIC),
+		meta[pos] = (struct slot){ .seq = seq,
+					   .t_mono = now_ns(CLOCK_MONOTONIC),
 					   .type = frame_type(seq) };
 		bufs[pos] = b;
 		log_sent(b, 0);
@@ -294,8 +298,9 @@ static void recv_main(const struct args *a)
 	uint64_t deadline = now_ns(CLOCK_MONOTONIC) + (uint64_t)a->timeout_s * 1000000000u;
 	unsigned got = 0;
 	if (a->proto == P_DCCP) {
-		struct gc_dccp_opts o = { .size = sizeof(o), .ccid = a->ccid, .encap = a->encap,
-					  .mps = a->size };
+		struct gc_dccp_opts o = {
+			.size = sizeof(o), .ccid = a->ccid, .encap = a->encap, .mps = a->size
+		};
 		struct gc_dccp_listener *l = gc_dccp_listen((struct sockaddr *)&sin, sizeof(sin), &o);
 		if (!l) {
 			fprintf(stderr, "dccp_traffic: gc_dccp_listen: %s\n", gc_errmsg());
@@ -380,8 +385,12 @@ int main(int argc, char **argv)
 {
 	if (argc < 4)
 		usage("too few arguments");
-	struct args a = { .size = 1460, .ccid = 2, .encap = GC_DCCP_NATIVE, .timeout_s = 60,
-			  .interval_ms = 30, .count = 100 };
+	struct args a = { .size = 1460,
+			  .ccid = 2,
+			  .encap = GC_DCCP_NATIVE,
+			  .timeout_s = 60,
+			  .interval_ms = 30,
+			  .count = 100 };
 	int send = !strcmp(argv[1], "send");
 	if (!send && strcmp(argv[1], "recv"))
 		usage("the first argument is send or recv");

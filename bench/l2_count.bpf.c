@@ -32,7 +32,6 @@
 #define ETH_P_IP 0x0800
 #define L2_NORM_PORT 7791
 
-
 enum { K_DATA, K_REPAIR, K_DMCAST, K_REQUEST, K_HB, K_OTHER, K_N };
 
 struct count {
@@ -60,7 +59,8 @@ static __always_inline __u32 norm_data_kind(const __u8 *norm)
 	/* object transport id (2 bytes) above the FEC payload id (4 bytes); +1
 	 * so that 0 means "nothing yet" */
 	__u64 key = ((__u64)norm[14] << 40 | (__u64)norm[15] << 32 | (__u64)norm[16] << 24 |
-		     (__u64)norm[17] << 16 | (__u64)norm[18] << 8 | norm[19]) + 1;
+		     (__u64)norm[17] << 16 | (__u64)norm[18] << 8 | norm[19]) +
+		1;
 
 	if (!high)
 		return K_DATA;
@@ -95,8 +95,11 @@ static __always_inline __u32 kind(struct __sk_buff *skb)
 		switch (pgm[4]) {
 		case 4: return K_DATA;
 		case 5: return K_REPAIR;
-		case 8: case 9: return K_REQUEST;
-		case 0: case 1: case 12: return K_HB;
+		case 8:
+		case 9: return K_REQUEST;
+		case 0:
+		case 1:
+		case 12: return K_HB;
 		default: return K_OTHER;
 		}
 	}

@@ -24,7 +24,7 @@
 
 #define TC_ACT_UNSPEC (-1)
 #define ETH_P_IP 0x0800
-#define L2_NORM_PORT 7791   /* the session port; NORM sends from the next one */
+#define L2_NORM_PORT 7791 /* the session port; NORM sends from the next one */
 #define L2_RX_MAX 32768
 #define L2_HDR 24
 

@@ -51,7 +51,7 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(map_flags, BPF_F_MMAPABLE);
-	__uint(max_entries, SLOTS * BUCKETS);
+	__uint(max_entries, SLOTS *BUCKETS);
 	__type(key, __u32);
 	__type(value, __u64);
 } cost_hist SEC(".maps");
@@ -62,8 +62,8 @@ static __always_inline int measured(struct __sk_buff *skb, __u32 port, int ipip)
 	__u8 vihl, proto;
 	__u16 dport;
 
-	if (skb->protocol != bpf_htons(0x0800) ||
-	    bpf_skb_load_bytes(skb, 14, &vihl, 1) || bpf_skb_load_bytes(skb, 14 + 9, &proto, 1))
+	if (skb->protocol != bpf_htons(0x0800) || bpf_skb_load_bytes(skb, 14, &vihl, 1) ||
+	    bpf_skb_load_bytes(skb, 14 + 9, &proto, 1))
 		return 0;
 	if (proto == 4)
 		return ipip;

@@ -209,7 +209,8 @@ static int do_recv(const struct args *a)
 		done = now_s();
 		got = (long long)NormObjectGetSize(e.object);
 		FILE *f = fopen(a->out, "wb");
-		if (!f || fwrite(NormDataAccessData(e.object), 1, (size_t)got, f) != (size_t)got || fclose(f))
+		if (!f || fwrite(NormDataAccessData(e.object), 1, (size_t)got, f) != (size_t)got ||
+		    fclose(f))
 			fail("--out %s: %s", a->out, strerror(errno));
 	}
 	bool ok = done && got == a->bytes;
@@ -224,19 +225,33 @@ static int do_recv(const struct args *a)
 
 int main(int argc, char **argv)
 {
-	struct args a = { .port = -1, .node = -1, .block = 64, .parity = 0, .group_size = 4,
-			  .linger_ms = 3000, .timeout_ms = 120000, .rate = 1e6, .grtt = 0.001,
-			  .backoff = 0, .bytes = -1 };
-	static const struct option opts[] = {
-		{ "group", required_argument, 0, 'g' }, { "port", required_argument, 0, 'p' },
-		{ "if", required_argument, 0, 'i' },    { "file", required_argument, 0, 'f' },
-		{ "out", required_argument, 0, 'o' },   { "bytes", required_argument, 0, 'n' },
-		{ "rate", required_argument, 0, 'r' },  { "node", required_argument, 0, 'N' },
-		{ "grtt", required_argument, 0, 'G' },  { "backoff", required_argument, 0, 'k' },
-		{ "group-size", required_argument, 0, 'z' }, { "block", required_argument, 0, 'b' },
-		{ "parity", required_argument, 0, 'P' }, { "linger-ms", required_argument, 0, 'l' },
-		{ "timeout-ms", required_argument, 0, 't' }, { 0, 0, 0, 0 }
-	};
+	struct args a = { .port = -1,
+			  .node = -1,
+			  .block = 64,
+			  .parity = 0,
+			  .group_size = 4,
+			  .linger_ms = 3000,
+			  .timeout_ms = 120000,
+			  .rate = 1e6,
+			  .grtt = 0.001,
+			  .backoff = 0,
+			  .bytes = -1 };
+	static const struct option opts[] = { { "group", required_argument, 0, 'g' },
+					      { "port", required_argument, 0, 'p' },
+					      { "if", required_argument, 0, 'i' },
+					      { "file", required_argument, 0, 'f' },
+					      { "out", required_argument, 0, 'o' },
+					      { "bytes", required_argument, 0, 'n' },
+					      { "rate", required_argument, 0, 'r' },
+					      { "node", required_argument, 0, 'N' },
+					      { "grtt", required_argument, 0, 'G' },
+					      { "backoff", required_argument, 0, 'k' },
+					      { "group-size", required_argument, 0, 'z' },
+					      { "block", required_argument, 0, 'b' },
+					      { "parity", required_argument, 0, 'P' },
+					      { "linger-ms", required_argument, 0, 'l' },
+					      { "timeout-ms", required_argument, 0, 't' },
+					      { 0, 0, 0, 0 } };
 	const char *usage = "usage: norm_peer send|recv --group G --port P --if IF --node ID "
 			    "(send: --file F [--rate B/s] | recv: --out F --bytes N) (see the source)";
 

@@ -84,10 +84,10 @@ static void opt(pgm_sock_t *s, int name, const void *v, socklen_t len, const cha
 	if (!pgm_setsockopt(s, IPPROTO_PGM, name, v, len))
 		fail("PGM option %s refused", what);
 }
-#define OPT_INT(s, name, v)                                       \
-	do {                                                      \
-		const int v_ = (int)(v);                          \
-		opt(s, name, &v_, sizeof(v_), #name);             \
+#define OPT_INT(s, name, v)                           \
+	do {                                          \
+		const int v_ = (int)(v);              \
+		opt(s, name, &v_, sizeof(v_), #name); \
 	} while (0)
 
 static pgm_sock_t *open_sock(const struct args *a, bool sender, long long window_sqns)
@@ -111,8 +111,8 @@ static pgm_sock_t *open_sock(const struct args *a, bool sender, long long window
 		OPT_INT(s, PGM_AMBIENT_SPM, pgm_secs(1));
 		/* Heartbeat SPMs after data, so a receiver that lost the tail
 		 * learns of it soon (the defaults start at 100 ms). */
-		const int hb[] = { pgm_msecs(5), pgm_msecs(10), pgm_msecs(20), pgm_msecs(50), pgm_msecs(100),
-				   pgm_msecs(200), pgm_msecs(500), pgm_secs(1) };
+		const int hb[] = { pgm_msecs(5),   pgm_msecs(10),  pgm_msecs(20),  pgm_msecs(50),
+				   pgm_msecs(100), pgm_msecs(200), pgm_msecs(500), pgm_secs(1) };
 		opt(s, PGM_HEARTBEAT_SPM, hb, sizeof(hb), "PGM_HEARTBEAT_SPM");
 	} else {
 		OPT_INT(s, PGM_RXW_SQNS, window_sqns);
@@ -162,8 +162,8 @@ static void wait_io(pgm_sock_t *s, uint64_t timeout_ns, int status)
 		struct timeval tv;
 		socklen_t len = sizeof(tv);
 		if (pgm_getsockopt(s, IPPROTO_PGM,
-				   status == PGM_IO_STATUS_TIMER_PENDING ? PGM_TIME_REMAIN : PGM_RATE_REMAIN, &tv,
-				   &len)) {
+				   status == PGM_IO_STATUS_TIMER_PENDING ? PGM_TIME_REMAIN : PGM_RATE_REMAIN,
+				   &tv, &len)) {
 			uint64_t t = (uint64_t)tv.tv_sec * 1000000000u + (uint64_t)tv.tv_usec * 1000u;
 			if (t < timeout_ns)
 				timeout_ns = t;
@@ -287,12 +287,14 @@ static int do_recv(const struct args *a)
 	bool ok = have == cap && !reset;
 	if (have > 0) {
 		FILE *f = fopen(a->out, "wb");
-		if (!f || fwrite(out, 1, (size_t)(have < cap ? have : cap), f) != (size_t)(have < cap ? have : cap) ||
+		if (!f ||
+		    fwrite(out, 1, (size_t)(have < cap ? have : cap), f) !=
+			    (size_t)(have < cap ? have : cap) ||
 		    fclose(f))
 			fail("--out %s: %s", a->out, strerror(errno));
 	}
-	printf("{\"ok\":%s,\"bytes\":%lld,\"reset\":%s,\"seconds\":%.6f}\n", ok ? "true" : "false", have,
-	       reset ? "true" : "false", first ? (double)(done - first) / 1e9 : 0.0);
+	printf("{\"ok\":%s,\"bytes\":%lld,\"reset\":%s,\"seconds\":%.6f}\n", ok ? "true" : "false",
+	       have, reset ? "true" : "false", first ? (double)(done - first) / 1e9 : 0.0);
 	fflush(stdout);
 	pgm_close(s, false);
 	free(out);
@@ -301,17 +303,27 @@ static int do_recv(const struct args *a)
 
 int main(int argc, char **argv)
 {
-	struct args a = { .port = -1, .linger_ms = 3000, .timeout_ms = 120000, .nak_bo_ms = 2,
-			  .nak_rpt_ms = 20, .nak_rdata_ms = 20, .rate = 1e6, .bytes = -1 };
-	static const struct option opts[] = {
-		{ "group", required_argument, 0, 'g' },	     { "port", required_argument, 0, 'p' },
-		{ "addr", required_argument, 0, 'a' },	     { "file", required_argument, 0, 'f' },
-		{ "out", required_argument, 0, 'o' },	     { "bytes", required_argument, 0, 'n' },
-		{ "rate", required_argument, 0, 'r' },	     { "linger-ms", required_argument, 0, 'l' },
-		{ "timeout-ms", required_argument, 0, 't' }, { "nak-bo-ms", required_argument, 0, 'B' },
-		{ "nak-rpt-ms", required_argument, 0, 'R' }, { "nak-rdata-ms", required_argument, 0, 'D' },
-		{ 0, 0, 0, 0 }
-	};
+	struct args a = { .port = -1,
+			  .linger_ms = 3000,
+			  .timeout_ms = 120000,
+			  .nak_bo_ms = 2,
+			  .nak_rpt_ms = 20,
+			  .nak_rdata_ms = 20,
+			  .rate = 1e6,
+			  .bytes = -1 };
+	static const struct option opts[] = { { "group", required_argument, 0, 'g' },
+					      { "port", required_argument, 0, 'p' },
+					      { "addr", required_argument, 0, 'a' },
+					      { "file", required_argument, 0, 'f' },
+					      { "out", required_argument, 0, 'o' },
+					      { "bytes", required_argument, 0, 'n' },
+					      { "rate", required_argument, 0, 'r' },
+					      { "linger-ms", required_argument, 0, 'l' },
+					      { "timeout-ms", required_argument, 0, 't' },
+					      { "nak-bo-ms", required_argument, 0, 'B' },
+					      { "nak-rpt-ms", required_argument, 0, 'R' },
+					      { "nak-rdata-ms", required_argument, 0, 'D' },
+					      { 0, 0, 0, 0 } };
 	const char *usage = "usage: pgm_peer send|recv --group G --port P --addr IP "
 			    "(send: --file F [--rate B/s] | recv: --out F --bytes N) (see the source)";
 

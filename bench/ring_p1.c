@@ -81,10 +81,9 @@ static struct {
 	size_t sizes[MAXV], nsizes;
 	unsigned ks[MAXV], nks;
 	int modes[4], nmodes; /* 0 asked, 1 always, 2 flush, 3 inline */
-	uint64_t pace;        /* packets per second; 0: as fast as possible */
-	int gso;              /* also run "gso": UDP_SEGMENT in the application */
-} o = { .port = 9000, .conns = 1, .app_cpu = 0, .engine_cpu = 1, .reps = 5, .entries = 1024,
-	.packets = 200000 };
+	uint64_t pace;	      /* packets per second; 0: as fast as possible */
+	int gso;	      /* also run "gso": UDP_SEGMENT in the application */
+} o = { .port = 9000, .conns = 1, .app_cpu = 0, .engine_cpu = 1, .reps = 5, .entries = 1024, .packets = 200000 };
 
 struct res {
 	uint64_t cpu, app, engine, wall, busy, notifies, rx, sleeps, gso, syscalls, eng_notifies;
@@ -328,8 +327,10 @@ static uint64_t gso_send(int port, size_t size, uint64_t n, unsigned k)
 					if (errno != ENOBUFS && errno != EAGAIN && errno != EINTR)
 						die("send%s", "");
 		} else {
-			struct msghdr mh = { .msg_iov = iov, .msg_iovlen = c,
-					     .msg_control = cm.b, .msg_controllen = sizeof(cm.b) };
+			struct msghdr mh = { .msg_iov = iov,
+					     .msg_iovlen = c,
+					     .msg_control = cm.b,
+					     .msg_controllen = sizeof(cm.b) };
 			uint16_t seg = (uint16_t)size;
 			struct cmsghdr *cmsg = CMSG_FIRSTHDR(&mh);
 			cmsg->cmsg_level = SOL_UDP;
@@ -414,8 +415,7 @@ static int hand_over(struct gc_ring *r, int mode)
 	return 0;
 }
 
-static uint64_t ring_send(struct ringctx *c, size_t size, uint64_t n, unsigned k, int mode,
-			  uint64_t *work)
+static uint64_t ring_send(struct ringctx *c, size_t size, uint64_t n, unsigned k, int mode, uint64_t *work)
 {
 	struct gc_ring *r = c->r;
 	unsigned pend = 0;
@@ -436,7 +436,9 @@ static uint64_t ring_send(struct ringctx *c, size_t size, uint64_t n, unsigned k
 			if (ns(CLOCK_MONOTONIC) - t0 > 500000000ull) {
 				struct gc_ring_status st;
 				gc_ring_status(r, &st);
-				fprintf(stderr, "ring_p1: slow wait (%llu ms): dev %u kern %u umod %u user %u notify %u sent %llu i %llu\n", (unsigned long long)((ns(CLOCK_MONOTONIC) - t0) / 1000000),
+				fprintf(stderr,
+					"ring_p1: slow wait (%llu ms): dev %u kern %u umod %u user %u notify %u sent %llu i %llu\n",
+					(unsigned long long)((ns(CLOCK_MONOTONIC) - t0) / 1000000),
 					st.dev_i, st.kern_i, st.umod_i, st.user_i, st.kern_notify,
 					(unsigned long long)st.sent, (unsigned long long)i);
 			}
@@ -484,8 +486,9 @@ static void run_single(const char *method, size_t size, unsigned k, int mode, st
 		res->app = res->cpu;
 		return;
 	}
-	struct gc_ring_engine_params p = GC_RING_ENGINE_PARAMS_INIT(.flags = GC_RING_ENGINE_PIN_CPU, .cpu = o.engine_cpu,
-					   .batch = o.batch);
+	struct gc_ring_engine_params p = GC_RING_ENGINE_PARAMS_INIT(.flags = GC_RING_ENGINE_PIN_CPU,
+								    .cpu = o.engine_cpu,
+								    .batch = o.batch);
 	if (mode == 3)
 		p.flags |= GC_RING_ENGINE_SUBMIT_FLUSH;
 	struct gc_ring_engine *e = gc_ring_engine_start(&p);
@@ -542,7 +545,8 @@ static void run_multi(const char *method, size_t size, unsigned k, int mode, str
 			sigaddset(&set, SIGTERM);
 			sigprocmask(SIG_BLOCK, &set, NULL);
 			pin(o.engine_cpu);
-			struct gc_ring_engine_params p = GC_RING_ENGINE_PARAMS_INIT(.flags = GC_RING_ENGINE_PIN_CPU,
+			struct gc_ring_engine_params p =
+				GC_RING_ENGINE_PARAMS_INIT(.flags = GC_RING_ENGINE_PIN_CPU,
 							   .cpu = o.engine_cpu, .listen = o.sock,
 							   .batch = o.batch);
 			struct gc_ring_engine *e = gc_ring_engine_start(&p);
@@ -660,13 +664,12 @@ static void list(const char *s, size_t *sz, unsigned *u, size_t *n)
 int main(int argc, char **argv)
 {
 	static const struct option lo[] = {
-		{ "dest", 1, 0, 'd' },	  { "port", 1, 0, 'p' },	{ "rxns", 1, 0, 'r' },
-		{ "sizes", 1, 0, 's' },	  { "ks", 1, 0, 'k' },		{ "modes", 1, 0, 'm' },
-		{ "reps", 1, 0, 'R' },	  { "packets", 1, 0, 'n' },	{ "conns", 1, 0, 'c' },
-		{ "entries", 1, 0, 'e' }, { "app-cpu", 1, 0, 'a' },	{ "engine-cpu", 1, 0, 'g' },
-		{ "sock", 1, 0, 'S' },	  { "rxif", 1, 0, 'i' },	{ "batch", 1, 0, 'b' },
-		{ "pace", 1, 0, 'P' },	  { "gso", 0, 0, 'G' },
-		{ 0, 0, 0, 0 }
+		{ "dest", 1, 0, 'd' },	  { "port", 1, 0, 'p' },    { "rxns", 1, 0, 'r' },
+		{ "sizes", 1, 0, 's' },	  { "ks", 1, 0, 'k' },	    { "modes", 1, 0, 'm' },
+		{ "reps", 1, 0, 'R' },	  { "packets", 1, 0, 'n' }, { "conns", 1, 0, 'c' },
+		{ "entries", 1, 0, 'e' }, { "app-cpu", 1, 0, 'a' }, { "engine-cpu", 1, 0, 'g' },
+		{ "sock", 1, 0, 'S' },	  { "rxif", 1, 0, 'i' },    { "batch", 1, 0, 'b' },
+		{ "pace", 1, 0, 'P' },	  { "gso", 0, 0, 'G' },	    { 0, 0, 0, 0 }
 	};
 	size_t nk;
 	int c;
@@ -683,7 +686,10 @@ int main(int argc, char **argv)
 		case 'p': o.port = atoi(optarg); break;
 		case 'r': o.rxns = optarg; break;
 		case 's': list(optarg, o.sizes, NULL, &o.nsizes); break;
-		case 'k': list(optarg, NULL, o.ks, &nk); o.nks = (unsigned)nk; break;
+		case 'k':
+			list(optarg, NULL, o.ks, &nk);
+			o.nks = (unsigned)nk;
+			break;
 		case 'm':
 			o.nmodes = 0;
 			if (strstr(optarg, "asked"))
@@ -721,9 +727,12 @@ int main(int argc, char **argv)
 			 * first k. */
 			int ngso = o.gso ? (int)o.nks : 0;
 			for (int m = -1 - ngso; m < o.nmodes * (int)o.nks; m++) {
-				const char *method = m == -1 - ngso ? "udp" : m < 0 ? "gso" : "ring";
+				const char *method = m == -1 - ngso ? "udp"
+					: m < 0			    ? "gso"
+								    : "ring";
 				unsigned k = m == -1 - ngso ? (o.pace ? o.ks[0] : 0)
-					   : m < 0 ? o.ks[m + ngso] : o.ks[m % o.nks];
+					: m < 0		    ? o.ks[m + ngso]
+							    : o.ks[m % o.nks];
 				int mode = m < 0 ? 0 : o.modes[m / (int)o.nks];
 				struct res r;
 				uint64_t rx0 = rx_count();
@@ -731,8 +740,9 @@ int main(int argc, char **argv)
 					run_single(method, o.sizes[si], k, mode, &r);
 				else
 					run_multi(method, o.sizes[si], k, mode, &r);
-				uint64_t sent = o.conns == 1 ? o.packets
-							     : o.packets / (uint64_t)o.conns * (uint64_t)o.conns;
+				uint64_t sent = o.conns == 1
+					? o.packets
+					: o.packets / (uint64_t)o.conns * (uint64_t)o.conns;
 				r.rx = rx_count() - rx0;
 				printf("{\"method\": \"%s\", \"size\": %zu, \"k\": %u, \"notify\": \"%s\", "
 				       "\"conns\": %d, \"rep\": %d, \"packets\": %llu, \"cpu_ns\": %llu, "
@@ -741,12 +751,12 @@ int main(int argc, char **argv)
 				       "\"engine_notifies\": %llu, \"engine_sleeps\": %llu, \"gso\": %llu, "
 				       "\"syscalls\": %llu, \"app_cpu\": %d, \"engine_cpu\": %d, "
 				       "\"batch\": %u, \"entries\": %u, \"pace\": %llu}\n",
-				       method, o.sizes[si], k, m < 0 ? "-" : mode_names[mode],
-				       o.conns, rep, (unsigned long long)sent,
-				       (unsigned long long)r.cpu, (unsigned long long)r.app,
-				       (unsigned long long)r.engine, (unsigned long long)r.wall,
-				       (unsigned long long)r.busy, (unsigned long long)r.rx,
-				       (unsigned long long)r.notifies, (unsigned long long)r.eng_notifies,
+				       method, o.sizes[si], k, m < 0 ? "-" : mode_names[mode], o.conns,
+				       rep, (unsigned long long)sent, (unsigned long long)r.cpu,
+				       (unsigned long long)r.app, (unsigned long long)r.engine,
+				       (unsigned long long)r.wall, (unsigned long long)r.busy,
+				       (unsigned long long)r.rx, (unsigned long long)r.notifies,
+				       (unsigned long long)r.eng_notifies,
 				       (unsigned long long)r.sleeps, (unsigned long long)r.gso,
 				       (unsigned long long)r.syscalls, o.app_cpu, o.engine_cpu,
 				       o.batch ? o.batch : 64, o.entries, (unsigned long long)o.pace);

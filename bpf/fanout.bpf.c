@@ -68,11 +68,11 @@ struct fan {
 	struct gc_khead *head;
 	void *slots;
 	__u32 base, count, slen; /* chunk start, members in it, shared payload length */
-	__u32 l3len;             /* 20 or 40 */
-	__u32 plen, alen;        /* per-recipient bytes now spliced into skb */
-	__u32 ip_const;          /* IPv4: sum of the header words every copy shares */
-	__u32 udp_const;         /* protocol + source port, for the UDP checksum */
-	__u32 bound_ssum;        /* sum of head->saddr when the socket is bound */
+	__u32 l3len;		 /* 20 or 40 */
+	__u32 plen, alen;	 /* per-recipient bytes now spliced into skb */
+	__u32 ip_const;		 /* IPv4: sum of the header words every copy shares */
+	__u32 udp_const;	 /* protocol + source port, for the UDP checksum */
+	__u32 bound_ssum;	 /* sum of head->saddr when the socket is bound */
 	__u64 now;
 };
 
@@ -223,8 +223,8 @@ static __always_inline int splice_room(struct fan *f, __u32 plen, __u32 alen)
  * Returns the header length, or 0 if the headers are not in the linear part
  * (never for a trigger the library made).
  */
-static __always_inline __u32 write_hdr(struct fan *f, struct gc_kslot *m, const __u32 l3len, __u32 l4len,
-				       __u32 dsum)
+static __always_inline __u32 write_hdr(struct fan *f, struct gc_kslot *m, const __u32 l3len,
+				       __u32 l4len, __u32 dsum)
 {
 	struct __sk_buff *skb = f->skb;
 	__u8 *d = (void *)(long)skb->data, *end = (void *)(long)skb->data_end;
@@ -283,7 +283,8 @@ static long one_member(__u32 i, void *ctx)
 	l4len = 8 + plen + f->slen + alen;
 	/* too big for the member's route or path MTU: the copy would carry DF
 	 * (or be refused); the user path fragments or fails as sendto() does */
-	if (resolve(f, m, f->l3len + l4len) || f->l3len + l4len > m->rt.mtu || !fits_now(f, m, f->l3len + l4len)) {
+	if (resolve(f, m, f->l3len + l4len) || f->l3len + l4len > m->rt.mtu ||
+	    !fits_now(f, m, f->l3len + l4len)) {
 		m->result = GC_KRES_USER;
 		return 0;
 	}
@@ -382,7 +383,8 @@ int gc_fanout(struct __sk_buff *skb)
 	} else {
 		__u8 nexthdr;
 
-		if ((ip[0] >> 4) != 6 || bpf_skb_load_bytes(skb, ETH_HLEN + 6, &nexthdr, 1) || nexthdr != 17)
+		if ((ip[0] >> 4) != 6 || bpf_skb_load_bytes(skb, ETH_HLEN + 6, &nexthdr, 1) ||
+		    nexthdr != 17)
 			return TC_ACT_STOLEN;
 	}
 	f.skb = skb;

@@ -15,12 +15,12 @@
 #ifndef GC_FANOUT_H
 #define GC_FANOUT_H
 
-#define GC_KCHUNK 256        /* members per trigger: keeps a burst under netdev_max_backlog */
-#define GC_KDATA 64          /* prepend and append bytes the kernel splices, each */
-#define GC_KSOCKS 256        /* kernel-engine sockets per process */
+#define GC_KCHUNK 256		   /* members per trigger: keeps a burst under netdev_max_backlog */
+#define GC_KDATA 64		   /* prepend and append bytes the kernel splices, each */
+#define GC_KSOCKS 256		   /* kernel-engine sockets per process */
 #define GC_KCLONE_MARK 0x67631a7eu /* skb->mark of our clones: the hook lets them pass */
 #define GC_KRESOLVE_NS 1000000000ull /* re-resolve a member's route and MACs after 1 s */
-#define GC_KMTU_NS 10000000ull      /* re-check a member's path MTU after 10 ms (big packets only) */
+#define GC_KMTU_NS 10000000ull /* re-check a member's path MTU after 10 ms (big packets only) */
 
 /* Slot flags (library) */
 #define GC_KF_LOCAL 1 /* loopback destination: out of lo, no MACs, source = destination */
@@ -28,17 +28,17 @@
 
 /* Results (slot.result): 0 sent; < 0 -errno; these two ask the library to send */
 #define GC_KRES_PENDING 1 /* set by the library before a send; the program never saw it */
-#define GC_KRES_USER 2    /* the kernel cannot send it (no neighbour yet, too big, local...) */
+#define GC_KRES_USER 2	  /* the kernel cannot send it (no neighbour yet, too big, local...) */
 
 /* Per-socket state for one send, written by the library before the trigger. */
 struct gc_khead {
-	__u32 n;          /* members in the group */
+	__u32 n;	  /* members in the group */
 	__u32 next_chunk; /* the library sets 0; each trigger takes one chunk */
 	__u32 data_csum;  /* 16-bit ones-complement sum (memory order) of the shared payload */
-	__u16 sport;      /* source port, network order: the user socket's port */
-	__u16 family;     /* 4 or 6 */
-	__u8 saddr[16];   /* the user socket's bound address, if bound */
-	__u8 bound;       /* 1: use saddr; 0: the route's source for each member */
+	__u16 sport;	  /* source port, network order: the user socket's port */
+	__u16 family;	  /* 4 or 6 */
+	__u8 saddr[16];	  /* the user socket's bound address, if bound */
+	__u8 bound;	  /* 1: use saddr; 0: the route's source for each member */
 	__u8 tos, ttl, pad;
 	__u16 check_above; /* packets above this get their path MTU checked every GC_KMTU_NS */
 	__u16 pad2;
@@ -49,10 +49,10 @@ struct gc_khead {
  * address (kernel.c) and seeds a slot with it when a known address moves
  * into the slot, so a reordered group costs no look-ups. */
 struct gc_kroute {
-	__u32 ifindex;    /* 0: not resolved */
+	__u32 ifindex; /* 0: not resolved */
 	__u32 mtu;
 	__u64 resolved_ns;
-	__u64 mtu_ns;     /* when mtu was last looked up */
+	__u64 mtu_ns; /* when mtu was last looked up */
 	__u8 dmac[6], smac[6];
 	__u8 saddr[16];
 	__u32 dsum, ssum; /* 16-bit sums (memory order) of daddr and saddr, for the checksums */
@@ -64,12 +64,12 @@ struct gc_kroute {
  * bytes last, so that a member costs the library and the program one or two
  * cache lines. */
 struct gc_kslot {
-	__u8 daddr[16];   /* IPv4 in the first 4 bytes */
-	__u16 dport;      /* network order */
-	__u8 plen, alen;  /* per-recipient bytes in data[]: prepend then append */
-	__u32 data_csum;  /* sum of prepend|shared|append when plen or alen, else unused */
-	__u32 flags;      /* GC_KF_* */
-	__s32 result;     /* 0, -errno, or GC_KRES_* */
+	__u8 daddr[16];	     /* IPv4 in the first 4 bytes */
+	__u16 dport;	     /* network order */
+	__u8 plen, alen;     /* per-recipient bytes in data[]: prepend then append */
+	__u32 data_csum;     /* sum of prepend|shared|append when plen or alen, else unused */
+	__u32 flags;	     /* GC_KF_* */
+	__s32 result;	     /* 0, -errno, or GC_KRES_* */
 	struct gc_kroute rt; /* owned by the program while a send runs */
 	__u8 data[2 * GC_KDATA];
 };

@@ -68,7 +68,7 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, GC_LMS_MAX_IFS);
-	__type(key, __u32); /* one of this router's addresses (network order) */
+	__type(key, __u32);   /* one of this router's addresses (network order) */
 	__type(value, __u32); /* its ifindex */
 } lms_local SEC(".maps");
 
@@ -175,8 +175,7 @@ static __always_inline int request(struct __sk_buff *skb, struct iphdr *ip, stru
 
 	if (bpf_l3_csum_replace(skb, csum, opt->tpif, tpif, 2) ||
 	    bpf_l3_csum_replace(skb, csum, opt->tpaddr, tpaddr, 4) ||
-	    bpf_skb_store_bytes(skb, at, &tpif, 2, 0) ||
-	    bpf_skb_store_bytes(skb, at + 2, &tpaddr, 4, 0))
+	    bpf_skb_store_bytes(skb, at, &tpif, 2, 0) || bpf_skb_store_bytes(skb, at + 2, &tpaddr, 4, 0))
 		return drop(GC_LMS_DROP_TRUNCATED);
 	return send_mcast(skb, out, opt->group, GC_LMS_REQ_TURNED);
 }
@@ -241,8 +240,7 @@ int gc_lms_fwd(struct __sk_buff *skb)
 		return TC_ACT_OK;
 	if (opt.code != GC_LMS_OPT_REQ && opt.code != GC_LMS_OPT_DMCAST)
 		return TC_ACT_OK;
-	if (len < ETH_HLEN + hlen || bpf_ntohs(ip.tot_len) > len - ETH_HLEN ||
-	    bpf_ntohs(ip.tot_len) < hlen)
+	if (len < ETH_HLEN + hlen || bpf_ntohs(ip.tot_len) > len - ETH_HLEN || bpf_ntohs(ip.tot_len) < hlen)
 		return drop(GC_LMS_DROP_TRUNCATED);
 	if (opt.len != GC_LMS_OPT_LEN || LMS_OPTOFF + GC_LMS_OPT_LEN > hlen ||
 	    bpf_skb_load_bytes(skb, ETH_HLEN + LMS_OPTOFF, &opt, sizeof(opt)))

@@ -10,15 +10,16 @@
 #ifndef GC_LMS_H
 #define GC_LMS_H
 
-#define GC_LMS_OPT_REQ 138    /* IPOPT_MREQ: a request, steered toward the replier */
-#define GC_LMS_OPT_DMCAST 139 /* IPOPT_DMCICAST: a directed multicast, decapsulated at the turning point */
-#define GC_LMS_OPT_LEN 16     /* the option's length, header included */
+#define GC_LMS_OPT_REQ 138 /* IPOPT_MREQ: a request, steered toward the replier */
+#define GC_LMS_OPT_DMCAST \
+	139 /* IPOPT_DMCICAST: a directed multicast, decapsulated at the turning point */
+#define GC_LMS_OPT_LEN 16 /* the option's length, header included */
 
 /* All multi-byte fields in network order. */
 struct gc_lms_opt {
-	__u8 code;    /* GC_LMS_OPT_REQ or GC_LMS_OPT_DMCAST */
-	__u8 len;     /* GC_LMS_OPT_LEN */
-	__u16 tpif;   /* turning point's ifindex: where the request arrived (request), where to multicast (dmcast) */
+	__u8 code; /* GC_LMS_OPT_REQ or GC_LMS_OPT_DMCAST */
+	__u8 len;  /* GC_LMS_OPT_LEN */
+	__u16 tpif; /* turning point's ifindex: where the request arrived (request), where to multicast (dmcast) */
 	__u32 tpaddr; /* turning point router's address; 0 in a request until a router turns it */
 	__u32 src;    /* the original source S of (S,G) */
 	__u32 group;  /* the group G */

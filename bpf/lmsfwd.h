@@ -14,7 +14,8 @@
 #define GC_LMS_MAX_ROUTES 4096
 #define GC_LMS_MAX_DOWN 16384
 #define GC_LMS_MAX_IFS 256
-#define GC_LMS_TC_PRIO 0x4c4d /* our filter's tc priority ("LM"): a loss filter (prio 1) runs first */
+#define GC_LMS_TC_PRIO \
+	0x4c4d /* our filter's tc priority ("LM"): a loss filter (prio 1) runs first */
 #define GC_LMS_TC_HANDLE 1
 
 /* (S,G): the key of lms_routes */
@@ -28,10 +29,10 @@ struct gc_lms_sg {
  * replier is configured below this router, replier == parent and
  * replier_addr == S: the source is the fallback replier. */
 struct gc_lms_route {
-	__u32 parent;       /* upstream ifindex (the MFC's iif) */
-	__u32 replier;      /* replier link ifindex */
+	__u32 parent;	    /* upstream ifindex (the MFC's iif) */
+	__u32 replier;	    /* replier link ifindex */
 	__u32 replier_addr; /* the replier host's address */
-	__u32 cost;         /* replier cost (kept for LMS-HIER; not used in forwarding) */
+	__u32 cost;	    /* replier cost (kept for LMS-HIER; not used in forwarding) */
 };
 
 /* (S,G, ifindex) is in lms_down when ifindex is an outgoing interface of (S,G) */
@@ -43,33 +44,33 @@ struct gc_lms_down {
 
 /* This router's interfaces on which the program runs (lms_ifs, by ifindex) */
 struct gc_lms_if {
-	__u32 addr;   /* the interface's IPv4 address: a turning point's tpaddr */
-	__u8 mac[6];  /* source MAC of what we redirect out of it */
+	__u32 addr;  /* the interface's IPv4 address: a turning point's tpaddr */
+	__u8 mac[6]; /* source MAC of what we redirect out of it */
 	__u16 pad;
 };
 
 /* Per-CPU counters (lms_stats), by index.  lmsd prints them by these names. */
 enum gc_lms_stat {
-	GC_LMS_REQ_TURNED,   /* request turned here: marked, sent down the replier link */
-	GC_LMS_REQ_UP,       /* request from the replier link (or no replier below): to the parent */
-	GC_LMS_REQ_DOWN,     /* turned above, arrived from the parent: down the replier link */
-	GC_LMS_DMCAST,       /* dmcast decapsulated and multicast out the named interface */
-	GC_LMS_DROP_BAD_LEN, /* option length is not 16 or the header cannot hold it */
+	GC_LMS_REQ_TURNED, /* request turned here: marked, sent down the replier link */
+	GC_LMS_REQ_UP,	   /* request from the replier link (or no replier below): to the parent */
+	GC_LMS_REQ_DOWN,   /* turned above, arrived from the parent: down the replier link */
+	GC_LMS_DMCAST,	   /* dmcast decapsulated and multicast out the named interface */
+	GC_LMS_DROP_BAD_LEN,   /* option length is not 16 or the header cannot hold it */
 	GC_LMS_DROP_TRUNCATED, /* packet shorter than its headers say */
 	GC_LMS_DROP_NO_STATE,  /* no multicast route for (S,G) on this router */
-	GC_LMS_DROP_BAD_IF,    /* request from a non-tree interface, unknown tpif, tpaddr not ours on tpif */
+	GC_LMS_DROP_BAD_IF, /* request from a non-tree interface, unknown tpif, tpaddr not ours on tpif */
 	GC_LMS_DROP_NOT_DOWNSTREAM, /* dmcast names an interface that is not downstream for (S,G) */
 	GC_LMS_DROP_FORGED,    /* dmcast not from the named replier nor from S via the parent */
 	GC_LMS_DROP_TTL,       /* TTL would reach 0 */
 	GC_LMS_DROP_PREMARKED, /* request from below already carries turning-point fields */
 	GC_LMS_DROP_BAD_INNER, /* dmcast not a whole IPIP packet with IPv4 to G inside, or a request not sent to G */
-	GC_LMS_DROP_UPSTREAM,  /* request from the parent that was not turned above, or no replier below */
+	GC_LMS_DROP_UPSTREAM, /* request from the parent that was not turned above, or no replier below */
 	GC_LMS_NSTATS
 };
 
-#define GC_LMS_STAT_NAMES                                                                  \
-	"req_turned", "req_up", "req_down", "dmcast", "drop_bad_len", "drop_truncated",      \
-	"drop_no_state", "drop_bad_if", "drop_not_downstream", "drop_forged", "drop_ttl",    \
-	"drop_premarked", "drop_bad_inner", "drop_upstream"
+#define GC_LMS_STAT_NAMES                                                                         \
+	"req_turned", "req_up", "req_down", "dmcast", "drop_bad_len", "drop_truncated",           \
+		"drop_no_state", "drop_bad_if", "drop_not_downstream", "drop_forged", "drop_ttl", \
+		"drop_premarked", "drop_bad_inner", "drop_upstream"
 
 #endif

@@ -36,12 +36,12 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define REQUIRE(c)                                                                   \
-	do {                                                                         \
-		if (!(c)) {                                                          \
+#define REQUIRE(c)                                                                         \
+	do {                                                                               \
+		if (!(c)) {                                                                \
 			fprintf(stderr, "ccid_fuzz: %s:%d: %s\n", __FILE__, __LINE__, #c); \
-			abort();                                                     \
-		}                                                                    \
+			abort();                                                           \
+		}                                                                          \
 	} while (0)
 
 #define ISS 0xfffffffff000ull /* near the 48-bit wrap */
@@ -61,7 +61,7 @@ static void on_report(struct side *s, uint64_t seq, uint8_t what)
 	uint64_t i = dccp_seq_sub(seq, ISS + 1);
 
 	REQUIRE(i < s->sent);
-	REQUIRE(s->seen[i] & 1);          /* a data packet */
+	REQUIRE(s->seen[i] & 1);	  /* a data packet */
 	REQUIRE(!(s->seen[i] & (2 | 4))); /* reported once */
 	s->seen[i] |= what;
 	s->reports++;
@@ -119,8 +119,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		struct side *s = &sd[k];
 		memset(s, 0, sizeof(*s));
 		s->o = dccp_ccid_tx(k ? DCCP_CCID3 : DCCP_CCID2);
-		struct dccp_ccid_env env = { .mps = 1400, .iss = ISS, .isr = ISR,
-					     .acked = on_acked, .lost = on_lost, .arg = s };
+		struct dccp_ccid_env env = {
+			.mps = 1400, .iss = ISS, .isr = ISR, .acked = on_acked, .lost = on_lost, .arg = s
+		};
 		s->tx = s->o->init(&env);
 		s->head = ISS;
 		struct dccp_ccid_env renv = { .mps = 1400, .iss = ISS, .isr = ISR };
@@ -142,7 +143,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 					s->seen[dccp_seq_sub(s->head, ISS + 1)] = 1;
 					s->sent++;
 					uint8_t cc = 0xff;
-					s->o->sent(s->tx, s->head, 1 + (n * 37u + j) % 1400, true, now, &cc);
+					s->o->sent(s->tx, s->head, 1 + (n * 37u + j) % 1400, true,
+						   now, &cc);
 					REQUIRE(cc < 16);
 				}
 				if ((n & 0x80) && s->sent < MAXSENT) {

@@ -29,12 +29,12 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define REQUIRE(c)                                                                   \
-	do {                                                                         \
-		if (!(c)) {                                                          \
+#define REQUIRE(c)                                                                         \
+	do {                                                                               \
+		if (!(c)) {                                                                \
 			fprintf(stderr, "dccp_fuzz: %s:%d: %s\n", __FILE__, __LINE__, #c); \
-			abort();                                                     \
-		}                                                                    \
+			abort();                                                           \
+		}                                                                          \
 	} while (0)
 
 static void check_options(const uint8_t *pkt, const struct dccp_hdr *h, unsigned flags,
@@ -47,8 +47,8 @@ static void check_options(const uint8_t *pkt, const struct dccp_hdr *h, unsigned
 	REQUIRE(o.n <= DCCP_OPTS_MAX);
 	REQUIRE(e == DCCP_OK ? o.reset_code == 0
 			     : e == DCCP_E_OPT_MANDATORY &&
-				       (o.reset_code == DCCP_RESET_OPTION_ERROR ||
-					o.reset_code == DCCP_RESET_MANDATORY_ERROR));
+				(o.reset_code == DCCP_RESET_OPTION_ERROR ||
+				 o.reset_code == DCCP_RESET_MANDATORY_ERROR));
 	for (unsigned i = 0; i < o.n; i++) {
 		const struct dccp_opt *op = &o.opt[i];
 		REQUIRE(op->type >= 32 && op->data >= lo + 2 && op->data + op->len <= hi);
@@ -87,8 +87,7 @@ static void check_options(const uint8_t *pkt, const struct dccp_hdr *h, unsigned
 }
 
 /* Rebuild a parsed packet and parse it back: same fields, same bytes. */
-static void check_rebuild(const uint8_t *pkt, const struct dccp_hdr *h,
-			  const struct dccp_pseudo *ph)
+static void check_rebuild(const uint8_t *pkt, const struct dccp_hdr *h, const struct dccp_pseudo *ph)
 {
 	static uint8_t out[65536 + 8];
 	ssize_t n = dccp_build(out + 8, sizeof(out) - 8, h, pkt + h->opt_off, h->opt_len,
@@ -97,11 +96,10 @@ static void check_rebuild(const uint8_t *pkt, const struct dccp_hdr *h,
 	struct dccp_hdr g;
 	REQUIRE(dccp_parse(out + 8, (size_t)n, ph, &g, NULL) == DCCP_OK);
 	REQUIRE(g.type == h->type && g.x == h->x && g.seq == h->seq && g.sport == h->sport &&
-		g.dport == h->dport && g.ccval == h->ccval && g.cscov == h->cscov &&
-		g.doff == h->doff && g.has_ack == h->has_ack && g.ack == h->ack &&
-		g.service == h->service && g.reset_code == h->reset_code &&
-		memcmp(g.reset_data, h->reset_data, 3) == 0 && g.opt_len == h->opt_len &&
-		g.data_len == h->data_len);
+		g.dport == h->dport && g.ccval == h->ccval && g.cscov == h->cscov && g.doff == h->doff &&
+		g.has_ack == h->has_ack && g.ack == h->ack && g.service == h->service &&
+		g.reset_code == h->reset_code && memcmp(g.reset_data, h->reset_data, 3) == 0 &&
+		g.opt_len == h->opt_len && g.data_len == h->data_len);
 	REQUIRE(memcmp(out + 8 + g.opt_off, pkt + h->opt_off, h->opt_len) == 0);
 	REQUIRE(memcmp(out + 8 + g.data_off, pkt + h->data_off, h->data_len) == 0);
 	/* and as DCCP-UDP */
@@ -119,9 +117,12 @@ static void check_seq(const struct dccp_hdr *h)
 
 	/* a consistent state: ISR <= GSR and ISS <= GSS */
 	struct dccp_seqstate s = { .isr = dccp_seq_sub(h->ack, h->reset_data[0]),
-				   .iss = dccp_seq_sub(h->seq, h->reset_data[1]), .gsr = h->ack,
-				   .gss = h->seq, .gar = dccp_seq_sub(h->seq, 7),
-				   .w_rx = 32 + (h->service & 0xffff), .w_tx = 32 + (h->service >> 16),
+				   .iss = dccp_seq_sub(h->seq, h->reset_data[1]),
+				   .gsr = h->ack,
+				   .gss = h->seq,
+				   .gar = dccp_seq_sub(h->seq, 7),
+				   .w_rx = 32 + (h->service & 0xffff),
+				   .w_tx = 32 + (h->service >> 16),
 				   .initial = h->ccval & 1 };
 	struct dccp_windows w = dccp_windows(&s);
 	REQUIRE(dccp_seq_between(s.gsr, w.swl, w.swh) && dccp_seq_between(s.gss, w.awl, w.awh));

@@ -23,12 +23,12 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define REQUIRE(c)                                                                     \
-	do {                                                                           \
-		if (!(c)) {                                                            \
+#define REQUIRE(c)                                                                            \
+	do {                                                                                  \
+		if (!(c)) {                                                                   \
 			fprintf(stderr, "lms_opt_fuzz: %s:%d: %s\n", __FILE__, __LINE__, #c); \
-			abort();                                                       \
-		}                                                                      \
+			abort();                                                              \
+		}                                                                             \
 	} while (0)
 
 /* Is opt[0..16) at an option boundary of area[0..n)?  An independent walk. */

@@ -23,12 +23,12 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define REQUIRE(c)                                                                      \
-	do {                                                                            \
-		if (!(c)) {                                                             \
+#define REQUIRE(c)                                                                               \
+	do {                                                                                     \
+		if (!(c)) {                                                                      \
 			fprintf(stderr, "ltp_window_fuzz: %s:%d: %s\n", __FILE__, __LINE__, #c); \
-			abort();                                                        \
-		}                                                                       \
+			abort();                                                                 \
+		}                                                                                \
 	} while (0)
 
 #define NSLOTS 16
@@ -64,12 +64,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			uint8_t b[8];
 			for (int k = 0; k < 8; k++)
 				b[k] = (uint8_t)(seq >> (8 * (k % 4)));
-			ltp_window_put(&w, seq, op[5] & 1 ? 0 : seq, op[5] & 2, op[5] & 4, b, 1 + op[5] % 8, now);
+			ltp_window_put(&w, seq, op[5] & 1 ? 0 : seq, op[5] & 2, op[5] & 4, b,
+				       1 + op[5] % 8, now);
 			break;
 		}
-		case 1:
-			ltp_window_heartbeat(&w, seq, op[5] & 1 ? 0 : seq, op[5] & 2);
-			break;
+		case 1: ltp_window_heartbeat(&w, seq, op[5] & 1 ? 0 : seq, op[5] & 2); break;
 		case 2: {
 			size_t n = ltp_window_due(&w, now, naks, 4);
 			REQUIRE(n <= 4 && w.nranges <= MAX_RANGES);

@@ -42,12 +42,12 @@ static uint32_t get(struct in *in, unsigned bytes)
 	return v;
 }
 
-#define REQUIRE(c)                                                                   \
-	do {                                                                         \
-		if (!(c)) {                                                          \
+#define REQUIRE(c)                                                                         \
+	do {                                                                               \
+		if (!(c)) {                                                                \
 			fprintf(stderr, "ring_fuzz: %s:%d: %s\n", __FILE__, __LINE__, #c); \
-			abort();                                                     \
-		}                                                                    \
+			abort();                                                           \
+		}                                                                          \
 	} while (0)
 
 static uint32_t rpos(const struct gc_kring *k, uint32_t x)

@@ -33,12 +33,12 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define REQUIRE(c)                                                                   \
-	do {                                                                         \
-		if (!(c)) {                                                          \
+#define REQUIRE(c)                                                                             \
+	do {                                                                                   \
+		if (!(c)) {                                                                    \
 			fprintf(stderr, "ring_req_fuzz: %s:%d: %s\n", __FILE__, __LINE__, #c); \
-			abort();                                                     \
-		}                                                                    \
+			abort();                                                               \
+		}                                                                              \
 	} while (0)
 
 enum { POOL = 16 };
@@ -56,7 +56,8 @@ static int memfd(uint64_t size, int seals)
 static int udp(int connected)
 {
 	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(9),
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+				  .sin_port = htons(9),
 				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 
 	if (fd < 0 || (connected && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0))
@@ -74,7 +75,7 @@ static void make_pool(void)
 	pool[2] = memfd(4096, F_SEAL_SHRINK | F_SEAL_SEAL);
 	pool[3] = memfd((uint64_t)1 << 20, F_SEAL_SHRINK);
 	pool[4] = memfd(0, F_SEAL_SHRINK);
-	pool[5] = memfd(8192, 0);                 /* not sealed */
+	pool[5] = memfd(8192, 0);			    /* not sealed */
 	pool[6] = memfd((uint64_t)64 << 30, F_SEAL_SHRINK); /* sparse: the largest zone */
 	pool[7] = udp(1);
 	pool[8] = udp(0);
@@ -97,7 +98,7 @@ static int is_sealed_memfd(int fd, uint64_t need)
 	int seals = fcntl(fd, F_GET_SEALS);
 
 	return fstat(fd, &st) == 0 && seals >= 0 && (seals & F_SEAL_SHRINK) &&
-	       (uint64_t)st.st_size >= need;
+		(uint64_t)st.st_size >= need;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -147,8 +148,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			REQUIRE(q.entries >= 2 && q.entries <= GC_RING_MAX_ENTRIES);
 			REQUIRE(q.ack_entries == q.entries);
 			REQUIRE(q.zone_size >= 1 && q.zone_size <= ((uint64_t)64 << 30));
-			uint64_t need = gc_shm_size(q.entries, q.ack_entries,
-						    (uint64_t)gc_page_size());
+			uint64_t need = gc_shm_size(q.entries, q.ack_entries, (uint64_t)gc_page_size());
 			REQUIRE(is_sealed_memfd(fds[0], need));
 			REQUIRE(is_sealed_memfd(fds[1], q.zone_size));
 			char why[160];

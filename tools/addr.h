@@ -33,9 +33,9 @@ bool addr_same_host(const struct sockaddr_storage *a, const struct sockaddr_stor
  * into buf.  Returns 0, or -1 with *why one of the ADDR_SPLIT_* reasons.
  */
 enum addr_split_error {
-	ADDR_SPLIT_NO_COLON = 1,   /* no ':' after the address */
-	ADDR_SPLIT_BRACKET,        /* "[" without "]:" */
-	ADDR_SPLIT_BARE_IPV6,      /* more than one ':' without brackets */
+	ADDR_SPLIT_NO_COLON = 1, /* no ':' after the address */
+	ADDR_SPLIT_BRACKET,	 /* "[" without "]:" */
+	ADDR_SPLIT_BARE_IPV6,	 /* more than one ':' without brackets */
 };
 int addr_split(char *buf, char **addr, char **rest, enum addr_split_error *why);
 

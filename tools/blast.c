@@ -140,8 +140,22 @@ static void parse_engines(struct blast *b, const char *list)
 
 static void blast_parse(struct blast *b, int argc, char **argv)
 {
-	enum { O_MEM = 256, O_ENG, O_SIZE, O_SENDS, O_REPS, O_IVL, O_REPL, O_PRE, O_APP,
-	       O_CPU, O_SNDBUF, O_SEQ, O_JSON, O_SHUF };
+	enum {
+		O_MEM = 256,
+		O_ENG,
+		O_SIZE,
+		O_SENDS,
+		O_REPS,
+		O_IVL,
+		O_REPL,
+		O_PRE,
+		O_APP,
+		O_CPU,
+		O_SNDBUF,
+		O_SEQ,
+		O_JSON,
+		O_SHUF
+	};
 	static const struct option lo[] = {
 		{ "members", required_argument, NULL, O_MEM },
 		{ "engines", required_argument, NULL, O_ENG },
@@ -195,7 +209,9 @@ static void blast_parse(struct blast *b, int argc, char **argv)
 			b->sg = true;
 			break;
 		case O_CPU: b->cpu = cli_cpu("--cpu", optarg); break;
-		case O_SNDBUF: b->sndbuf = (int)cli_u64("--sndbuf", optarg, 0, INT32_MAX / 2); break;
+		case O_SNDBUF:
+			b->sndbuf = (int)cli_u64("--sndbuf", optarg, 0, INT32_MAX / 2);
+			break;
 		case O_SEQ: b->seq_start = cli_u64("--seq-start", optarg, 0, UINT64_MAX / 2); break;
 		case O_JSON: b->json = true; break;
 		case 'h': blast_usage(stdout); exit(0);
@@ -224,8 +240,8 @@ static bool read_proc_stat(int fd, uint64_t *busy, uint64_t *total)
 		return false;
 	buf[r] = '\0';
 	unsigned long long v[8] = { 0 };
-	if (sscanf(buf, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
-		   &v[3], &v[4], &v[5], &v[6], &v[7]) < 7)
+	if (sscanf(buf, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
+		   &v[4], &v[5], &v[6], &v[7]) < 7)
 		return false;
 	/* user nice system idle iowait irq softirq steal */
 	*busy = v[0] + v[1] + v[2] + v[5] + v[6];
@@ -264,8 +280,7 @@ static double timer_overhead(void)
 	return (double)sum / N;
 }
 
-static void summary(const struct blast *b, struct result *res, FILE *f, double timer_ns,
-		    bool per_send)
+static void summary(const struct blast *b, struct result *res, FILE *f, double timer_ns, bool per_send)
 {
 	size_t base = 0;
 	for (size_t e = 0; e < b->ne; e++) {
@@ -275,13 +290,12 @@ static void summary(const struct blast *b, struct result *res, FILE *f, double t
 		}
 	}
 	const char *bn = gc_engine_name(b->eng[base]);
-	fprintf(f, "\n%zu members, %llu bytes, %llu sends x %llu reps, %s, timing %s",
-		b->n, (unsigned long long)b->size, (unsigned long long)b->sends,
-		(unsigned long long)b->reps,
-		b->sg ? "gc_sendgroup"
-		      : b->shuffle ? "gc_setgroup (another order)+gc_send every send"
-		      : b->replace ? "gc_setgroup+gc_send every send"
-				   : "gc_send (group set once per rep)",
+	fprintf(f, "\n%zu members, %llu bytes, %llu sends x %llu reps, %s, timing %s", b->n,
+		(unsigned long long)b->size, (unsigned long long)b->sends, (unsigned long long)b->reps,
+		b->sg		     ? "gc_sendgroup"
+			: b->shuffle ? "gc_setgroup (another order)+gc_send every send"
+			: b->replace ? "gc_setgroup+gc_send every send"
+				     : "gc_send (group set once per rep)",
 		per_send ? "per send" : "per rep");
 	if (per_send)
 		fprintf(f, " (timer pair ~%.0f ns CPU, not subtracted)", timer_ns);
@@ -292,8 +306,8 @@ static void summary(const struct blast *b, struct result *res, FILE *f, double t
 		"cpu ns/send (min..max)", "cpu/member", "wall/send", "busy/send", "cpu x", "wall x",
 		"busy x", "datagrams", "failed");
 	double *v = calloc(b->reps, sizeof(double));
-	double (*med)[3] = calloc(b->ne, sizeof(*med));
-	double (*rng)[2] = calloc(b->ne, sizeof(*rng));
+	double(*med)[3] = calloc(b->ne, sizeof(*med));
+	double(*rng)[2] = calloc(b->ne, sizeof(*rng));
 	if (!v || !med || !rng)
 		cli_fail("out of memory");
 	for (size_t e = 0; e < b->ne; e++) {
@@ -326,9 +340,8 @@ static void summary(const struct blast *b, struct result *res, FILE *f, double t
 				snprintf(rat[m], sizeof(rat[m]), "-");
 		}
 		fprintf(f, "%-9s %28s %10.0f %10.0f %10.0f %8s %8s %8s %10llu %7llu\n",
-			gc_engine_name(b->eng[e]), cpu, med[e][0] / (double)b->n, med[e][1],
-			med[e][2], rat[0], rat[1], rat[2], (unsigned long long)dg,
-			(unsigned long long)fl);
+			gc_engine_name(b->eng[e]), cpu, med[e][0] / (double)b->n, med[e][1], med[e][2],
+			rat[0], rat[1], rat[2], (unsigned long long)dg, (unsigned long long)fl);
 	}
 	fprintf(f, "each member is due %llu datagrams (%llu reps x %zu engines x %llu sends)\n",
 		(unsigned long long)(b->reps * b->ne * b->sends), (unsigned long long)b->reps,
@@ -442,7 +455,8 @@ int cmd_blast(int argc, char **argv)
 					r = gc_sendgroup(sd, &shared, rec, b.n, 0, gerrno);
 				} else {
 					if (b.replace && gc_setgroup(sd, b.mem, b.n) != 0)
-						cli_fail("gc_setgroup(%zu members): %s", b.n, gc_errmsg());
+						cli_fail("gc_setgroup(%zu members): %s", b.n,
+							 gc_errmsg());
 					r = gc_send(sd, payload, b.size, 0);
 				}
 				err = errno;
@@ -530,11 +544,10 @@ int cmd_blast(int argc, char **argv)
 			       ename, rep, b.n, (unsigned long long)b.size, (unsigned long long)b.sends,
 			       x->cpu, x->wall, x->busy, (unsigned long long)dg,
 			       (unsigned long long)failed, b.replace ? "true" : "false",
-			       b.shuffle ? "true" : "false",
-			       b.sg ? "sendgroup" : "send", b.pre, b.app,
-			       resolved == GC_ENGINE_NONE ? "none" : gc_engine_name(resolved), k,
-			       per_send ? "per_send" : "per_rep", per_send ? timer_ns : 0.0, x->other,
-			       x->busy_frac, (unsigned long long)b.interval_us, b.cpu);
+			       b.shuffle ? "true" : "false", b.sg ? "sendgroup" : "send", b.pre,
+			       b.app, resolved == GC_ENGINE_NONE ? "none" : gc_engine_name(resolved),
+			       k, per_send ? "per_send" : "per_rep", per_send ? timer_ns : 0.0,
+			       x->other, x->busy_frac, (unsigned long long)b.interval_us, b.cpu);
 			cli_json_str(stdout, first_err ? strerrorname_np(first_err) : NULL);
 			printf(",\"stats_ok\":%s}\n", stats_ok ? "true" : "false");
 			fflush(stdout);

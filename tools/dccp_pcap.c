@@ -70,8 +70,8 @@ static void seed(const uint8_t *p, size_t len, uint8_t flags)
 	if (!corpus)
 		return;
 	snprintf(path, sizeof(path), "%s/seed-%03u", corpus, frame);
-	if (!(f = fopen(path, "wb")) || fwrite(&flags, 1, 1, f) != 1 ||
-	    fwrite(p, len, 1, f) != 1 || fclose(f) != 0)
+	if (!(f = fopen(path, "wb")) || fwrite(&flags, 1, 1, f) != 1 || fwrite(p, len, 1, f) != 1 ||
+	    fclose(f) != 0)
 		die(path);
 }
 
@@ -80,10 +80,11 @@ static void seed(const uint8_t *p, size_t len, uint8_t flags)
  * feature number, [value bytes]]. */
 static void describe(const struct flow *fl, const struct dccp_hdr *h, const uint8_t *o, size_t n)
 {
-	fprintf(manifest, "%s{\"frame\": %u, \"family\": %d, \"udp\": %s, \"type\": %u, \"x\": %d, "
-		"\"seq\": %llu, \"cscov\": %u, ", frame > 1 ? ",\n " : "", frame,
-		fl->family == AF_INET6 ? 6 : 4, fl->udp ? "true" : "false", h->type, h->x,
-		(unsigned long long)h->seq, h->cscov);
+	fprintf(manifest,
+		"%s{\"frame\": %u, \"family\": %d, \"udp\": %s, \"type\": %u, \"x\": %d, "
+		"\"seq\": %llu, \"cscov\": %u, ",
+		frame > 1 ? ",\n " : "", frame, fl->family == AF_INET6 ? 6 : 4,
+		fl->udp ? "true" : "false", h->type, h->x, (unsigned long long)h->seq, h->cscov);
 	if (dccp_type_has_ack(h->type))
 		fprintf(manifest, "\"ack\": %llu, ", (unsigned long long)h->ack);
 	else
@@ -153,8 +154,9 @@ static void emit(const struct flow *fl, bool from_a, struct dccp_hdr *h, struct 
 	frame++;
 	pcap_record(pkt, ilen + l4);
 	describe(fl, h, ob->p, ob->len);
-	seed(pkt + ilen, l4, (uint8_t)((fl->family == AF_INET6 ? SEED_V6 : 0) |
-				      (established ? SEED_ESTABLISHED : 0) | (fl->udp ? SEED_UDP : 0)));
+	seed(pkt + ilen, l4,
+	     (uint8_t)((fl->family == AF_INET6 ? SEED_V6 : 0) |
+		       (established ? SEED_ESTABLISHED : 0) | (fl->udp ? SEED_UDP : 0)));
 	h->ccval = 0;
 	h->cscov = 0;
 }
@@ -170,14 +172,14 @@ static void conversation(const struct flow *fl)
 	uint16_t pa = 40001, pb = 5001; /* DCCP ports */
 	size_t nv;
 
-#define START(t, from_a, s, a)                                                   \
-	do {                                                                     \
-		h.type = (t);                                                    \
-		h.sport = (from_a) ? pa : pb;                                    \
-		h.dport = (from_a) ? pb : pa;                                    \
-		h.seq = (s);                                                     \
-		h.ack = (a);                                                     \
-		dccp_obuf_init(&b, area, sizeof(area));                          \
+#define START(t, from_a, s, a)                          \
+	do {                                            \
+		h.type = (t);                           \
+		h.sport = (from_a) ? pa : pb;           \
+		h.dport = (from_a) ? pb : pa;           \
+		h.seq = (s);                            \
+		h.ack = (a);                            \
+		dccp_obuf_init(&b, area, sizeof(area)); \
 	} while (0)
 
 	/* RFC 5596: the server invites the client's Request */

@@ -82,8 +82,22 @@ static uint32_t id_arg(const char *opt, const char *s, bool group)
 
 int cmd_engine(int argc, char **argv)
 {
-	enum { O_LISTEN = 256, O_CPU, O_BATCH, O_IDLE, O_MAXR, O_QUIET, O_IVL, O_MODE, O_GROUP,
-	       O_AUID, O_AGID, O_MAXF, O_MAXC, O_MAXM };
+	enum {
+		O_LISTEN = 256,
+		O_CPU,
+		O_BATCH,
+		O_IDLE,
+		O_MAXR,
+		O_QUIET,
+		O_IVL,
+		O_MODE,
+		O_GROUP,
+		O_AUID,
+		O_AGID,
+		O_MAXF,
+		O_MAXC,
+		O_MAXM
+	};
 	static const struct option lo[] = {
 		{ "listen", required_argument, NULL, O_LISTEN },
 		{ "cpu", required_argument, NULL, O_CPU },
@@ -114,16 +128,24 @@ int cmd_engine(int argc, char **argv)
 		case O_LISTEN: p.listen = optarg; break;
 		case O_CPU: p.cpu = cli_cpu("--cpu", optarg); break;
 		case O_BATCH: p.batch = (unsigned)cli_u64("--batch", optarg, 1, 1024); break;
-		case O_IDLE: p.idle_us = (unsigned)cli_u64("--idle-us", optarg, 0, UINT32_MAX); break;
-		case O_MAXR: p.max_rings = (unsigned)cli_u64("--max-rings", optarg, 1, UINT32_MAX); break;
-		case O_MAXF: p.max_fds = (unsigned)cli_u64("--max-fds", optarg, 2, UINT32_MAX); break;
-		case O_MAXC: p.max_clients = (unsigned)cli_u64("--max-clients", optarg, 1, UINT32_MAX); break;
+		case O_IDLE:
+			p.idle_us = (unsigned)cli_u64("--idle-us", optarg, 0, UINT32_MAX);
+			break;
+		case O_MAXR:
+			p.max_rings = (unsigned)cli_u64("--max-rings", optarg, 1, UINT32_MAX);
+			break;
+		case O_MAXF:
+			p.max_fds = (unsigned)cli_u64("--max-fds", optarg, 2, UINT32_MAX);
+			break;
+		case O_MAXC:
+			p.max_clients = (unsigned)cli_u64("--max-clients", optarg, 1, UINT32_MAX);
+			break;
 		case O_MAXM: p.max_map_bytes = cli_u64("--max-map", optarg, 1, UINT64_MAX); break;
 		case O_MODE:
 			errno = 0;
 			p.listen_mode = (unsigned)strtoul(optarg, &end, 8);
-			if (errno || end == optarg || *end || *optarg == '-' || p.listen_mode == 0 ||
-			    p.listen_mode > 0777)
+			if (errno || end == optarg || *end || *optarg == '-' ||
+			    p.listen_mode == 0 || p.listen_mode > 0777)
 				cli_usage_error("--mode: '%s' is not an octal mode in 1..0777", optarg);
 			break;
 		case O_GROUP:
@@ -133,8 +155,8 @@ int cmd_engine(int argc, char **argv)
 		case O_AUID:
 		case O_AGID:
 			if ((ch == O_AUID ? p.n_allow_uids : p.n_allow_gids) == MAX_ALLOW)
-				cli_usage_error("%s: at most %d", ch == O_AUID ? "--allow-uid" : "--allow-gid",
-						MAX_ALLOW);
+				cli_usage_error("%s: at most %d",
+						ch == O_AUID ? "--allow-uid" : "--allow-gid", MAX_ALLOW);
 			if (ch == O_AUID)
 				uids[p.n_allow_uids++] = id_arg("--allow-uid", optarg, false);
 			else
@@ -183,7 +205,8 @@ int cmd_engine(int argc, char **argv)
 	/* connect() needs write permission on the socket file */
 	if ((p.n_allow_uids || p.n_allow_gids) && !((p.listen_mode ? p.listen_mode : 0600) & 0022))
 		cli_warn("--allow-uid/--allow-gid: the socket's mode 0%o lets only its owner connect; "
-			 "give --mode (and --group) too", p.listen_mode ? p.listen_mode : 0600);
+			 "give --mode (and --group) too",
+			 p.listen_mode ? p.listen_mode : 0600);
 
 	int rc = 0;
 	uint64_t next = cli_now(CLOCK_MONOTONIC) + interval * 1000000000u;

@@ -107,8 +107,7 @@ int cli_cpu(const char *opt, const char *s)
 	return (int)cli_u64(opt, s, 0, CPU_SETSIZE - 1);
 }
 
-void cli_split_addr(const char *opt, const char *s, char *buf, const char *form, char **addr,
-		    char **rest)
+void cli_split_addr(const char *opt, const char *s, char *buf, const char *form, char **addr, char **rest)
 {
 	enum addr_split_error why;
 	if (addr_split(buf, addr, rest, &why) == 0)
@@ -343,5 +342,6 @@ int main(int argc, char **argv)
 			return cmds[i].fn(argc - 1, argv + 1);
 		}
 	}
-	cli_usage_error("unknown command '%s' (expected sink, blast, engines, relay, engine, ring-send, lms, ltp or dccp)", c);
+	cli_usage_error("unknown command '%s' (expected sink, blast, engines, relay, engine, ring-send, lms, ltp or dccp)",
+			c);
 }

@@ -91,8 +91,8 @@ static void print_info(const struct gc_lms_info *in)
 	inet_ntop(AF_INET, &in->tpaddr, a[0], sizeof(a[0]));
 	inet_ntop(AF_INET, &in->src, a[1], sizeof(a[1]));
 	inet_ntop(AF_INET, &in->group, a[2], sizeof(a[2]));
-	printf("\"code\":%d,\"tpif\":%u,\"tpaddr\":\"%s\",\"src\":\"%s\",\"group\":\"%s\"", in->code,
-	       in->tpif, a[0], a[1], a[2]);
+	printf("\"code\":%d,\"tpif\":%u,\"tpaddr\":\"%s\",\"src\":\"%s\",\"group\":\"%s\"",
+	       in->code, in->tpif, a[0], a[1], a[2]);
 }
 
 static void print_stats(void)
@@ -278,19 +278,30 @@ static int lms_dmcast(struct lms_args *a, uint8_t *buf)
 int cmd_lms(int argc, char **argv)
 {
 	static const struct option lo[] = {
-		{ "to", required_argument, NULL, 't' },	   { "src", required_argument, NULL, 's' },
-		{ "group", required_argument, NULL, 'g' }, { "if", required_argument, NULL, 'i' },
-		{ "ttl", required_argument, NULL, 'T' },   { "data", required_argument, NULL, 'd' },
-		{ "size", required_argument, NULL, 'z' },  { "count", required_argument, NULL, 'c' },
+		{ "to", required_argument, NULL, 't' },
+		{ "src", required_argument, NULL, 's' },
+		{ "group", required_argument, NULL, 'g' },
+		{ "if", required_argument, NULL, 'i' },
+		{ "ttl", required_argument, NULL, 'T' },
+		{ "data", required_argument, NULL, 'd' },
+		{ "size", required_argument, NULL, 'z' },
+		{ "count", required_argument, NULL, 'c' },
 		{ "interval-ms", required_argument, NULL, 'I' },
-		{ "port", required_argument, NULL, 'p' },  { "bind", required_argument, NULL, 'b' },
-		{ "join", required_argument, NULL, 'j' },  { "timeout-ms", required_argument, NULL, 'w' },
+		{ "port", required_argument, NULL, 'p' },
+		{ "bind", required_argument, NULL, 'b' },
+		{ "join", required_argument, NULL, 'j' },
+		{ "timeout-ms", required_argument, NULL, 'w' },
 		{ "leave-after", required_argument, NULL, 'L' },
-		{ "tp", required_argument, NULL, 'P' },	   { "tpif", required_argument, NULL, 'f' },
-		{ "sport", required_argument, NULL, 'S' }, { "dport", required_argument, NULL, 'D' },
-		{ "from", required_argument, NULL, 'F' },  { "id", required_argument, NULL, 'n' },
-		{ "print", no_argument, NULL, 'o' },	   { "dry-run", no_argument, NULL, 'N' },
-		{ "help", no_argument, NULL, 'h' },	   { NULL, 0, NULL, 0 },
+		{ "tp", required_argument, NULL, 'P' },
+		{ "tpif", required_argument, NULL, 'f' },
+		{ "sport", required_argument, NULL, 'S' },
+		{ "dport", required_argument, NULL, 'D' },
+		{ "from", required_argument, NULL, 'F' },
+		{ "id", required_argument, NULL, 'n' },
+		{ "print", no_argument, NULL, 'o' },
+		{ "dry-run", no_argument, NULL, 'N' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
 	};
 	if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
 		lms_usage(argc < 2 ? stderr : stdout);
@@ -310,10 +321,16 @@ int cmd_lms(int argc, char **argv)
 		case 's': a.src = optarg; break;
 		case 'g': a.group = optarg; break;
 		case 'i': a.ifname = optarg; break;
-		case 'T': a.ttl = cli_u64("--ttl", optarg, 1, 255); a.have_ttl = true; break;
+		case 'T':
+			a.ttl = cli_u64("--ttl", optarg, 1, 255);
+			a.have_ttl = true;
+			break;
 		case 'd': a.data = optarg; break;
 		case 'z': a.size = cli_u64("--size", optarg, 0, 65535); break;
-		case 'c': a.count = cli_u64("--count", optarg, 1, UINT32_MAX); counted = true; break;
+		case 'c':
+			a.count = cli_u64("--count", optarg, 1, UINT32_MAX);
+			counted = true;
+			break;
 		case 'I': a.interval_ms = cli_u64("--interval-ms", optarg, 0, 60000); break;
 		case 'p': a.port = cli_u64("--port", optarg, 1, 65535); break;
 		case 'b': a.bind = optarg; break;

@@ -150,8 +150,8 @@ static void print_stats(const struct gc_ltp *l)
 		uint64_t sum = 0;
 		for (size_t i = 0; i < n; i++)
 			sum += us[i];
-		printf(",\"mean\":%.1f,\"p50\":%u,\"p90\":%u,\"p99\":%u,\"max\":%u", (double)sum / (double)n,
-		       us[n / 2], us[n * 9 / 10], us[n * 99 / 100], us[n - 1]);
+		printf(",\"mean\":%.1f,\"p50\":%u,\"p90\":%u,\"p99\":%u,\"max\":%u",
+		       (double)sum / (double)n, us[n / 2], us[n * 9 / 10], us[n * 99 / 100], us[n - 1]);
 	}
 	printf("}");
 }
@@ -263,8 +263,8 @@ static int ltp_recv(struct ltp_args *a)
 	while (!stop && cli_now(CLOCK_MONOTONIC) < until)
 		wait_for(l);
 	printf("{\"role\":\"recv\",\"complete\":%s,\"bytes\":%llu,\"seconds\":%.3f,\"loss_events\":%llu,\"lost\":[",
-	       end && nlost == 0 ? "true" : "false", (unsigned long long)bytes, (double)(t1 - t0) / 1e9,
-	       (unsigned long long)nlost);
+	       end && nlost == 0 ? "true" : "false", (unsigned long long)bytes,
+	       (double)(t1 - t0) / 1e9, (unsigned long long)nlost);
 	for (uint64_t i = 0; i < nlost && i < 16; i++)
 		printf("%s[%llu,%llu]", i ? "," : "", (unsigned long long)lost[i][0],
 		       (unsigned long long)lost[i][1]);
@@ -282,21 +282,54 @@ static int ltp_recv(struct ltp_args *a)
 
 int cmd_ltp(int argc, char **argv)
 {
-	enum { O_GROUP = 256, O_PORT, O_IF, O_FILE, O_SIZE, O_RATE, O_PAYLOAD, O_SESSION, O_LINGER,
-	       O_CACHE, O_TTL, O_SOURCE, O_OUT, O_REPLIER, O_UNORDERED, O_TIMEOUT, O_NAK, O_TRIES,
-	       O_ESC, O_WINDOW, O_RANGES, O_REQ, O_REQALL, O_REPAIR, O_COST, O_REPORT, O_SAMPLES };
+	enum {
+		O_GROUP = 256,
+		O_PORT,
+		O_IF,
+		O_FILE,
+		O_SIZE,
+		O_RATE,
+		O_PAYLOAD,
+		O_SESSION,
+		O_LINGER,
+		O_CACHE,
+		O_TTL,
+		O_SOURCE,
+		O_OUT,
+		O_REPLIER,
+		O_UNORDERED,
+		O_TIMEOUT,
+		O_NAK,
+		O_TRIES,
+		O_ESC,
+		O_WINDOW,
+		O_RANGES,
+		O_REQ,
+		O_REQALL,
+		O_REPAIR,
+		O_COST,
+		O_REPORT,
+		O_SAMPLES
+	};
 	static const struct option opts[] = {
-		{ "group", required_argument, 0, O_GROUP }, { "port", required_argument, 0, O_PORT },
-		{ "if", required_argument, 0, O_IF }, { "file", required_argument, 0, O_FILE },
-		{ "size", required_argument, 0, O_SIZE }, { "rate", required_argument, 0, O_RATE },
+		{ "group", required_argument, 0, O_GROUP },
+		{ "port", required_argument, 0, O_PORT },
+		{ "if", required_argument, 0, O_IF },
+		{ "file", required_argument, 0, O_FILE },
+		{ "size", required_argument, 0, O_SIZE },
+		{ "rate", required_argument, 0, O_RATE },
 		{ "payload", required_argument, 0, O_PAYLOAD },
 		{ "session", required_argument, 0, O_SESSION },
 		{ "linger-ms", required_argument, 0, O_LINGER },
-		{ "cache-bytes", required_argument, 0, O_CACHE }, { "ttl", required_argument, 0, O_TTL },
-		{ "source", required_argument, 0, O_SOURCE }, { "out", required_argument, 0, O_OUT },
-		{ "replier", no_argument, 0, O_REPLIER }, { "unordered", no_argument, 0, O_UNORDERED },
+		{ "cache-bytes", required_argument, 0, O_CACHE },
+		{ "ttl", required_argument, 0, O_TTL },
+		{ "source", required_argument, 0, O_SOURCE },
+		{ "out", required_argument, 0, O_OUT },
+		{ "replier", no_argument, 0, O_REPLIER },
+		{ "unordered", no_argument, 0, O_UNORDERED },
 		{ "timeout-ms", required_argument, 0, O_TIMEOUT },
-		{ "nak-ms", required_argument, 0, O_NAK }, { "max-tries", required_argument, 0, O_TRIES },
+		{ "nak-ms", required_argument, 0, O_NAK },
+		{ "max-tries", required_argument, 0, O_TRIES },
 		{ "escalate-after", required_argument, 0, O_ESC },
 		{ "window-bytes", required_argument, 0, O_WINDOW },
 		{ "max-ranges", required_argument, 0, O_RANGES },
@@ -306,7 +339,8 @@ int cmd_ltp(int argc, char **argv)
 		{ "replier-cost", required_argument, 0, O_COST },
 		{ "report-ms", required_argument, 0, O_REPORT },
 		{ "samples", required_argument, 0, O_SAMPLES },
-		{ "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
+		{ "help", no_argument, 0, 'h' },
+		{ 0, 0, 0, 0 },
 	};
 	if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
 		ltp_usage(argc < 2 ? stderr : stdout);
@@ -322,32 +356,69 @@ int cmd_ltp(int argc, char **argv)
 	int ch;
 	while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (ch) {
-		case O_GROUP: a.c.group = addr4("--group", optarg); have_group = true; break;
-		case O_PORT: a.c.port = (uint16_t)cli_u64("--port", optarg, 1, 65535); have_port = true; break;
+		case O_GROUP:
+			a.c.group = addr4("--group", optarg);
+			have_group = true;
+			break;
+		case O_PORT:
+			a.c.port = (uint16_t)cli_u64("--port", optarg, 1, 65535);
+			have_port = true;
+			break;
 		case O_IF: a.ifname = optarg; break;
 		case O_FILE: a.file = optarg; break;
 		case O_SIZE: a.size = cli_u64("--size", optarg, 0, 1ull << 40); break;
 		case O_RATE: a.c.rate = cli_u64("--rate", optarg, 1000, 10000000000ull); break;
-		case O_PAYLOAD: a.payload = (unsigned)cli_u64("--payload", optarg, 1, GC_LTP_MAX_PAYLOAD); break;
-		case O_SESSION: a.c.session = (uint32_t)cli_u64("--session", optarg, 1, UINT32_MAX); break;
-		case O_LINGER: a.linger_ms = cli_u64("--linger-ms", optarg, 0, 3600000); a.linger_set = true; break;
-		case O_CACHE: a.c.cache_bytes = (uint32_t)cli_u64("--cache-bytes", optarg, 1, 1u << 30); break;
+		case O_PAYLOAD:
+			a.payload = (unsigned)cli_u64("--payload", optarg, 1, GC_LTP_MAX_PAYLOAD);
+			break;
+		case O_SESSION:
+			a.c.session = (uint32_t)cli_u64("--session", optarg, 1, UINT32_MAX);
+			break;
+		case O_LINGER:
+			a.linger_ms = cli_u64("--linger-ms", optarg, 0, 3600000);
+			a.linger_set = true;
+			break;
+		case O_CACHE:
+			a.c.cache_bytes = (uint32_t)cli_u64("--cache-bytes", optarg, 1, 1u << 30);
+			break;
 		case O_TTL: a.c.ttl = (uint8_t)cli_u64("--ttl", optarg, 1, 255); break;
-		case O_SOURCE: a.c.source = addr4("--source", optarg); have_source = true; break;
+		case O_SOURCE:
+			a.c.source = addr4("--source", optarg);
+			have_source = true;
+			break;
 		case O_OUT: a.out = optarg; break;
 		case O_REPLIER: a.c.flags |= GC_LTP_REPLIER; break;
 		case O_UNORDERED: a.c.flags |= GC_LTP_UNORDERED; break;
 		case O_TIMEOUT: a.timeout_ms = cli_u64("--timeout-ms", optarg, 1, 3600000); break;
 		case O_NAK: a.c.nak_ms = (uint32_t)cli_u64("--nak-ms", optarg, 1, 60000); break;
-		case O_TRIES: a.c.max_tries = (uint32_t)cli_u64("--max-tries", optarg, 1, 1000); break;
-		case O_ESC: a.c.escalate_after = (uint32_t)cli_u64("--escalate-after", optarg, 1, 1000); break;
-		case O_WINDOW: a.c.window_bytes = (uint32_t)cli_u64("--window-bytes", optarg, 1, 1u << 30); break;
-		case O_RANGES: a.c.max_ranges = (uint32_t)cli_u64("--max-ranges", optarg, 1, 65536); break;
-		case O_REQ: a.c.req_rate_peer = (uint32_t)cli_u64("--req-rate", optarg, 1, 1000000); break;
-		case O_REQALL: a.c.req_rate_all = (uint32_t)cli_u64("--req-rate-all", optarg, 1, 1000000); break;
-		case O_REPAIR: a.c.repair_rate = (uint32_t)cli_u64("--repair-rate", optarg, 1, 10000000); break;
-		case O_COST: a.c.replier_cost = (uint32_t)cli_u64("--replier-cost", optarg, 1, UINT32_MAX - 1); break;
-		case O_REPORT: a.c.report_ms = (uint32_t)cli_u64("--report-ms", optarg, 10, 60000); break;
+		case O_TRIES:
+			a.c.max_tries = (uint32_t)cli_u64("--max-tries", optarg, 1, 1000);
+			break;
+		case O_ESC:
+			a.c.escalate_after = (uint32_t)cli_u64("--escalate-after", optarg, 1, 1000);
+			break;
+		case O_WINDOW:
+			a.c.window_bytes = (uint32_t)cli_u64("--window-bytes", optarg, 1, 1u << 30);
+			break;
+		case O_RANGES:
+			a.c.max_ranges = (uint32_t)cli_u64("--max-ranges", optarg, 1, 65536);
+			break;
+		case O_REQ:
+			a.c.req_rate_peer = (uint32_t)cli_u64("--req-rate", optarg, 1, 1000000);
+			break;
+		case O_REQALL:
+			a.c.req_rate_all = (uint32_t)cli_u64("--req-rate-all", optarg, 1, 1000000);
+			break;
+		case O_REPAIR:
+			a.c.repair_rate = (uint32_t)cli_u64("--repair-rate", optarg, 1, 10000000);
+			break;
+		case O_COST:
+			a.c.replier_cost =
+				(uint32_t)cli_u64("--replier-cost", optarg, 1, UINT32_MAX - 1);
+			break;
+		case O_REPORT:
+			a.c.report_ms = (uint32_t)cli_u64("--report-ms", optarg, 10, 60000);
+			break;
 		case O_SAMPLES: a.samples = optarg; break;
 		case 'h': ltp_usage(stdout); return 0;
 		default: cli_getopt_error(ch, argv);

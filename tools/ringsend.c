@@ -20,8 +20,8 @@
 
 #include <groupcast/ring.h>
 
-#define RS_TIMEOUT_MS 10000 /* longest wait for the engine to make progress */
-#define RS_SLICE_MS 500     /* then check that the engine is still there */
+#define RS_TIMEOUT_MS 10000	/* longest wait for the engine to make progress */
+#define RS_SLICE_MS 500		/* then check that the engine is still there */
 #define RS_MAX_SIZE GC_UDP4_MAX /* the engine's socket may be IPv4: the smaller limit */
 
 struct ringsend {
@@ -91,9 +91,13 @@ static void ringsend_parse(struct ringsend *rs, int argc, char **argv)
 		case O_DEST: rs->dest = optarg; break;
 		case O_COUNT: rs->count = cli_u64("--count", optarg, 0, UINT64_MAX / 2); break;
 		case O_SIZE: rs->size = cli_u64("--size", optarg, 0, RS_MAX_SIZE); break;
-		case O_ENTRIES: rs->entries = cli_u64("--entries", optarg, 2, GC_RING_MAX_ENTRIES); break;
+		case O_ENTRIES:
+			rs->entries = cli_u64("--entries", optarg, 2, GC_RING_MAX_ENTRIES);
+			break;
 		case O_EVERY: rs->every = cli_u64("--every", optarg, 1, UINT32_MAX); break;
-		case O_SEQ: rs->seq_start = cli_u64("--seq-start", optarg, 0, UINT64_MAX / 2); break;
+		case O_SEQ:
+			rs->seq_start = cli_u64("--seq-start", optarg, 0, UINT64_MAX / 2);
+			break;
 		case 'h': ringsend_usage(stdout); exit(0);
 		default: cli_getopt_error(ch, argv);
 		}
@@ -202,8 +206,8 @@ int cmd_ringsend(int argc, char **argv)
 	} else {
 		e = gc_ring_engine_connect(rs.connect);
 		if (!e)
-			cli_fail("--connect: cannot connect to the engine on %s: %s (%s)", rs.connect,
-				 strerror(errno), gc_errmsg());
+			cli_fail("--connect: cannot connect to the engine on %s: %s (%s)",
+				 rs.connect, strerror(errno), gc_errmsg());
 	}
 	if (gc_ring_attach(r, e, sd) != 0)
 		cli_fail("gc_ring_attach: %s", gc_errmsg());

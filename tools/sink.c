@@ -78,8 +78,22 @@ static void sink_usage(FILE *f)
 
 static void sink_parse(struct sink *s, int argc, char **argv)
 {
-	enum { O_ADDR = 256, O_PORT, O_COUNT, O_EXPECT, O_IDLE, O_TIMEOUT, O_DUMP,
-	       O_READY, O_VERIFY, O_SIZE, O_PRE, O_APP, O_RCVBUF, O_CPU };
+	enum {
+		O_ADDR = 256,
+		O_PORT,
+		O_COUNT,
+		O_EXPECT,
+		O_IDLE,
+		O_TIMEOUT,
+		O_DUMP,
+		O_READY,
+		O_VERIFY,
+		O_SIZE,
+		O_PRE,
+		O_APP,
+		O_RCVBUF,
+		O_CPU
+	};
 	static const struct option lo[] = {
 		{ "addr", required_argument, NULL, O_ADDR },
 		{ "port-base", required_argument, NULL, O_PORT },
@@ -108,7 +122,9 @@ static void sink_parse(struct sink *s, int argc, char **argv)
 		case O_COUNT: count = cli_u64("--count", optarg, 1, 65535); break;
 		case O_EXPECT: s->expect = cli_u64("--expect", optarg, 0, UINT64_MAX); break;
 		case O_IDLE: s->idle_ms = cli_u64("--idle-ms", optarg, 0, UINT32_MAX); break;
-		case O_TIMEOUT: s->timeout_ms = cli_u64("--timeout-ms", optarg, 0, UINT32_MAX); break;
+		case O_TIMEOUT:
+			s->timeout_ms = cli_u64("--timeout-ms", optarg, 0, UINT32_MAX);
+			break;
 		case O_DUMP: s->dump_path = optarg; break;
 		case O_READY: s->ready_path = optarg; break;
 		case O_VERIFY: s->verify = true; break;
@@ -118,7 +134,9 @@ static void sink_parse(struct sink *s, int argc, char **argv)
 			break;
 		case O_PRE: s->pre = cli_u64("--prepend", optarg, 0, GC_UDP6_MAX); break;
 		case O_APP: s->app = cli_u64("--append", optarg, 0, GC_UDP6_MAX); break;
-		case O_RCVBUF: s->rcvbuf = (int)cli_u64("--rcvbuf", optarg, 0, INT32_MAX / 2); break;
+		case O_RCVBUF:
+			s->rcvbuf = (int)cli_u64("--rcvbuf", optarg, 0, INT32_MAX / 2);
+			break;
 		case O_CPU: s->cpu = cli_cpu("--cpu", optarg); break;
 		case 'h': sink_usage(stdout); exit(0);
 		default: cli_getopt_error(ch, argv);
@@ -144,8 +162,7 @@ static void sink_parse(struct sink *s, int argc, char **argv)
 	s->count = (uint32_t)count;
 }
 
-static void sink_verify(struct sink *s, struct port_state *ps, uint16_t port,
-			const uint8_t *d, size_t len)
+static void sink_verify(struct sink *s, struct port_state *ps, uint16_t port, const uint8_t *d, size_t len)
 {
 	bool bad = false;
 	if (s->size_set && len != s->size + s->pre + s->app)
@@ -376,9 +393,8 @@ int cmd_sink(int argc, char **argv)
 	       "\"truncated\":%llu,\"verified\":%s,\"stopped\":\"%s\",\"elapsed_ms\":%.1f}\n",
 	       (unsigned long long)s.received, (unsigned long long)s.bytes, s.count,
 	       (unsigned long long)pmin, (unsigned long long)pmax, (unsigned long long)s.bad,
-	       (unsigned long long)s.dups, (unsigned long long)s.gaps,
-	       (unsigned long long)s.truncated, s.verify ? "true" : "false", stopped,
-	       (double)elapsed / 1e6);
+	       (unsigned long long)s.dups, (unsigned long long)s.gaps, (unsigned long long)s.truncated,
+	       s.verify ? "true" : "false", stopped, (double)elapsed / 1e6);
 	if (fflush(stdout) != 0)
 		rc = CLI_EXIT_FAIL;
 	free(s.fds);

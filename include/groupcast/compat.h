@@ -43,8 +43,8 @@ struct giovec {
 
 /* Shared buffer followed by recnum per-recipient records (recinfo[recnum]). */
 struct giobuf {
-	struct iovec shared;        /* Shared data buffer */
-	struct giovec recinfo[1];   /* Per-recipient info. */
+	struct iovec shared;	  /* Shared data buffer */
+	struct giovec recinfo[1]; /* Per-recipient info. */
 };
 
 /* Bytes needed for a giobuf with recnum recipients. */
@@ -54,8 +54,7 @@ struct giobuf {
 /* Same contract as gc_sendgroup() (returns recipients sent to; gerrno[i]). */
 int sendgroup(int sd, struct giobuf *buf, size_t recnum, int flags, int *gerrno);
 
-int gc_compat_setsockopt(int sd, int level, int optname, const void *optval,
-			 socklen_t optlen);
+int gc_compat_setsockopt(int sd, int level, int optname, const void *optval, socklen_t optlen);
 ssize_t gc_compat_send(int sd, const void *buf, size_t len, int flags);
 
 #define setsockopt(sd, level, optname, optval, optlen) \

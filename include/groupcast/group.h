@@ -140,8 +140,8 @@ struct gc_giovec {
  *   EINVAL        flags outside GC_SEND_FLAGS
  *   EBADF, ENOTSOCK, EPROTOTYPE as for gc_setgroup()
  */
-int gc_sendgroup(int sd, const struct iovec *shared, const struct gc_giovec *rec,
-		 size_t recnum, int flags, int *gerrno);
+int gc_sendgroup(int sd, const struct iovec *shared, const struct gc_giovec *rec, size_t recnum,
+		 int flags, int *gerrno);
 
 /*
  * Engines: all send the same bytes.  AUTO picks the best one the machine
@@ -150,8 +150,8 @@ int gc_sendgroup(int sd, const struct iovec *shared, const struct gc_giovec *rec
 enum gc_engine {
 	GC_ENGINE_NONE = -1, /* returned by gc_get_engine() on error */
 	GC_ENGINE_AUTO = 0,
-	GC_ENGINE_LOOP,     /* sendto() per member: the papers' user-groupcast */
-	GC_ENGINE_MMSG,     /* sendmmsg() in batches, iovecs into the caller's buffers */
+	GC_ENGINE_LOOP,	    /* sendto() per member: the papers' user-groupcast */
+	GC_ENGINE_MMSG,	    /* sendmmsg() in batches, iovecs into the caller's buffers */
 	GC_ENGINE_URING,    /* io_uring SENDMSG, one submit per group send */
 	GC_ENGINE_URING_ZC, /* io_uring SENDMSG_ZC, waits for the zero-copy notifications */
 	GC_ENGINE_KERNEL,   /* eBPF fan-out in the kernel: CAP_BPF + CAP_NET_ADMIN */
@@ -192,14 +192,14 @@ ssize_t gc_get_limit(int sd);
  * holes: counters first, then last_errno, then room for counters to come
  * (zero today), so that the struct never changes size within an ABI. */
 struct gc_stats {
-	uint64_t group_sends;   /* gc_send() and gc_sendgroup() calls that reached an engine */
-	uint64_t datagrams;     /* datagrams handed to the kernel */
-	uint64_t bytes;         /* their payload bytes */
-	uint64_t failed;        /* datagrams that failed or were refused (reported per member) */
+	uint64_t group_sends;	/* gc_send() and gc_sendgroup() calls that reached an engine */
+	uint64_t datagrams;	/* datagrams handed to the kernel */
+	uint64_t bytes;		/* their payload bytes */
+	uint64_t failed;	/* datagrams that failed or were refused (reported per member) */
 	uint64_t user_fallback; /* kernel engine: datagrams it left to a user engine */
-	int32_t last_errno;     /* errno of the most recent failed datagram, or 0 */
-	uint32_t reserved0;     /* 0 */
-	uint64_t reserved[2];   /* 0 */
+	int32_t last_errno;	/* errno of the most recent failed datagram, or 0 */
+	uint32_t reserved0;	/* 0 */
+	uint64_t reserved[2];	/* 0 */
 };
 int gc_stats(int sd, struct gc_stats *st);
 

@@ -48,9 +48,9 @@
 extern "C" {
 #endif
 
-#define GC_LMS_REQUEST 138    /* IP option type of a request (IPOPT_MREQ) */
-#define GC_LMS_DMCAST 139     /* IP option type of a dmcast (IPOPT_DMCICAST) */
-#define GC_LMS_OPTLEN 16      /* the option's length, type and length bytes included */
+#define GC_LMS_REQUEST 138	/* IP option type of a request (IPOPT_MREQ) */
+#define GC_LMS_DMCAST 139	/* IP option type of a dmcast (IPOPT_DMCICAST) */
+#define GC_LMS_OPTLEN 16	/* the option's length, type and length bytes included */
 #define GC_LMS_DMCAST_HDRLEN 64 /* outer IPv4 20 + option 16 + inner IPv4 20 + UDP 8 */
 #define GC_LMS_DMCAST_MAX (65535 - GC_LMS_DMCAST_HDRLEN) /* largest dmcast payload */
 #define GC_LMS_DEFAULT_TTL 64 /* inner TTL when struct gc_lms_dmcast.ttl is 0 */
@@ -61,18 +61,18 @@ extern "C" {
  * library is built).
  */
 struct gc_lms_wire {
-	uint8_t code;    /* GC_LMS_REQUEST or GC_LMS_DMCAST */
-	uint8_t len;     /* GC_LMS_OPTLEN */
-	uint16_t tpif;   /* turning point's interface index */
+	uint8_t code;	 /* GC_LMS_REQUEST or GC_LMS_DMCAST */
+	uint8_t len;	 /* GC_LMS_OPTLEN */
+	uint16_t tpif;	 /* turning point's interface index */
 	uint32_t tpaddr; /* turning point router's address */
-	uint32_t src;    /* original source S of (S,G) */
-	uint32_t group;  /* group G */
+	uint32_t src;	 /* original source S of (S,G) */
+	uint32_t group;	 /* group G */
 };
 
 /* The option's contents, as the application uses them. */
 struct gc_lms_info {
-	int code;              /* GC_LMS_REQUEST, GC_LMS_DMCAST, or 0: no LMS option */
-	unsigned tpif;         /* ifindex on the turning point where the request arrived
+	int code;	       /* GC_LMS_REQUEST, GC_LMS_DMCAST, or 0: no LMS option */
+	unsigned tpif;	       /* ifindex on the turning point where the request arrived
 				* (and where the dmcast goes out); 0: not turned; < 65536 */
 	struct in_addr tpaddr; /* turning point router; INADDR_ANY: not turned */
 	struct in_addr src;    /* original source S */
@@ -159,10 +159,10 @@ struct gc_lms_dmcast {
 				* src S (inner source), group G (inner destination) */
 	struct in_addr from;   /* outer source: this replier; INADDR_ANY: the kernel
 				* fills in the address of the outgoing interface */
-	uint16_t sport;        /* inner UDP source port: S's data port */
-	uint16_t dport;        /* inner UDP destination port: the group's port, not 0 */
-	uint8_t ttl;           /* inner TTL; 0: GC_LMS_DEFAULT_TTL */
-	uint16_t id;           /* outer IP identification; 0: the kernel picks one */
+	uint16_t sport;	       /* inner UDP source port: S's data port */
+	uint16_t dport;	       /* inner UDP destination port: the group's port, not 0 */
+	uint8_t ttl;	       /* inner TTL; 0: GC_LMS_DEFAULT_TTL */
+	uint16_t id;	       /* outer IP identification; 0: the kernel picks one */
 };
 
 /*
@@ -180,8 +180,8 @@ struct gc_lms_dmcast {
  *   ENOBUFS  cap < len + 64
  *   EFAULT   NULL pointers
  */
-ssize_t gc_lms_dmcast_build(void *pkt, size_t cap, const struct gc_lms_dmcast *d,
-			    const void *data, size_t len);
+ssize_t gc_lms_dmcast_build(void *pkt, size_t cap, const struct gc_lms_dmcast *d, const void *data,
+			    size_t len);
 
 /*
  * Open the raw socket dmcasts are sent on (AF_INET, SOCK_RAW, IPPROTO_RAW:
@@ -198,21 +198,19 @@ int gc_lms_raw_socket(void);
  * IP_HDRINCL); EMSGSIZE (the packet is larger than the route's MTU: raw
  * packets are never fragmented by the sender); anything sendto(2) returns.
  */
-ssize_t gc_lms_dmcast(int rawfd, const struct gc_lms_dmcast *d, const void *data, size_t len,
-		      int flags);
+ssize_t gc_lms_dmcast(int rawfd, const struct gc_lms_dmcast *d, const void *data, size_t len, int flags);
 
 /* What this process did through this API (all threads; counters only grow). */
 struct gc_lms_stats {
-	uint64_t requests_sent;     /* gc_lms_request() successes */
-	uint64_t dmcasts_sent;      /* gc_lms_dmcast() successes */
+	uint64_t requests_sent;	    /* gc_lms_request() successes */
+	uint64_t dmcasts_sent;	    /* gc_lms_dmcast() successes */
 	uint64_t requests_received; /* gc_lms_recv() datagrams with a request option */
 	uint64_t dmcasts_received;  /* gc_lms_recv() datagrams with a dmcast option */
 	uint64_t plain_received;    /* gc_lms_recv() datagrams without an LMS option */
-	uint64_t bad_options;       /* option areas gc_lms_opt_parse() rejected (EBADMSG) */
+	uint64_t bad_options;	    /* option areas gc_lms_opt_parse() rejected (EBADMSG) */
 };
 /* Copy the counters into *st.  Returns 0, or -1 with EFAULT. */
 int gc_lms_stats(struct gc_lms_stats *st);
-
 
 /* ======================================================================
  * LTP: reliable multicast on LMS (gc_ltp(3)).
@@ -234,44 +232,44 @@ int gc_lms_stats(struct gc_lms_stats *st);
  * endpoint.  Requests and dmcasts need CAP_NET_RAW (see gc_lms_request()).
  * ====================================================================== */
 
-#define GC_LTP_HDRLEN 20      /* LTP header on every datagram */
+#define GC_LTP_HDRLEN 20	/* LTP header on every datagram */
 #define GC_LTP_MAX_PAYLOAD 1416 /* 1500 - 64 (dmcast headers) - 20 (LTP header) */
 
 enum {
-	GC_LTP_SENDER = 1 << 0,    /* this endpoint is the source S */
+	GC_LTP_SENDER = 1 << 0,	   /* this endpoint is the source S */
 	GC_LTP_RECEIVER = 1 << 1,  /* receives and delivers the stream */
 	GC_LTP_REPLIER = 1 << 2,   /* keeps a repair cache and answers requests (receivers) */
 	GC_LTP_UNORDERED = 1 << 3, /* deliver in arrival order (default: in sequence order) */
 };
 
 struct gc_ltp_config {
-	int flags;               /* GC_LTP_* */
-	struct in_addr group;    /* G */
-	struct in_addr source;   /* S: the sender's address (receivers accept data only from it) */
-	struct in_addr ifaddr;   /* local address of the interface to use (IP_MULTICAST_IF) */
-	unsigned ifindex;        /* its index (for the join); 0: by route */
-	uint16_t port;           /* G's port; the sender sends from this port too */
-	uint8_t ttl;             /* multicast TTL of data and requests; 0: 16 */
-	uint32_t session;        /* sender: 0 picks a random one; receiver: 0 takes the first seen */
+	int flags;	       /* GC_LTP_* */
+	struct in_addr group;  /* G */
+	struct in_addr source; /* S: the sender's address (receivers accept data only from it) */
+	struct in_addr ifaddr; /* local address of the interface to use (IP_MULTICAST_IF) */
+	unsigned ifindex;      /* its index (for the join); 0: by route */
+	uint16_t port;	       /* G's port; the sender sends from this port too */
+	uint8_t ttl;	       /* multicast TTL of data and requests; 0: 16 */
+	uint32_t session;      /* sender: 0 picks a random one; receiver: 0 takes the first seen */
 	/* sender */
-	uint64_t rate;           /* bytes per second (payload + headers); 0: 1000000 */
-	uint32_t burst;          /* token bucket depth in bytes; 0: 16 packets */
-	uint32_t heartbeat_ms;   /* first heartbeat after data stops; doubles up to 1 s; 0: 20 */
+	uint64_t rate;	       /* bytes per second (payload + headers); 0: 1000000 */
+	uint32_t burst;	       /* token bucket depth in bytes; 0: 16 packets */
+	uint32_t heartbeat_ms; /* first heartbeat after data stops; doubles up to 1 s; 0: 20 */
 	/* buffers (bytes, rounded down to whole GC_LTP_MAX_PAYLOAD slots, at least 16) */
-	uint32_t cache_bytes;    /* sender retransmit buffer / replier repair cache; 0: 4 MiB */
-	uint32_t window_bytes;   /* receiver reorder window; 0: 4 MiB */
-	uint32_t max_ranges;     /* pending NAK ranges per receiver; 0: 256 */
+	uint32_t cache_bytes;  /* sender retransmit buffer / replier repair cache; 0: 4 MiB */
+	uint32_t window_bytes; /* receiver reorder window; 0: 4 MiB */
+	uint32_t max_ranges;   /* pending NAK ranges per receiver; 0: 256 */
 	/* receiver timers */
-	uint32_t nak_ms;         /* first retry timeout; doubles each try up to 500 ms; 0: 10 */
-	uint32_t max_tries;      /* requests per gap before it is reported lost; 0: 12 */
+	uint32_t nak_ms;	 /* first retry timeout; doubles each try up to 500 ms; 0: 10 */
+	uint32_t max_tries;	 /* requests per gap before it is reported lost; 0: 12 */
 	uint32_t escalate_after; /* tries after which S is also asked directly; 0: 3 */
 	/* request limits at repliers and the source (token buckets) */
-	uint32_t req_rate_peer;  /* requests/s from one requester address; 0: 1000 */
-	uint32_t req_rate_all;   /* requests/s from everyone; 0: 5000 */
-	uint32_t repair_rate;    /* repair packets/s sent; 0: 5000 */
+	uint32_t req_rate_peer; /* requests/s from one requester address; 0: 1000 */
+	uint32_t req_rate_all;	/* requests/s from everyone; 0: 5000 */
+	uint32_t repair_rate;	/* repair packets/s sent; 0: 5000 */
 	/* LMS-HIER (lmsd(8)): a replier with a cost reports itself to its router */
-	uint32_t replier_cost;   /* 0: no reports (the router's configuration names repliers) */
-	uint32_t report_ms;      /* report interval; the router forgets it after 3; 0: 100 */
+	uint32_t replier_cost; /* 0: no reports (the router's configuration names repliers) */
+	uint32_t report_ms;    /* report interval; the router forgets it after 3; 0: 100 */
 };
 
 struct gc_ltp;
@@ -300,9 +298,9 @@ int gc_ltp_finish(struct gc_ltp *l);
 
 enum { GC_LTP_DATA = 1, GC_LTP_LOSS = 2, GC_LTP_END = 3 };
 struct gc_ltp_msg {
-	int type;          /* GC_LTP_DATA, GC_LTP_LOSS (lo..hi unrecoverable), GC_LTP_END */
-	uint64_t seq;      /* DATA: its sequence number */
-	uint64_t lo, hi;   /* LOSS: the lost sequence numbers, inclusive */
+	int type;	 /* GC_LTP_DATA, GC_LTP_LOSS (lo..hi unrecoverable), GC_LTP_END */
+	uint64_t seq;	 /* DATA: its sequence number */
+	uint64_t lo, hi; /* LOSS: the lost sequence numbers, inclusive */
 };
 /* Receiver: the next event.  DATA returns its length (copied into buf;
  * EMSGSIZE if len is short, the datagram stays); LOSS and END return 0.
@@ -311,16 +309,16 @@ struct gc_ltp_msg {
 ssize_t gc_ltp_recv(struct gc_ltp *l, void *buf, size_t len, struct gc_ltp_msg *m);
 
 struct gc_ltp_stats {
-	uint64_t data_sent, bytes_sent, heartbeats_sent;       /* sender */
-	uint64_t data_received, bytes_delivered, duplicates;   /* receiver */
-	uint64_t repairs_received, repairs_unneeded;           /* repairs: all, already had */
-	uint64_t requests_sent, escalations_sent;              /* NAK datagrams */
-	uint64_t gaps_detected, lost;                          /* seqs missed, seqs given up */
-	uint64_t window_drops;                                 /* beyond the reorder window */
+	uint64_t data_sent, bytes_sent, heartbeats_sent;     /* sender */
+	uint64_t data_received, bytes_delivered, duplicates; /* receiver */
+	uint64_t repairs_received, repairs_unneeded;	     /* repairs: all, already had */
+	uint64_t requests_sent, escalations_sent;	     /* NAK datagrams */
+	uint64_t gaps_detected, lost;			     /* seqs missed, seqs given up */
+	uint64_t window_drops;				     /* beyond the reorder window */
 	uint64_t requests_received, repairs_sent, repairs_missing; /* replier/source: missing: not cached */
-	uint64_t requests_limited, repairs_limited, bad_packets;   /* rate limits, rejected datagrams */
-	uint64_t recovered, recovery_us_sum, recovery_us_max;  /* gap seen -> repair arrived */
-	uint64_t reports_sent;                                 /* LMS-HIER replier reports */
+	uint64_t requests_limited, repairs_limited, bad_packets; /* rate limits, rejected datagrams */
+	uint64_t recovered, recovery_us_sum, recovery_us_max;	 /* gap seen -> repair arrived */
+	uint64_t reports_sent;					 /* LMS-HIER replier reports */
 };
 int gc_ltp_stats(const struct gc_ltp *l, struct gc_ltp_stats *st);
 /* Copy up to max of the most recent recovery latencies (microseconds, at

@@ -75,10 +75,10 @@ extern "C" {
  * this slot so that a late acknowledgement never marks a newer packet).
  */
 struct gc_pkt {
-	uint64_t off;           /* payload: zone bytes [off, off + len) */
-	uint32_t len;           /* payload length; 0 sends an empty datagram */
-	GC_ATOMIC_U32 flags;    /* GC_PKT_DEAD | GC_PKT_ACKED | claim count << 16 */
-	uint64_t user_seq;      /* the application's number for this packet */
+	uint64_t off;	     /* payload: zone bytes [off, off + len) */
+	uint32_t len;	     /* payload length; 0 sends an empty datagram */
+	GC_ATOMIC_U32 flags; /* GC_PKT_DEAD | GC_PKT_ACKED | claim count << 16 */
+	uint64_t user_seq;   /* the application's number for this packet */
 };
 #ifdef __cplusplus
 static_assert(sizeof(GC_ATOMIC_U32) == 4 && alignof(GC_ATOMIC_U32) == 4, "gc_pkt.flags layout");
@@ -229,16 +229,16 @@ struct gc_ring_status {
 	/* the shared indexes, as last written */
 	uint32_t dev_i, kern_i, umod_i, user_i;
 	uint32_t kern_notify; /* 1: the engine asks for gc_ring_notify() */
-	int attached;         /* 1 if attached to an engine */
-	int error;            /* enum gc_ring_violation; GC_RING_OK while served */
+	int attached;	      /* 1 if attached to an engine */
+	int error;	      /* enum gc_ring_violation; GC_RING_OK while served */
 	uint32_t error_pos;   /* the record or index that broke the rule */
 	uint64_t error_val;   /* the offending value */
-	uint64_t sent;        /* datagrams handed to the network */
-	uint64_t bytes;       /* their payload bytes */
-	uint64_t dead;        /* records skipped because of user_dead */
+	uint64_t sent;	      /* datagrams handed to the network */
+	uint64_t bytes;	      /* their payload bytes */
+	uint64_t dead;	      /* records skipped because of user_dead */
 	uint64_t send_errors; /* datagrams the network refused (dropped) */
-	int last_errno;       /* errno of the last refused datagram */
-	uint64_t acks;        /* acknowledgements logged */
+	int last_errno;	      /* errno of the last refused datagram */
+	uint64_t acks;	      /* acknowledgements logged */
 	uint64_t acks_lost;   /* acknowledgements dropped from a full log */
 };
 int gc_ring_status(const struct gc_ring *r, struct gc_ring_status *st);
@@ -267,32 +267,32 @@ struct gc_ring_engine;
  * (E2BIG otherwise: a field was set that this library would ignore).
  */
 struct gc_ring_engine_params {
-	size_t sz;          /* sizeof(struct gc_ring_engine_params) */
-	unsigned flags;     /* GC_RING_ENGINE_PIN_CPU | GC_RING_ENGINE_LISTEN_GID |
+	size_t sz;	    /* sizeof(struct gc_ring_engine_params) */
+	unsigned flags;	    /* GC_RING_ENGINE_PIN_CPU | GC_RING_ENGINE_LISTEN_GID |
 			       GC_RING_ENGINE_SUBMIT_FLUSH */
-	int cpu;            /* with GC_RING_ENGINE_PIN_CPU */
+	int cpu;	    /* with GC_RING_ENGINE_PIN_CPU */
 	const char *listen; /* also serve other processes on this Unix socket path */
-	unsigned batch;     /* most packets taken from a ring at a time, and each
+	unsigned batch;	    /* most packets taken from a ring at a time, and each
 			       client's share of a round (0: 64) */
 	unsigned idle_us;   /* keep polling an empty ring this long before setting
 			       kern_notify (0, the default: at once, as the paper) */
 	unsigned max_rings; /* rings per client (0: 64 for clients of the listening
 			       socket, no limit for the process that started the engine) */
-	int quiet;          /* do not log ring violations to stderr */
+	int quiet;	    /* do not log ring violations to stderr */
 	/* Daemon mode (listen): who may attach, and how much each client may
 	 * hold.  Zero values are the safe defaults. */
-	unsigned listen_mode;    /* permission bits of the socket file (0: 0600) */
-	gid_t listen_gid;        /* with GC_RING_ENGINE_LISTEN_GID */
+	unsigned listen_mode;	 /* permission bits of the socket file (0: 0600) */
+	gid_t listen_gid;	 /* with GC_RING_ENGINE_LISTEN_GID */
 	const uid_t *allow_uids; /* also serve these uids (root and the engine's own
 				    uid are always served) */
 	size_t n_allow_uids;
 	const gid_t *allow_gids; /* and these groups (the client's primary or
 				    supplementary groups) */
 	size_t n_allow_gids;
-	unsigned max_fds;     /* descriptors the engine holds per client, 2 per ring
+	unsigned max_fds;	/* descriptors the engine holds per client, 2 per ring
 				 (0: 128 for clients of the listening socket, no
 				 limit for the process that started the engine) */
-	unsigned max_clients; /* clients of the listening socket at a time (0: 256) */
+	unsigned max_clients;	/* clients of the listening socket at a time (0: 256) */
 	uint64_t max_map_bytes; /* ring and zone bytes the engine maps per client
 				   (0: 4 GiB for clients of the listening socket, no
 				   limit for the process that started the engine):
@@ -300,8 +300,10 @@ struct gc_ring_engine_params {
 				   address space */
 };
 
-#define GC_RING_ENGINE_PARAMS_INIT(...) \
-	{ .sz = sizeof(struct gc_ring_engine_params), __VA_ARGS__ }
+#define GC_RING_ENGINE_PARAMS_INIT(...)                                 \
+	{                                                               \
+		.sz = sizeof(struct gc_ring_engine_params), __VA_ARGS__ \
+	}
 
 /*
  * Start an engine thread in this process.  p may be NULL (defaults).  With
@@ -347,14 +349,14 @@ int gc_ring_detach(struct gc_ring *r);
 
 struct gc_ring_engine_stats {
 	uint64_t clients;    /* connected clients (the starter counts as one) */
-	uint64_t rings;      /* rings served now */
+	uint64_t rings;	     /* rings served now */
 	uint64_t rounds;     /* passes over the active rings */
 	uint64_t sleeps;     /* times the engine blocked with every ring parked */
 	uint64_t notifies;   /* notifications received */
 	uint64_t packets;    /* datagrams sent */
-	uint64_t bytes;      /* payload bytes sent */
+	uint64_t bytes;	     /* payload bytes sent */
 	uint64_t syscalls;   /* sendmmsg() calls */
-	uint64_t gso;        /* of the datagrams, sent in UDP GSO batches */
+	uint64_t gso;	     /* of the datagrams, sent in UDP GSO batches */
 	uint64_t violations; /* rings stopped for breaking the rules */
 	uint64_t refused;    /* clients disconnected at accept: not allowed, or too many */
 	uint64_t limited;    /* attach requests refused by a per-client limit */

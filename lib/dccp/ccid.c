@@ -10,23 +10,17 @@
 const struct dccp_ccid_tx_ops *dccp_ccid_tx(uint8_t id)
 {
 	switch (id) {
-	case DCCP_CCID2:
-		return &dccp_ccid2_tx_ops;
-	case DCCP_CCID3:
-		return &dccp_ccid3_tx_ops;
-	default:
-		return NULL;
+	case DCCP_CCID2: return &dccp_ccid2_tx_ops;
+	case DCCP_CCID3: return &dccp_ccid3_tx_ops;
+	default: return NULL;
 	}
 }
 
 const struct dccp_ccid_rx_ops *dccp_ccid_rx(uint8_t id)
 {
 	switch (id) {
-	case DCCP_CCID2:
-		return &dccp_ccid2_rx_ops;
-	case DCCP_CCID3:
-		return &dccp_ccid3_rx_ops;
-	default:
-		return NULL;
+	case DCCP_CCID2: return &dccp_ccid2_rx_ops;
+	case DCCP_CCID3: return &dccp_ccid3_rx_ops;
+	default: return NULL;
 	}
 }

@@ -29,7 +29,7 @@ enum { DCCP_CCID2 = 2, DCCP_CCID3 = 3 };
 
 /* What a module needs from its connection, fixed at init. */
 struct dccp_ccid_env {
-	uint32_t mps;      /* maximum packet size: the largest payload, bytes */
+	uint32_t mps;	   /* maximum packet size: the largest payload, bytes */
 	uint64_t iss, isr; /* initial sequence numbers (ours, the peer's) */
 	uint64_t now_ns;
 	/*
@@ -46,12 +46,12 @@ struct dccp_ccid_env {
 
 /* Sender statistics (struct gc_dccp_stats takes them as they are). */
 struct dccp_ccid_tx_stats {
-	uint32_t cwnd;         /* CCID 2: window, packets; CCID 3: 0 */
-	uint32_t pipe;         /* packets in flight */
-	uint64_t x_bps;        /* CCID 3: allowed rate, bytes/s; CCID 2: 0 */
-	uint64_t rtt_ns;       /* smoothed RTT (0: none yet) */
-	double p;              /* loss event rate (CCID 3), or losses/sent (CCID 2) */
-	uint64_t lost;         /* packets the sender took as lost */
+	uint32_t cwnd;	 /* CCID 2: window, packets; CCID 3: 0 */
+	uint32_t pipe;	 /* packets in flight */
+	uint64_t x_bps;	 /* CCID 3: allowed rate, bytes/s; CCID 2: 0 */
+	uint64_t rtt_ns; /* smoothed RTT (0: none yet) */
+	double p;	 /* loss event rate (CCID 3), or losses/sent (CCID 2) */
+	uint64_t lost;	 /* packets the sender took as lost */
 };
 
 struct dccp_ccid_tx_ops {
@@ -69,8 +69,7 @@ struct dccp_ccid_tx_ops {
 	 * a pure Ack/Sync/... (!data).  *ccval is the CCVal to put in its
 	 * header (CCID 3's window counter; CCID 2 leaves it 0).
 	 */
-	void (*sent)(void *tx, uint64_t seq, size_t len, bool data, uint64_t now_ns,
-		     uint8_t *ccval);
+	void (*sent)(void *tx, uint64_t seq, size_t len, bool data, uint64_t now_ns, uint8_t *ccval);
 	/*
 	 * A packet with an Acknowledgement Number arrived from the peer (the
 	 * connection checked it against §7.5 first): ackno and its options.

@@ -35,12 +35,12 @@
 #include "dccp/ccid2.h"
 
 #define NUMDUPACK 3
-#define RTO_INIT_NS 1000000000ull  /* RFC 6298 (2.1) */
-#define RTO_MIN_NS 200000000ull    /* as Linux and most TCPs, not RFC 6298's 1 s */
+#define RTO_INIT_NS 1000000000ull /* RFC 6298 (2.1) */
+#define RTO_MIN_NS 200000000ull	  /* as Linux and most TCPs, not RFC 6298's 1 s */
 #define RTO_MAX_NS 64000000000ull
-#define DELACK_NS 10000000ull      /* longest an unacked data packet waits at the receiver */
-#define NONDATA_RESERVE 64         /* record slots budget() keeps for Acks, Syncs... */
-#define SEQWIN_MIN 100             /* RFC 4340 §7.5.2 default Sequence Window */
+#define DELACK_NS 10000000ull /* longest an unacked data packet waits at the receiver */
+#define NONDATA_RESERVE 64    /* record slots budget() keeps for Acks, Syncs... */
+#define SEQWIN_MIN 100	      /* RFC 4340 §7.5.2 default Sequence Window */
 
 enum { F_SENT = 1, F_DATA = 2, F_ACKED = 4, F_LOST = 8, F_LATE = 16 };
 
@@ -57,11 +57,11 @@ struct ccid2_tx {
 	bool have_high;
 	uint32_t cwnd, ssthresh, pipe, ca_acc;
 	uint64_t recover; /* a loss of a packet up to here is part of the last reduction */
-	bool grow;        /* the window was in use when this ack came (RFC 2861) */
+	bool grow;	  /* the window was in use when this ack came (RFC 2861) */
 	/* Ack Ratio (RFC 4341 §6.1.2), judged once per window of data */
 	uint32_t ratio, ok_windows;
-	uint64_t win_end;   /* the window ends when a packet after this is acked */
-	bool acks_lost;     /* the peer's Acks were lost in the current window */
+	uint64_t win_end; /* the window ends when a packet after this is acked */
+	bool acks_lost;	  /* the peer's Acks were lost in the current window */
 	uint64_t srtt, rttvar, rto, rto_at;
 	bool have_rtt;
 	struct ccid2_tx_counters c;
@@ -445,7 +445,7 @@ const struct dccp_ccid_tx_ops dccp_ccid2_tx_ops = {
 
 struct ccid2_rx {
 	struct dccp_ccid_env env;
-	uint64_t lo, gsr;       /* the vector describes [lo, gsr] */
+	uint64_t lo, gsr; /* the vector describes [lo, gsr] */
 	uint32_t ratio, since_ack;
 	uint64_t first_unacked; /* arrival of the oldest data packet not yet acked */
 	bool due;

@@ -12,8 +12,8 @@
 extern const struct dccp_ccid_tx_ops dccp_ccid2_tx_ops;
 extern const struct dccp_ccid_rx_ops dccp_ccid2_rx_ops;
 
-#define CCID2_RECORD 4096  /* sent packets the sender remembers (power of 2) */
-#define CCID2_MAX_CWND 1024 /* packets; keeps the record and 5 x cwnd bounded */
+#define CCID2_RECORD 4096    /* sent packets the sender remembers (power of 2) */
+#define CCID2_MAX_CWND 1024  /* packets; keeps the record and 5 x cwnd bounded */
 #define CCID2_RX_WINDOW 4096 /* packets the receiver's Ack Vector can describe */
 
 /*
@@ -34,23 +34,23 @@ void dccp_ccid2_tx_acks_lost(void *tx, uint64_t n);
 
 /* What the sender refused or corrected (untrusted feedback). */
 struct ccid2_tx_counters {
-	uint64_t sent_data;     /* data packets recorded */
-	uint64_t acked, lost;   /* data packets reported to env->acked / env->lost */
-	uint64_t ecn;           /* reported received but ECN-marked (congestion, still acked) */
-	uint64_t bad_ackno;     /* Acknowledgement Number we never sent: whole ack ignored */
+	uint64_t sent_data;   /* data packets recorded */
+	uint64_t acked, lost; /* data packets reported to env->acked / env->lost */
+	uint64_t ecn;	      /* reported received but ECN-marked (congestion, still acked) */
+	uint64_t bad_ackno;   /* Acknowledgement Number we never sent: whole ack ignored */
 	uint64_t clipped_vector; /* Ack Vector reaching below ISS: the part below ignored (options.h) */
-	uint64_t late_ack;      /* received after we had declared it lost (spurious loss) */
+	uint64_t late_ack;	 /* received after we had declared it lost (spurious loss) */
 	uint64_t contradiction; /* not-received after an earlier received (ignored) */
-	uint64_t overflow;      /* record full: oldest outstanding forced lost */
-	uint64_t rto;           /* retransmission timeouts */
-	uint64_t halvings;      /* window reductions on loss or ECN */
+	uint64_t overflow;	/* record full: oldest outstanding forced lost */
+	uint64_t rto;		/* retransmission timeouts */
+	uint64_t halvings;	/* window reductions on loss or ECN */
 };
 void dccp_ccid2_tx_counters(void *tx, struct ccid2_tx_counters *c);
 
 struct ccid2_rx_counters {
-	uint64_t old;      /* below the Ack Vector window: not described */
-	uint64_t dup;      /* already received */
-	uint64_t jumps;    /* a gap wider than the window: the window restarted */
+	uint64_t old;	   /* below the Ack Vector window: not described */
+	uint64_t dup;	   /* already received */
+	uint64_t jumps;	   /* a gap wider than the window: the window restarted */
 	uint64_t acks_due; /* acknowledgements asked for */
 };
 void dccp_ccid2_rx_counters(void *rx, struct ccid2_rx_counters *c);

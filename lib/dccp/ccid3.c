@@ -62,12 +62,12 @@ struct ccid3_tx {
 	struct dccp_ccid_env env;
 	struct tfrc_s_mean sm;
 	double x, x_calc, x_recv, p, r; /* B/s, B/s, B/s, -, s (0: no sample) */
-	struct xrecv set[3];            /* X_recv_set (§4.3), 0-valued entries unused */
+	struct xrecv set[3];		/* X_recv_set (§4.3), 0-valued entries unused */
 	uint64_t head, last_ackno, t_ld, t_nom, t_last, nofb_at, t_wc;
 	uint8_t wc;
 	bool sent_any, any_feedback;
-	unsigned last_k;   /* closed loss intervals in the previous feedback */
-	uint32_t last_i0;  /* and its open interval */
+	unsigned last_k;  /* closed loss intervals in the previous feedback */
+	uint32_t last_i0; /* and its open interval */
 	struct ccid3_tx_counters c;
 	struct txrec rec[CCID3_TX_RECORD];
 };
@@ -202,8 +202,10 @@ static void recv_ack(void *tx, uint64_t ackno, const struct dccp_opts *o, uint64
 	struct txrec *e = &t->rec[ackno & (CCID3_TX_RECORD - 1)];
 	if (e->used && e->seq == ackno) {
 		uint64_t age = now_ns - e->t;
-		uint64_t held = (uint64_t)(o->has_elapsed ? o->elapsed
-					   : o->has_ts_echo ? o->ts_echo_elapsed : 0) * 10000;
+		uint64_t held = (uint64_t)(o->has_elapsed	    ? o->elapsed
+						   : o->has_ts_echo ? o->ts_echo_elapsed
+								    : 0) *
+			10000;
 		if (held < age) {
 			double sample = (double)(age - held) / NS;
 			t->r = t->r > 0 ? RTT_Q * t->r + (1 - RTT_Q) * sample : sample;
@@ -369,12 +371,12 @@ struct interval {
 
 struct ccid3_rx {
 	struct dccp_ccid_env env;
-	uint64_t hi, base;     /* packets [base, hi] are kept; below base all is decided */
-	uint64_t t_hi;         /* arrival of hi (Elapsed Time) */
-	uint64_t data_total;   /* data packets received */
+	uint64_t hi, base;   /* packets [base, hi] are kept; below base all is decided */
+	uint64_t t_hi;	     /* arrival of hi (Elapsed Time) */
+	uint64_t data_total; /* data packets received */
 	uint64_t bytes_total;
 	uint64_t lost_total;
-	uint64_t cnt;          /* data packets (received or lost) below base */
+	uint64_t cnt; /* data packets (received or lost) below base */
 	/* loss events: the open interval starts at ev_start */
 	bool have_event;
 	uint64_t ev_start, ev_end, ev_pos, ev_t;
@@ -510,8 +512,8 @@ static void settle(struct ccid3_rx *x, uint64_t now, bool force_one)
 			 * are those of the first packet that did arrive after it */
 			unsigned later = 0;
 			struct rxent *next = NULL;
-			for (uint64_t q = dccp_seq_add(x->base, 1); !dccp_seq_after(q, x->hi) &&
-								   later < CCID3_NDUPACK;
+			for (uint64_t q = dccp_seq_add(x->base, 1);
+			     !dccp_seq_after(q, x->hi) && later < CCID3_NDUPACK;
 			     q = dccp_seq_add(q, 1)) {
 				struct rxent *f = ent(x, q);
 				if (f->st == R_DATA || f->st == R_NONDATA_RCVD) {
@@ -543,7 +545,7 @@ static void cc_rtt(struct ccid3_rx *x, uint8_t cc, uint64_t now)
 		x->cc_valid = 0;
 	} else {
 		for (unsigned i = 1; i < d; i++)
-			x->cc_valid &= (uint16_t)~(1u << ((x->last_cc + i) & 15));
+			x->cc_valid &= (uint16_t) ~(1u << ((x->last_cc + i) & 15));
 	}
 	x->have_cc = true;
 	x->last_cc = cc;
@@ -661,9 +663,9 @@ static void put_feedback(void *rx, struct dccp_obuf *b, uint64_t now_ns, uint64_
 	I[0] = li[0].data;
 	for (unsigned i = 0; i < x->k; i++) {
 		const struct interval *iv = &x->closed[i];
-		li[i + 1] = (struct dccp_loss_interval){
-			.lossless = clamp24(iv->len - iv->loss, 0xffffff),
-			.loss = clamp24(iv->loss, 0x7fffff), .data = clamp24(iv->data, 0xffffff) };
+		li[i + 1] = (struct dccp_loss_interval){ .lossless = clamp24(iv->len - iv->loss, 0xffffff),
+							 .loss = clamp24(iv->loss, 0x7fffff),
+							 .data = clamp24(iv->data, 0xffffff) };
 		I[i + 1] = li[i + 1].data;
 	}
 	dccp_opt_put_loss_intervals(b, 0, li, x->k + 1);

@@ -14,7 +14,7 @@ extern const struct dccp_ccid_rx_ops dccp_ccid3_rx_ops;
 
 #define CCID3_TX_RECORD 1024 /* send times the sender keeps for RTT samples (power of 2) */
 #define CCID3_RX_WINDOW 256  /* packets the receiver keeps for loss detection (power of 2) */
-#define CCID3_NDUPACK 3      /* RFC 5348 §5.1: lost after 3 later packets arrived */
+#define CCID3_NDUPACK 3	     /* RFC 5348 §5.1: lost after 3 later packets arrived */
 
 struct ccid3_tx_counters {
 	uint64_t feedback;     /* feedback packets used */
@@ -27,7 +27,7 @@ struct ccid3_tx_counters {
 void dccp_ccid3_tx_counters(void *tx, struct ccid3_tx_counters *c);
 
 struct ccid3_rx_counters {
-	uint64_t lost;        /* packets taken as lost */
+	uint64_t lost;	      /* packets taken as lost */
 	uint64_t loss_events; /* loss events (losses within one RTT merged) */
 	uint64_t old, dup;    /* below the window; already received */
 	uint64_t rtt_ns;      /* the receiver's RTT estimate from CCVal (0: none) */

@@ -639,7 +639,9 @@ GC_EXPORT struct gc_dccp *gc_dccp_accept(struct gc_dccp_listener *l, int timeout
 		break;
 	}
 	/* the connection's own socket */
-	int r = pre >= 0 && pre_family == c->peer.ss_family ? pre : dccp_sock_open(c->udp, c->peer.ss_family);
+	int r = pre >= 0 && pre_family == c->peer.ss_family
+		? pre
+		: dccp_sock_open(c->udp, c->peer.ss_family);
 	if (pre >= 0 && r != pre)
 		close(pre);
 	if (r >= 0 && c->udp) {

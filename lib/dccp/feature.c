@@ -15,8 +15,7 @@
 static const struct dccp_feat_info feats[] = {
 	{ DCCP_F_CCID, DCCP_RULE_SP, 1, 2, 0, 255, true, "CCID" },
 	{ DCCP_F_SHORT_SEQNOS, DCCP_RULE_SP, 1, 0, 0, 1, true, "Allow Short Seqnos" },
-	{ DCCP_F_SEQ_WINDOW, DCCP_RULE_NN, 6, 100, 32, (UINT64_C(1) << 46) - 1, true,
-	  "Sequence Window" },
+	{ DCCP_F_SEQ_WINDOW, DCCP_RULE_NN, 6, 100, 32, (UINT64_C(1) << 46) - 1, true, "Sequence Window" },
 	{ DCCP_F_ECN_INCAPABLE, DCCP_RULE_SP, 1, 0, 0, 1, false, "ECN Incapable" },
 	/* §6.6.8: "two-byte, non-zero integer values" */
 	{ DCCP_F_ACK_RATIO, DCCP_RULE_NN, 2, 2, 1, 0xffff, false, "Ack Ratio" },
@@ -56,8 +55,7 @@ enum dccp_err dccp_feat_decode(const struct dccp_opt *op, struct dccp_feat_opt *
 	unsigned n = op->len - 1u;
 
 	/* Change R and Confirm L are never sent for a non-negotiable feature */
-	if (fi->rule == DCCP_RULE_NN &&
-	    (op->type == DCCP_OPT_CHANGE_R || op->type == DCCP_OPT_CONFIRM_L))
+	if (fi->rule == DCCP_RULE_NN && (op->type == DCCP_OPT_CHANGE_R || op->type == DCCP_OPT_CONFIRM_L))
 		return dccp_count(c, DCCP_E_FEAT_INVALID);
 	if (n == 0) {
 		if (is_change(op->type)) /* a Change carries at least one value */
@@ -86,8 +84,7 @@ enum dccp_err dccp_feat_decode(const struct dccp_opt *op, struct dccp_feat_opt *
 	return DCCP_OK;
 }
 
-bool dccp_feat_reconcile(const uint8_t *server, size_t ns, const uint8_t *client, size_t nc,
-			 uint8_t *out)
+bool dccp_feat_reconcile(const uint8_t *server, size_t ns, const uint8_t *client, size_t nc, uint8_t *out)
 {
 	for (size_t i = 0; i < ns; i++)
 		for (size_t j = 0; j < nc; j++)
@@ -114,8 +111,8 @@ bool dccp_feat_confirm_ok(const struct dccp_feat_opt *f, const uint8_t *ours, si
 	return f->value == (shared ? v : current);
 }
 
-bool dccp_feat_in_order(uint8_t opt_type, uint64_t seq, bool has_ack, uint64_t ack,
-			uint64_t fgsr, uint64_t fgss)
+bool dccp_feat_in_order(uint8_t opt_type, uint64_t seq, bool has_ack, uint64_t ack, uint64_t fgsr,
+			uint64_t fgss)
 {
 	if (!dccp_seq_after(seq, fgsr))
 		return false;
@@ -124,8 +121,7 @@ bool dccp_feat_in_order(uint8_t opt_type, uint64_t seq, bool has_ack, uint64_t a
 	return has_ack && !dccp_seq_before(ack, fgss);
 }
 
-void dccp_feat_put_sp(struct dccp_obuf *b, uint8_t type, uint8_t feat, const uint8_t *values,
-		      size_t n)
+void dccp_feat_put_sp(struct dccp_obuf *b, uint8_t type, uint8_t feat, const uint8_t *values, size_t n)
 {
 	uint8_t d[253];
 

@@ -32,10 +32,10 @@ enum dccp_rule {
 struct dccp_feat_info {
 	uint8_t num;
 	enum dccp_rule rule;
-	uint8_t len;      /* bytes per value */
-	uint64_t initial; /* §6.4 Table 4 */
-	uint64_t min, max;/* valid values (NN); SP lists may hold any byte */
-	bool required;    /* every DCCP must understand it */
+	uint8_t len;	   /* bytes per value */
+	uint64_t initial;  /* §6.4 Table 4 */
+	uint64_t min, max; /* valid values (NN); SP lists may hold any byte */
+	bool required;	   /* every DCCP must understand it */
 	const char *name;
 };
 
@@ -44,12 +44,12 @@ const struct dccp_feat_info *dccp_feat_info(uint8_t num);
 
 /* A decoded Change/Confirm option. */
 struct dccp_feat_opt {
-	uint8_t type;          /* DCCP_OPT_CHANGE_L ... DCCP_OPT_CONFIRM_R */
+	uint8_t type; /* DCCP_OPT_CHANGE_L ... DCCP_OPT_CONFIRM_R */
 	uint8_t feat;
 	bool mandatory;
-	bool empty;            /* Confirm with no value: feature not understood or value refused */
-	uint64_t value;        /* NN value, or the value a Confirm selected */
-	const uint8_t *prefs;  /* SP: the sender's preference list (Change: all values) */
+	bool empty;	      /* Confirm with no value: feature not understood or value refused */
+	uint64_t value;	      /* NN value, or the value a Confirm selected */
+	const uint8_t *prefs; /* SP: the sender's preference list (Change: all values) */
 	uint8_t nprefs;
 };
 
@@ -89,14 +89,13 @@ bool dccp_feat_confirm_ok(const struct dccp_feat_opt *f, const uint8_t *ours, si
  * Change options need seq > FGSR; Confirm options also need an
  * Acknowledgement Number >= FGSS.
  */
-bool dccp_feat_in_order(uint8_t opt_type, uint64_t seq, bool has_ack, uint64_t ack,
-			uint64_t fgsr, uint64_t fgss);
+bool dccp_feat_in_order(uint8_t opt_type, uint64_t seq, bool has_ack, uint64_t ack, uint64_t fgsr,
+			uint64_t fgss);
 
 /* Builders.  SP: values[0..n) is the preference list (Change) or, for a
  * Confirm, values[0] is the selected value followed by the preference list.
  * NN: one value, written in the feature's length.  Empty Confirm: n == 0. */
-void dccp_feat_put_sp(struct dccp_obuf *b, uint8_t type, uint8_t feat, const uint8_t *values,
-		      size_t n);
+void dccp_feat_put_sp(struct dccp_obuf *b, uint8_t type, uint8_t feat, const uint8_t *values, size_t n);
 void dccp_feat_put_nn(struct dccp_obuf *b, uint8_t type, uint8_t feat, uint64_t value);
 void dccp_feat_put_empty_confirm(struct dccp_obuf *b, uint8_t type, uint8_t feat);
 

@@ -56,8 +56,7 @@ static enum dccp_err check(const struct dccp_hdr *h, unsigned flags, const struc
 		if (h->type == DCCP_REQUEST || (flags & DCCP_PF_ESTABLISHED))
 			return DCCP_E_OPT_EARLY;
 		return DCCP_OK;
-	case DCCP_OPT_NDP_COUNT:
-		return n >= 1 && n <= 6 ? DCCP_OK : DCCP_E_OPT_SIZE;
+	case DCCP_OPT_NDP_COUNT: return n >= 1 && n <= 6 ? DCCP_OK : DCCP_E_OPT_SIZE;
 	case DCCP_OPT_ACKVEC0:
 	case DCCP_OPT_ACKVEC1:
 		if (data)
@@ -81,10 +80,8 @@ static enum dccp_err check(const struct dccp_hdr *h, unsigned flags, const struc
 			return DCCP_E_OPT_NO_ACKNO;
 		return n >= 1 ? DCCP_OK : DCCP_E_OPT_SIZE;
 	case DCCP_OPT_TIMESTAMP:
-	case DCCP_OPT_DATA_CHECKSUM:
-		return n == 4 ? DCCP_OK : DCCP_E_OPT_SIZE;
-	case DCCP_OPT_TS_ECHO:
-		return n == 4 || n == 6 || n == 8 ? DCCP_OK : DCCP_E_OPT_SIZE;
+	case DCCP_OPT_DATA_CHECKSUM: return n == 4 ? DCCP_OK : DCCP_E_OPT_SIZE;
+	case DCCP_OPT_TS_ECHO: return n == 4 || n == 6 || n == 8 ? DCCP_OK : DCCP_E_OPT_SIZE;
 	case DCCP_OPT_ELAPSED:
 		if (!h->has_ack)
 			return DCCP_E_OPT_NO_ACKNO;
@@ -105,8 +102,7 @@ static enum dccp_err check(const struct dccp_hdr *h, unsigned flags, const struc
 		if (op->data[0] > 3 || (nli > 0 && op->data[0] != 0))
 			return DCCP_E_OPT_VALUE;
 		return DCCP_OK;
-	default:
-		return DCCP_E_OPT_UNKNOWN;
+	default: return DCCP_E_OPT_UNKNOWN;
 	}
 }
 
@@ -262,14 +258,12 @@ static void vec_iter(struct dccp_vec_iter *it, const struct dccp_opts *o, uint64
 	}
 }
 
-void dccp_ackvec_iter(struct dccp_vec_iter *it, const struct dccp_opts *o, uint64_t ackno,
-		      uint64_t lowest)
+void dccp_ackvec_iter(struct dccp_vec_iter *it, const struct dccp_opts *o, uint64_t ackno, uint64_t lowest)
 {
 	vec_iter(it, o, ackno, lowest, DCCP_OPT_ACKVEC0);
 }
 
-void dccp_dropped_iter(struct dccp_vec_iter *it, const struct dccp_opts *o, uint64_t ackno,
-		       uint64_t lowest)
+void dccp_dropped_iter(struct dccp_vec_iter *it, const struct dccp_opts *o, uint64_t ackno, uint64_t lowest)
 {
 	vec_iter(it, o, ackno, lowest, DCCP_OPT_DATA_DROPPED);
 }
@@ -279,8 +273,8 @@ bool dccp_vec_next(struct dccp_vec_iter *it, struct dccp_run *r)
 	while (it->k < it->o->n) {
 		const struct dccp_opt *op = &it->o->opt[it->k];
 		bool mine = it->kind == DCCP_OPT_DATA_DROPPED
-				    ? op->type == DCCP_OPT_DATA_DROPPED
-				    : op->type == DCCP_OPT_ACKVEC0 || op->type == DCCP_OPT_ACKVEC1;
+			? op->type == DCCP_OPT_DATA_DROPPED
+			: op->type == DCCP_OPT_ACKVEC0 || op->type == DCCP_OPT_ACKVEC1;
 		if (!mine || it->i >= op->len) {
 			it->k++;
 			it->i = 0;

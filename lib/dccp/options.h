@@ -33,13 +33,14 @@ enum dccp_opt_type {
 };
 
 /* dccp_opts_parse() flags */
-#define DCCP_PF_ESTABLISHED 0x1 /* connection is OPEN or later: parse Ack Vectors, ignore Init Cookies */
+#define DCCP_PF_ESTABLISHED \
+	0x1 /* connection is OPEN or later: parse Ack Vectors, ignore Init Cookies */
 
 /* One multi-byte option as received (Padding and the one-byte options are not kept). */
 struct dccp_opt {
 	uint8_t type;
-	uint8_t len;        /* bytes of option data (option length - 2) */
-	bool mandatory;     /* preceded by Mandatory */
+	uint8_t len;	/* bytes of option data (option length - 2) */
+	bool mandatory; /* preceded by Mandatory */
 	const uint8_t *data;
 };
 
@@ -53,12 +54,12 @@ struct dccp_opts {
 	bool has_ndp, has_ts, has_ts_echo, has_elapsed, has_data_csum;
 	bool has_loss_rate, has_recv_rate;
 	uint64_t ndp_count;
-	uint32_t ts;                        /* Timestamp, 10 us units */
-	uint32_t ts_echo, ts_echo_elapsed;  /* Timestamp Echo and its Elapsed Time (0 if absent) */
-	uint32_t elapsed;                   /* Elapsed Time, hundredths of ms */
-	uint32_t data_csum;                 /* CRC-32c of the application data */
-	uint32_t loss_rate;                 /* inverse loss event rate; UINT32_MAX: no loss yet */
-	uint32_t recv_rate;                 /* bytes per second */
+	uint32_t ts;			   /* Timestamp, 10 us units */
+	uint32_t ts_echo, ts_echo_elapsed; /* Timestamp Echo and its Elapsed Time (0 if absent) */
+	uint32_t elapsed;		   /* Elapsed Time, hundredths of ms */
+	uint32_t data_csum;		   /* CRC-32c of the application data */
+	uint32_t loss_rate;		   /* inverse loss event rate; UINT32_MAX: no loss yet */
+	uint32_t recv_rate;		   /* bytes per second */
 	/* Set when the options call for a Reset (RFC 4340 §5.8.2, §6.6.9):
 	 * 5 Option Error or 6 Mandatory Error, with Data 1-3 as in §5.6. */
 	uint8_t reset_code, reset_data[3];
@@ -148,7 +149,7 @@ static inline void dccp_obuf_init(struct dccp_obuf *b, uint8_t *p, size_t cap)
 
 /* Any option: one byte for types < 32 (dlen must be 0), else type, length, data. */
 void dccp_opt_put(struct dccp_obuf *b, uint8_t type, const void *data, size_t dlen);
-void dccp_obuf_pad(struct dccp_obuf *b); /* Padding to a multiple of 4 bytes */
+void dccp_obuf_pad(struct dccp_obuf *b);		    /* Padding to a multiple of 4 bytes */
 void dccp_opt_put_ndp(struct dccp_obuf *b, uint64_t count); /* smallest form (§7.7) */
 void dccp_opt_put_timestamp(struct dccp_obuf *b, uint32_t ts);
 /* Timestamp Echo with Elapsed Time in hundredths of ms: 0, 2 or 4 bytes (§13.3) */

@@ -11,9 +11,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define TFRC_NINTERVAL 8                     /* n of RFC 5348 §5.4 */
-#define TFRC_T_MBI_NS 64000000000ull         /* t_mbi, maximum backoff interval (§4.3) */
-#define TFRC_NOFEEDBACK_MIN_NS 100000000ull  /* our floor on the nofeedback timer (100 ms) */
+#define TFRC_NINTERVAL 8		      /* n of RFC 5348 §5.4 */
+#define TFRC_T_MBI_NS 64000000000ull	      /* t_mbi, maximum backoff interval (§4.3) */
+#define TFRC_NOFEEDBACK_MIN_NS 100000000ull   /* our floor on the nofeedback timer (100 ms) */
 #define TFRC_NOFEEDBACK_INIT_NS 2000000000ull /* before the first RTT sample (§4.2) */
 
 extern const double tfrc_weights[TFRC_NINTERVAL]; /* 1, 1, 1, 1, 0.8, 0.6, 0.4, 0.2 */

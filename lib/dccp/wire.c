@@ -48,8 +48,8 @@ const char *dccp_err_name(enum dccp_err e)
 const char *dccp_type_name(unsigned type)
 {
 	static const char *const names[DCCP_TYPE_COUNT] = {
-		"Request", "Response", "Data", "Ack", "DataAck", "CloseReq",
-		"Close", "Reset", "Sync", "SyncAck", "Listen",
+		"Request", "Response", "Data", "Ack",	  "DataAck", "CloseReq",
+		"Close",   "Reset",    "Sync", "SyncAck", "Listen",
 	};
 	return type < DCCP_TYPE_COUNT ? names[type] : "Reserved";
 }
@@ -61,8 +61,7 @@ bool dccp_type_short_ok(unsigned type)
 
 bool dccp_type_has_ack(unsigned type)
 {
-	return type < DCCP_TYPE_COUNT && type != DCCP_REQUEST && type != DCCP_DATA &&
-	       type != DCCP_LISTEN;
+	return type < DCCP_TYPE_COUNT && type != DCCP_REQUEST && type != DCCP_DATA && type != DCCP_LISTEN;
 }
 
 size_t dccp_fixed_len(unsigned type, bool x)
@@ -71,24 +70,17 @@ size_t dccp_fixed_len(unsigned type, bool x)
 
 	switch (type) {
 	case DCCP_REQUEST:
-	case DCCP_LISTEN:
-		return 16 + 4; /* Service Code */
-	case DCCP_RESPONSE:
-		return 16 + 8 + 4;
-	case DCCP_DATA:
-		return gen;
+	case DCCP_LISTEN: return 16 + 4; /* Service Code */
+	case DCCP_RESPONSE: return 16 + 8 + 4;
+	case DCCP_DATA: return gen;
 	case DCCP_ACK:
-	case DCCP_DATAACK:
-		return gen + ack;
+	case DCCP_DATAACK: return gen + ack;
 	case DCCP_CLOSEREQ:
 	case DCCP_CLOSE:
 	case DCCP_SYNC:
-	case DCCP_SYNCACK:
-		return 16 + 8;
-	case DCCP_RESET:
-		return 16 + 8 + 4; /* Reset Code, Data 1-3 */
-	default:
-		return 0;
+	case DCCP_SYNCACK: return 16 + 8;
+	case DCCP_RESET: return 16 + 8 + 4; /* Reset Code, Data 1-3 */
+	default: return 0;
 	}
 }
 
@@ -123,8 +115,14 @@ static uint32_t pseudo_sum(const struct dccp_pseudo *ph, uint8_t proto, size_t l
 	uint32_t s;
 
 	if (ph->family == AF_INET6) {
-		uint8_t tail[8] = { (uint8_t)(len >> 24), (uint8_t)(len >> 16), (uint8_t)(len >> 8),
-				    (uint8_t)len, 0, 0, 0, proto };
+		uint8_t tail[8] = { (uint8_t)(len >> 24),
+				    (uint8_t)(len >> 16),
+				    (uint8_t)(len >> 8),
+				    (uint8_t)len,
+				    0,
+				    0,
+				    0,
+				    proto };
 		s = dccp_csum_add(0, ph->src, 16);
 		s = dccp_csum_add(s, ph->dst, 16);
 		return dccp_csum_add(s, tail, 8);
@@ -149,8 +147,8 @@ uint16_t dccp_csum(const uint8_t *p, size_t len, size_t cov, const struct dccp_p
 	/* the pseudo-header's length is the whole DCCP packet's, whatever CsCov */
 	uint32_t s = pseudo_sum(ph, DCCP_IPPROTO, len);
 
-	s = dccp_csum_add(s, p, 6);                  /* ports, Data Offset, CCVal/CsCov */
-	s = dccp_csum_add(s, p + 8, cov - 8);        /* Checksum field counts as 0 */
+	s = dccp_csum_add(s, p, 6);	      /* ports, Data Offset, CCVal/CsCov */
+	s = dccp_csum_add(s, p + 8, cov - 8); /* Checksum field counts as 0 */
 	return (uint16_t)~dccp_csum_fold(s);
 }
 
@@ -395,8 +393,9 @@ enum dccp_seqvalid dccp_seq_valid(const struct dccp_seqstate *s, const struct dc
 	case DCCP_CLOSEREQ:
 	case DCCP_CLOSE:
 	case DCCP_RESET:
-		seq_ok = mode == DCCP_SEQCHK_STRICT ? seq == dccp_seq_add(s->gsr, 1)
-						    : dccp_seq_between(seq, dccp_seq_add(s->gsr, 1), w.swh);
+		seq_ok = mode == DCCP_SEQCHK_STRICT
+			? seq == dccp_seq_add(s->gsr, 1)
+			: dccp_seq_between(seq, dccp_seq_add(s->gsr, 1), w.swh);
 		ack_ok = dccp_seq_between(ack, s->gar, w.awh);
 		break;
 	case DCCP_SYNC:
@@ -406,8 +405,7 @@ enum dccp_seqvalid dccp_seq_valid(const struct dccp_seqstate *s, const struct dc
 						    : dccp_seq_between(seq, w.swl, w.swh);
 		ack_ok = dccp_seq_between(ack, w.awl, w.awh);
 		break;
-	default: /* Listen: its numbers mean nothing (RFC 5596 §2.2.1) */
-		return DCCP_SEQ_VALID;
+	default: /* Listen: its numbers mean nothing (RFC 5596 §2.2.1) */ return DCCP_SEQ_VALID;
 	}
 	if (!seq_ok)
 		return DCCP_SEQ_BAD_SEQNO;
@@ -419,14 +417,9 @@ bool dccp_invalid_response(const struct dccp_seqstate *s, const struct dccp_hdr 
 	switch (h->type) {
 	case DCCP_SYNC:
 	case DCCP_SYNCACK:
-	case DCCP_LISTEN:
-		return false;
-	case DCCP_RESET:
-		*ack = s->gsr;
-		return true;
-	default:
-		*ack = h->x ? h->seq : dccp_seq_extend((uint32_t)h->seq, s->gsr);
-		return true;
+	case DCCP_LISTEN: return false;
+	case DCCP_RESET: *ack = s->gsr; return true;
+	default: *ack = h->x ? h->seq : dccp_seq_extend((uint32_t)h->seq, s->gsr); return true;
 	}
 }
 

@@ -22,9 +22,9 @@
 
 #define DCCP_SEQ_BITS 48
 #define DCCP_SEQ_MASK ((UINT64_C(1) << 48) - 1)
-#define DCCP_IPPROTO 33     /* IANA protocol number */
-#define DCCP_UDP_PORT 6511  /* RFC 6773 §3.8: default DCCP-UDP listening port */
-#define DCCP_MAX_HDR 1020   /* Data Offset is 8 bits of 32-bit words */
+#define DCCP_IPPROTO 33	   /* IANA protocol number */
+#define DCCP_UDP_PORT 6511 /* RFC 6773 §3.8: default DCCP-UDP listening port */
+#define DCCP_MAX_HDR 1020  /* Data Offset is 8 bits of 32-bit words */
 
 enum dccp_type {
 	DCCP_REQUEST = 0,
@@ -62,27 +62,27 @@ enum dccp_reset_code {
 enum dccp_err {
 	DCCP_OK = 0,
 	/* packet (RFC 4340 §8.5 step 1, §9) */
-	DCCP_E_SHORT,          /* shorter than the generic header */
-	DCCP_E_TYPE_RESERVED,  /* Type 11-15 */
-	DCCP_E_SHORT_SEQNO,    /* X=0 on a type that must use 48-bit numbers */
-	DCCP_E_DOFF_SMALL,     /* Data Offset below the type's fixed header */
-	DCCP_E_DOFF_LARGE,     /* Data Offset past the end of the packet */
-	DCCP_E_CSCOV,          /* (CsCov-1)*4 larger than the application data */
-	DCCP_E_CHECKSUM,       /* header checksum wrong */
-	DCCP_E_UDP,            /* RFC 6773 §3.3: bad UDP length or checksum */
+	DCCP_E_SHORT,	      /* shorter than the generic header */
+	DCCP_E_TYPE_RESERVED, /* Type 11-15 */
+	DCCP_E_SHORT_SEQNO,   /* X=0 on a type that must use 48-bit numbers */
+	DCCP_E_DOFF_SMALL,    /* Data Offset below the type's fixed header */
+	DCCP_E_DOFF_LARGE,    /* Data Offset past the end of the packet */
+	DCCP_E_CSCOV,	      /* (CsCov-1)*4 larger than the application data */
+	DCCP_E_CHECKSUM,      /* header checksum wrong */
+	DCCP_E_UDP,	      /* RFC 6773 §3.3: bad UDP length or checksum */
 	/* options (RFC 4340 §5.8) */
-	DCCP_E_OPT_LEN,        /* length byte < 2 or past the options area */
-	DCCP_E_OPT_SIZE,       /* wrong length for the option's type */
-	DCCP_E_OPT_VALUE,      /* invalid value (reserved state, skip > 3, ...) */
-	DCCP_E_OPT_MANDATORY,  /* Mandatory last, or Mandatory Mandatory */
-	DCCP_E_OPT_ON_DATA,    /* option not allowed on DCCP-Data (ignored) */
-	DCCP_E_OPT_NO_ACKNO,   /* needs an Acknowledgement Number (ignored) */
-	DCCP_E_OPT_EARLY,      /* Ack Vector/Init Cookie in the wrong state (ignored) */
-	DCCP_E_OPT_UNKNOWN,    /* type not understood (ignored) */
-	DCCP_E_OPT_TOO_MANY,   /* more options than the parser keeps */
+	DCCP_E_OPT_LEN,	      /* length byte < 2 or past the options area */
+	DCCP_E_OPT_SIZE,      /* wrong length for the option's type */
+	DCCP_E_OPT_VALUE,     /* invalid value (reserved state, skip > 3, ...) */
+	DCCP_E_OPT_MANDATORY, /* Mandatory last, or Mandatory Mandatory */
+	DCCP_E_OPT_ON_DATA,   /* option not allowed on DCCP-Data (ignored) */
+	DCCP_E_OPT_NO_ACKNO,  /* needs an Acknowledgement Number (ignored) */
+	DCCP_E_OPT_EARLY,     /* Ack Vector/Init Cookie in the wrong state (ignored) */
+	DCCP_E_OPT_UNKNOWN,   /* type not understood (ignored) */
+	DCCP_E_OPT_TOO_MANY,  /* more options than the parser keeps */
 	/* feature negotiation (RFC 4340 §6.6.8) */
-	DCCP_E_FEAT_UNKNOWN,   /* feature number not understood */
-	DCCP_E_FEAT_INVALID,   /* invalid length, value or option for the feature */
+	DCCP_E_FEAT_UNKNOWN, /* feature number not understood */
+	DCCP_E_FEAT_INVALID, /* invalid length, value or option for the feature */
 	DCCP_E_COUNT
 };
 
@@ -105,19 +105,19 @@ static inline enum dccp_err dccp_count(struct dccp_counters *c, enum dccp_err e)
 
 struct dccp_hdr {
 	uint16_t sport, dport;
-	uint8_t doff;     /* Data Offset, 32-bit words (set by dccp_build) */
-	uint8_t ccval;    /* 4 bits */
-	uint8_t cscov;    /* 4 bits */
-	uint16_t csum;    /* as received */
-	uint8_t type;     /* enum dccp_type */
-	bool x;           /* 48-bit sequence numbers */
-	uint64_t seq;     /* 48 bits (24 if !x: extend with dccp_seq_extend()) */
-	bool has_ack;     /* types with an Acknowledgement Number subheader */
-	uint64_t ack;     /* 48 bits (24 if !x) */
-	uint32_t service; /* Request, Response, Listen */
+	uint8_t doff;			   /* Data Offset, 32-bit words (set by dccp_build) */
+	uint8_t ccval;			   /* 4 bits */
+	uint8_t cscov;			   /* 4 bits */
+	uint16_t csum;			   /* as received */
+	uint8_t type;			   /* enum dccp_type */
+	bool x;				   /* 48-bit sequence numbers */
+	uint64_t seq;			   /* 48 bits (24 if !x: extend with dccp_seq_extend()) */
+	bool has_ack;			   /* types with an Acknowledgement Number subheader */
+	uint64_t ack;			   /* 48 bits (24 if !x) */
+	uint32_t service;		   /* Request, Response, Listen */
 	uint8_t reset_code, reset_data[3]; /* Reset */
 	/* where things are in the parsed packet (set by dccp_parse) */
-	uint16_t fixed_len;  /* generic header + type-specific fields */
+	uint16_t fixed_len; /* generic header + type-specific fields */
 	uint16_t opt_off, opt_len;
 	uint32_t data_off, data_len;
 };
@@ -253,9 +253,9 @@ struct dccp_windows {
 struct dccp_windows dccp_windows(const struct dccp_seqstate *s);
 
 enum dccp_seqcheck {
-	DCCP_SEQCHK_NORMAL,  /* §7.5.3 first table */
-	DCCP_SEQCHK_ACTIVE,  /* connection active (valid packet within 3 RTTs): strict Sync/SyncAck */
-	DCCP_SEQCHK_STRICT,  /* ACTIVE, plus the experimental seqno == GSR + 1 for CloseReq/Close/Reset */
+	DCCP_SEQCHK_NORMAL, /* §7.5.3 first table */
+	DCCP_SEQCHK_ACTIVE, /* connection active (valid packet within 3 RTTs): strict Sync/SyncAck */
+	DCCP_SEQCHK_STRICT, /* ACTIVE, plus the experimental seqno == GSR + 1 for CloseReq/Close/Reset */
 };
 
 enum dccp_seqvalid {

@@ -16,8 +16,7 @@
 /* Up to this many members are converted on the stack, more on the heap. */
 #define STACK_MEMBERS 64
 
-GC_EXPORT int gc_compat_setsockopt(int sd, int level, int optname, const void *optval,
-				   socklen_t optlen)
+GC_EXPORT int gc_compat_setsockopt(int sd, int level, int optname, const void *optval, socklen_t optlen)
 {
 	struct sockaddr_storage stack[STACK_MEMBERS], *ss = stack;
 	size_t elem, n;

@@ -21,10 +21,8 @@
 #include "kpolicy.h"
 
 static const struct gc_engine_ops *const ops_of[GC_ENGINE_COUNT] = {
-	[GC_ENGINE_LOOP] = &gc_loop_ops,
-	[GC_ENGINE_MMSG] = &gc_mmsg_ops,
-	[GC_ENGINE_URING] = &gc_uring_ops,
-	[GC_ENGINE_URING_ZC] = &gc_uring_zc_ops,
+	[GC_ENGINE_LOOP] = &gc_loop_ops,     [GC_ENGINE_MMSG] = &gc_mmsg_ops,
+	[GC_ENGINE_URING] = &gc_uring_ops,   [GC_ENGINE_URING_ZC] = &gc_uring_zc_ops,
 	[GC_ENGINE_KERNEL] = &gc_kernel_ops,
 };
 
@@ -267,15 +265,16 @@ static bool v6only(const struct gc_sock *s, int *cache)
 }
 
 /* Check one destination against socket s; arg names it in the message. */
-static int check_dest(const struct gc_sock *s, const struct sockaddr_storage *ss,
-		      const char *arg, size_t i, bool *is_v4, int *v6only_cache)
+static int check_dest(const struct gc_sock *s, const struct sockaddr_storage *ss, const char *arg,
+		      size_t i, bool *is_v4, int *v6only_cache)
 {
 	if (ss->ss_family == AF_INET) {
 		const struct sockaddr_in *sin = (const struct sockaddr_in *)ss;
 		in_addr_t a = ntohl(sin->sin_addr.s_addr);
 
 		if (s->family == AF_INET6 && v6only(s, v6only_cache))
-			return gc_seterr(EAFNOSUPPORT, "%s[%zu]: AF_INET member on an IPV6_V6ONLY socket", arg, i);
+			return gc_seterr(EAFNOSUPPORT,
+					 "%s[%zu]: AF_INET member on an IPV6_V6ONLY socket", arg, i);
 		if (sin->sin_port == 0)
 			return gc_seterr(EINVAL, "%s[%zu]: port 0", arg, i);
 		if (a == INADDR_ANY || a == INADDR_BROADCAST || IN_MULTICAST(a))
@@ -288,14 +287,17 @@ static int check_dest(const struct gc_sock *s, const struct sockaddr_storage *ss
 		const struct in6_addr *a = &sin6->sin6_addr;
 
 		if (s->family != AF_INET6)
-			return gc_seterr(EAFNOSUPPORT, "%s[%zu]: AF_INET6 member on an AF_INET socket", arg, i);
+			return gc_seterr(EAFNOSUPPORT,
+					 "%s[%zu]: AF_INET6 member on an AF_INET socket", arg, i);
 		if (sin6->sin6_port == 0)
 			return gc_seterr(EINVAL, "%s[%zu]: port 0", arg, i);
 		if (IN6_IS_ADDR_V4MAPPED(a)) {
 			in_addr_t v4 = ntohl(((const uint32_t *)a->s6_addr)[3]);
 
 			if (v6only(s, v6only_cache))
-				return gc_seterr(EAFNOSUPPORT, "%s[%zu]: v4-mapped member on an IPV6_V6ONLY socket", arg, i);
+				return gc_seterr(EAFNOSUPPORT,
+						 "%s[%zu]: v4-mapped member on an IPV6_V6ONLY socket",
+						 arg, i);
 			if (v4 == INADDR_ANY || v4 == INADDR_BROADCAST || IN_MULTICAST(v4))
 				return gc_seterr(EINVAL, "%s[%zu]: not a unicast address", arg, i);
 			*is_v4 = true;
@@ -306,14 +308,15 @@ static int check_dest(const struct gc_sock *s, const struct sockaddr_storage *ss
 		*is_v4 = false;
 		return 0;
 	}
-	return gc_seterr(EAFNOSUPPORT, "%s[%zu]: address family %d is not AF_INET or AF_INET6",
-			 arg, i, ss->ss_family);
+	return gc_seterr(EAFNOSUPPORT, "%s[%zu]: address family %d is not AF_INET or AF_INET6", arg,
+			 i, ss->ss_family);
 }
 
 static int check_flags(int flags, const char *fn)
 {
 	if (flags & ~GC_SEND_FLAGS)
-		return gc_seterr(EINVAL, "%s: flags: 0x%x outside GC_SEND_FLAGS", fn, flags & ~GC_SEND_FLAGS);
+		return gc_seterr(EINVAL, "%s: flags: 0x%x outside GC_SEND_FLAGS", fn,
+				 flags & ~GC_SEND_FLAGS);
 	return 0;
 }
 
@@ -383,8 +386,8 @@ int gc_fill_msg(struct msghdr *msg, struct iovec *iov, const struct gc_batch *b,
 	return (int)k; /* 0..3 */
 }
 
-size_t gc_for_each_chunk(struct gc_sock *s, const struct gc_batch *b, size_t max, gc_chunk_fn *fn,
-			 void *ctx)
+size_t gc_for_each_chunk (struct gc_sock *s, const struct gc_batch *b, size_t max, gc_chunk_fn * fn,
+			  void *ctx)
 {
 	size_t chunk = b->n < max ? b->n : max, sent = 0;
 	struct mmsghdr *m;
@@ -552,24 +555,26 @@ GC_EXPORT ssize_t gc_last_errors(int sd, int *gerrno, size_t n)
 static int check_iov(const struct iovec *v, const char *arg, size_t i)
 {
 	if (!v->iov_base && v->iov_len)
-		return gc_seterr(EFAULT, "%s: rec[%zu]: NULL iov_base with iov_len %zu", arg, i, v->iov_len);
+		return gc_seterr(EFAULT, "%s: rec[%zu]: NULL iov_base with iov_len %zu", arg, i,
+				 v->iov_len);
 	return 0;
 }
 
 /* Recipient i of a gc_sendgroup(): 0, or its errno with gc_seterr(). */
-static int check_rec(const struct gc_sock *s, const struct gc_giovec *g, size_t shared_len, size_t i,
-		     int *v6only_cache)
+static int check_rec(const struct gc_sock *s, const struct gc_giovec *g, size_t shared_len,
+		     size_t i, int *v6only_cache)
 {
 	bool v4 = false;
 	size_t len = shared_len;
 
-	if (check_dest(s, &g->dest, "rec", i, &v4, v6only_cache) || check_iov(&g->prepend, "prepend", i) ||
-	    check_iov(&g->append, "append", i))
+	if (check_dest(s, &g->dest, "rec", i, &v4, v6only_cache) ||
+	    check_iov(&g->prepend, "prepend", i) || check_iov(&g->append, "append", i))
 		return errno;
 	if (g->prepend.iov_len > GC_UDP6_MAX || g->append.iov_len > GC_UDP6_MAX ||
 	    (len += g->prepend.iov_len + g->append.iov_len) > (v4 ? GC_UDP4_MAX : GC_UDP6_MAX))
-		return gc_seterr(EMSGSIZE, "rec[%zu]: prepend + shared + append is larger than a UDP datagram",
-				 i), EMSGSIZE;
+		return gc_seterr(EMSGSIZE,
+				 "rec[%zu]: prepend + shared + append is larger than a UDP datagram", i),
+		       EMSGSIZE;
 	return 0;
 }
 
@@ -655,7 +660,8 @@ GC_EXPORT int gc_sendgroup(int sd, const struct iovec *shared, const struct gc_g
 		s->stats.last_errno = first_err;
 		ret = nbad == recnum ? 0 : run_valid(s, shared, rec, recnum, nbad, flags, gerrno);
 		if (ret >= 0)
-			gc_seterr(first_err, "%s (rec[%zu] is the first of %zu refused recipients; the others were sent)",
+			gc_seterr(first_err,
+				  "%s (rec[%zu] is the first of %zu refused recipients; the others were sent)",
 				  first_msg, first_bad, nbad);
 		goto out;
 	}
@@ -691,7 +697,7 @@ GC_EXPORT int gc_set_engine(int sd, enum gc_engine e)
 
 		/* An engine asked for by name gets its resources now, so that the
 		 * first send is not the one to pay for them (or to find they fail). */
-		if (e != GC_ENGINE_AUTO && new->prepare && new->prepare(s)) {
+		if (e != GC_ENGINE_AUTO && new->prepare &&new->prepare(s)) {
 			errno = ENOTSUP; /* gc_errmsg() already says why */
 			goto out;
 		}

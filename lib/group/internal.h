@@ -27,33 +27,33 @@ struct gc_batch {
 };
 
 struct gc_uring; /* uring.c */
-struct gc_kern;  /* kernel.c */
+struct gc_kern;	 /* kernel.c */
 
 /* The library's state for one socket (the "socket data structure" of the paper). */
 struct gc_sock {
-	pthread_mutex_t lock;  /* serializes calls on this socket */
-	atomic_uint refs;      /* the table's + one per call inside (group.c) */
+	pthread_mutex_t lock; /* serializes calls on this socket */
+	atomic_uint refs;     /* the table's + one per call inside (group.c) */
 	int fd;
-	uint64_t cookie;       /* SO_COOKIE: tells a reused fd number from this socket */
-	int family;            /* AF_INET or AF_INET6 */
+	uint64_t cookie; /* SO_COOKIE: tells a reused fd number from this socket */
+	int family;	 /* AF_INET or AF_INET6 */
 	size_t limit;
 	enum gc_engine want;   /* as asked with gc_set_engine() (maybe AUTO) */
 	enum gc_engine engine; /* what sends: never AUTO */
 
 	struct gc_giovec *group; /* the group, as recipients with empty prepend/append */
 	size_t group_n, group_cap;
-	size_t group_v4;         /* IPv4 members in it: their datagrams are smaller */
+	size_t group_v4; /* IPv4 members in it: their datagrams are smaller */
 
-	int *errs;             /* per-member errno of the last gc_send() */
+	int *errs; /* per-member errno of the last gc_send() */
 	size_t errs_cap, last_failed;
-	int *rec_errs;         /* gc_sendgroup()'s when the caller passes no gerrno */
+	int *rec_errs; /* gc_sendgroup()'s when the caller passes no gerrno */
 	size_t rec_errs_cap;
 
 	struct gc_stats stats;
 
 	/* Engine scratch, grown like the group, never per send. */
-	void *mmsg;            /* mmsg.c: struct mmsghdr[] */
-	struct iovec *iov;     /* 3 iovecs per recipient (mmsg, uring) */
+	void *mmsg;	   /* mmsg.c: struct mmsghdr[] */
+	struct iovec *iov; /* 3 iovecs per recipient (mmsg, uring) */
 	size_t scratch_cap;
 	struct gc_uring *uring;
 	struct gc_kern *kern;
@@ -61,7 +61,7 @@ struct gc_sock {
 	/* AUTO and the kernel engine: the last check of kpolicy.c */
 	uint64_t auto_checked_ns; /* 0: check at the next send */
 	int auto_declined;
-	char auto_why[256];       /* why AUTO took the kernel engine, or not */
+	char auto_why[256]; /* why AUTO took the kernel engine, or not */
 };
 
 struct gc_engine_ops {
@@ -75,8 +75,7 @@ struct gc_engine_ops {
 	void (*release)(struct gc_sock *s);
 };
 
-extern const struct gc_engine_ops gc_loop_ops, gc_mmsg_ops, gc_uring_ops, gc_uring_zc_ops,
-	gc_kernel_ops;
+extern const struct gc_engine_ops gc_loop_ops, gc_mmsg_ops, gc_uring_ops, gc_uring_zc_ops, gc_kernel_ops;
 
 /* uring.c's test seam: the SQ size of new rings and the submit call (so a
  * unit test can make a ring smaller than a batch, or a submit stop short). */
@@ -102,9 +101,9 @@ int gc_fill_msg(struct msghdr *msg, struct iovec *iov, const struct gc_batch *b,
  * Returns the recipients sent to.
  */
 struct mmsghdr;
-typedef size_t gc_chunk_fn(struct gc_sock *s, const struct gc_batch *b, struct mmsghdr *m, size_t base,
-			   size_t cnt, void *ctx);
-size_t gc_for_each_chunk(struct gc_sock *s, const struct gc_batch *b, size_t max, gc_chunk_fn *fn,
-			 void *ctx);
+typedef size_t gc_chunk_fn(struct gc_sock *s, const struct gc_batch *b, struct mmsghdr *m,
+			   size_t base, size_t cnt, void *ctx);
+size_t gc_for_each_chunk (struct gc_sock *s, const struct gc_batch *b, size_t max, gc_chunk_fn * fn,
+			  void *ctx);
 
 #endif

@@ -40,9 +40,9 @@
 #include "internal.h"
 #include "kprog.h"
 
-#define GC_SPLICE_MIN 256       /* smaller payloads are cheaper to copy per clone */
+#define GC_SPLICE_MIN 256 /* smaller payloads are cheaper to copy per clone */
 #define GC_PIPE_SIZE (128 * 1024)
-#define KR_PROBES 16            /* probes per look-up: bounds the cost of colliding addresses */
+#define KR_PROBES 16 /* probes per look-up: bounds the cost of colliding addresses */
 
 /* One destination address and the route the program last resolved for it. */
 struct kroute_ent {
@@ -65,11 +65,11 @@ struct kroutes {
 #endif
 
 struct gc_kern {
-	unsigned gen;           /* kprog_gen() when made: a forked child does not own it */
-	int trig;               /* trigger socket */
-	__u64 cookie;           /* its SO_COOKIE: how the program finds this socket */
+	unsigned gen; /* kprog_gen() when made: a forked child does not own it */
+	int trig;     /* trigger socket */
+	__u64 cookie; /* its SO_COOKIE: how the program finds this socket */
 	int pipe[2];
-	__u32 sidx;             /* index in heads / groups */
+	__u32 sidx; /* index in heads / groups */
 	int slots_fd;
 	struct gc_kslot *slots; /* mmap of the slot map */
 	size_t cap;
@@ -77,10 +77,10 @@ struct gc_kern {
 	size_t *user_idx;
 	int *user_err;
 	size_t user_cap;
-	int bound_lo;           /* the user socket is bound to a loopback address */
-	int fwd;                /* kprog_need_forwarding() done for this socket */
-	struct kroutes routes;  /* address -> route */
-	size_t *changed;        /* slots whose address changed in this send... */
+	int bound_lo;		       /* the user socket is bound to a loopback address */
+	int fwd;		       /* kprog_need_forwarding() done for this socket */
+	struct kroutes routes;	       /* address -> route */
+	size_t *changed;	       /* slots whose address changed in this send... */
 	struct kroute_ent **changed_e; /* ...and their entries in routes (or NULL) */
 	size_t nchanged;
 };
@@ -177,7 +177,9 @@ static int fill_head(struct gc_sock *s, struct gc_kern *k, struct gc_khead *h)
 		len = sizeof(v);
 		h->tos = getsockopt(s->fd, IPPROTO_IPV6, IPV6_TCLASS, &v, &len) ? 0 : (__u8)v;
 		len = sizeof(v);
-		h->ttl = getsockopt(s->fd, IPPROTO_IPV6, IPV6_UNICAST_HOPS, &v, &len) || v < 0 ? 64 : (__u8)v;
+		h->ttl = getsockopt(s->fd, IPPROTO_IPV6, IPV6_UNICAST_HOPS, &v, &len) || v < 0
+			? 64
+			: (__u8)v;
 		h->check_above = 1280; /* IPV6_MIN_MTU: no IPv6 path MTU is below it */
 		k->bound_lo = IN6_IS_ADDR_LOOPBACK(&a->sin6_addr);
 	}
@@ -221,8 +223,9 @@ static struct gc_kern *kern_setup(struct gc_sock *s)
 	 * members left PENDING go through the user path. */
 	k->trig = socket(s->family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (k->trig < 0 ||
-	    (s->family == AF_INET ? setsockopt(k->trig, SOL_SOCKET, SO_NO_CHECK, &one, sizeof(one))
-				  : setsockopt(k->trig, IPPROTO_UDP, UDP_NO_CHECK6_TX, &one, sizeof(one))) ||
+	    (s->family == AF_INET
+		     ? setsockopt(k->trig, SOL_SOCKET, SO_NO_CHECK, &one, sizeof(one))
+		     : setsockopt(k->trig, IPPROTO_UDP, UDP_NO_CHECK6_TX, &one, sizeof(one))) ||
 	    connect(k->trig, (struct sockaddr *)&lo, gc_addrlen(&lo)) ||
 	    getsockopt(k->trig, SOL_SOCKET, SO_COOKIE, &k->cookie, &len) ||
 	    pipe2(k->pipe, O_CLOEXEC | O_NONBLOCK)) {
@@ -397,15 +400,16 @@ static struct kroute_ent *routes_get(struct kroutes *t, const __u8 *a)
 }
 
 /* Write member i's slot; returns 1 if the kernel takes it, 0 if user space must. */
-static int put_slot(struct gc_sock *s, struct gc_kslot *m, const struct gc_giovec *g, __u32 shared_sum,
-		    size_t slen)
+static int put_slot(struct gc_sock *s, struct gc_kslot *m, const struct gc_giovec *g,
+		    __u32 shared_sum, size_t slen)
 {
 	struct gc_kern *k = s->kern;
 	unsigned char daddr[16] = { 0 };
 	__u16 dport;
 	__u32 flags = 0;
 
-	if (g->dest.ss_family != s->family || g->prepend.iov_len > GC_KDATA || g->append.iov_len > GC_KDATA) {
+	if (g->dest.ss_family != s->family || g->prepend.iov_len > GC_KDATA ||
+	    g->append.iov_len > GC_KDATA) {
 		m->flags = GC_KF_SKIP;
 		m->result = GC_KRES_USER;
 		return 0;
@@ -470,7 +474,7 @@ static int put_slot(struct gc_sock *s, struct gc_kslot *m, const struct gc_giove
 		if (m->alen)
 			memcpy(m->data + m->plen, g->append.iov_base, m->alen);
 		m->data_csum = csum16(m->data, m->plen) + at(shared_sum, m->plen) +
-			       at(csum16(m->data + m->plen, m->alen), m->plen + slen);
+			at(csum16(m->data + m->plen, m->alen), m->plen + slen);
 	}
 	m->result = GC_KRES_PENDING;
 	return 1;
@@ -545,7 +549,8 @@ static size_t kernel_send(struct gc_sock *s, const struct gc_batch *b)
 		/* learn what the program resolved or re-checked (a seeded route
 		 * it did not touch is what the table has) */
 		if (e && m->rt.ifindex &&
-		    (e->rt.resolved_ns != m->rt.resolved_ns || e->rt.mtu_ns != m->rt.mtu_ns || !e->rt.ifindex))
+		    (e->rt.resolved_ns != m->rt.resolved_ns || e->rt.mtu_ns != m->rt.mtu_ns ||
+		     !e->rt.ifindex))
 			e->rt = m->rt;
 	}
 	for (size_t i = 0; i < b->n; i++) {

@@ -88,8 +88,8 @@ static uint64_t now_ns(void)
  * Returns cb's nonzero value, 0 at the end of the dump, or -errno when the
  * request was refused (the kernel has no such dump) or the socket failed.
  */
-static int nl_dump(int proto, const void *req, size_t len, int (*cb)(const struct nlmsghdr *, void *),
-		   void *arg)
+static int nl_dump(int proto, const void *req, size_t len,
+		   int (*cb)(const struct nlmsghdr *, void *), void *arg)
 {
 	static __thread char buf[32768] __attribute__((aligned(8)));
 	int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, proto), ret = 0;
@@ -145,7 +145,8 @@ static size_t nla_len(const struct nlattr *a)
 static void attrs(const void *p, size_t len, const struct nlattr **tb, unsigned max)
 {
 	memset(tb, 0, (max + 1) * sizeof(*tb));
-	for (const struct nlattr *a = p; len >= sizeof(*a) && a->nla_len >= sizeof(*a) && a->nla_len <= len;) {
+	for (const struct nlattr *a = p;
+	     len >= sizeof(*a) && a->nla_len >= sizeof(*a) && a->nla_len <= len;) {
 		if ((a->nla_type & NLA_TYPE_MASK) <= max)
 			tb[a->nla_type & NLA_TYPE_MASK] = a;
 		size_t step = ((size_t)a->nla_len + 3) & ~(size_t)3;
@@ -170,7 +171,10 @@ static const char *nla_str(const struct nlattr *a, char *out, size_t len)
 
 static const char *nfproto_name(unsigned f)
 {
-	return f == NFPROTO_INET ? "inet" : f == NFPROTO_IPV4 ? "ip" : f == NFPROTO_IPV6 ? "ip6" : "?";
+	return f == NFPROTO_INET    ? "inet"
+		: f == NFPROTO_IPV4 ? "ip"
+		: f == NFPROTO_IPV6 ? "ip6"
+				    : "?";
 }
 
 static const char *hook_name(unsigned h)
@@ -191,7 +195,8 @@ struct found {
 static int hook_cb(const struct nlmsghdr *h, void *arg)
 {
 	struct found *f = arg;
-	const struct nlattr *tb[NFNLA_HOOK_MAX + 1], *ci[NFNLA_HOOK_INFO_MAX + 1], *cd[NFNLA_CHAIN_MAX + 1];
+	const struct nlattr *tb[NFNLA_HOOK_MAX + 1], *ci[NFNLA_HOOK_INFO_MAX + 1],
+		*cd[NFNLA_CHAIN_MAX + 1];
 	const struct nfgenmsg *g = NLMSG_DATA(h);
 	char fn[64], mod[64], table[64], chain[64];
 
@@ -199,23 +204,26 @@ static int hook_cb(const struct nlmsghdr *h, void *arg)
 		return 0;
 	attrs(g + 1, h->nlmsg_len - NLMSG_LENGTH(sizeof(*g)), tb, NFNLA_HOOK_MAX);
 	if (tb[NFNLA_HOOK_CHAIN_INFO]) {
-		attrs(NLA_DATA(tb[NFNLA_HOOK_CHAIN_INFO]), NLA_LEN(tb[NFNLA_HOOK_CHAIN_INFO]), ci, NFNLA_HOOK_INFO_MAX);
+		attrs(NLA_DATA(tb[NFNLA_HOOK_CHAIN_INFO]), NLA_LEN(tb[NFNLA_HOOK_CHAIN_INFO]), ci,
+		      NFNLA_HOOK_INFO_MAX);
 		if (ci[NFNLA_HOOK_INFO_DESC]) {
 			unsigned fam = 0;
 
-			attrs(NLA_DATA(ci[NFNLA_HOOK_INFO_DESC]), NLA_LEN(ci[NFNLA_HOOK_INFO_DESC]), cd, NFNLA_CHAIN_MAX);
+			attrs(NLA_DATA(ci[NFNLA_HOOK_INFO_DESC]), NLA_LEN(ci[NFNLA_HOOK_INFO_DESC]),
+			      cd, NFNLA_CHAIN_MAX);
 			if (cd[NFNLA_CHAIN_FAMILY] && NLA_LEN(cd[NFNLA_CHAIN_FAMILY]) >= 4)
 				fam = *(const __u32 *)NLA_DATA(cd[NFNLA_CHAIN_FAMILY]);
 			snprintf(f->why, f->len, "nftables chain '%s' (%s %s) hooks %s",
 				 nla_str(cd[NFNLA_CHAIN_NAME], chain, sizeof(chain)), nfproto_name(fam),
-				 nla_str(cd[NFNLA_CHAIN_TABLE], table, sizeof(table)), hook_name(f->hook));
+				 nla_str(cd[NFNLA_CHAIN_TABLE], table, sizeof(table)),
+				 hook_name(f->hook));
 			return 1;
 		}
 	}
 	nla_str(tb[NFNLA_HOOK_MODULE_NAME], mod, sizeof(mod));
 	snprintf(f->why, f->len, "netfilter hook %s%s%s%s at %s (%s)",
-		 nla_str(tb[NFNLA_HOOK_FUNCTION_NAME], fn, sizeof(fn)), *mod ? " (" : "", mod, *mod ? ")" : "",
-		 hook_name(f->hook), f->family == AF_INET ? "IPv4" : "IPv6");
+		 nla_str(tb[NFNLA_HOOK_FUNCTION_NAME], fn, sizeof(fn)), *mod ? " (" : "", mod,
+		 *mod ? ")" : "", hook_name(f->hook), f->family == AF_INET ? "IPv4" : "IPv6");
 	return 1;
 }
 
@@ -263,7 +271,8 @@ static int legacy_tables(int family, char *why, size_t len)
 		return 0;
 	buf[n] = 0;
 	buf[strcspn(buf, "\n")] = 0;
-	snprintf(why, len, "legacy %s table '%s' exists", family == AF_INET ? "iptables" : "ip6tables", buf);
+	snprintf(why, len, "legacy %s table '%s' exists",
+		 family == AF_INET ? "iptables" : "ip6tables", buf);
 	return 1;
 }
 
@@ -275,17 +284,22 @@ static int netfilter(int family, char *why, size_t len)
 		struct nlattr a;
 		__u32 hooknum;
 	} req = {
-		.n = { .nlmsg_len = sizeof(req), .nlmsg_type = (NFNL_SUBSYS_HOOK << 8) | NFNL_MSG_HOOK_GET,
-		       .nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP, .nlmsg_seq = 1 },
-		.g = { .nfgen_family = family == AF_INET ? NFPROTO_IPV4 : NFPROTO_IPV6, .version = NFNETLINK_V0 },
+		.n = { .nlmsg_len = sizeof(req),
+		       .nlmsg_type = (NFNL_SUBSYS_HOOK << 8) | NFNL_MSG_HOOK_GET,
+		       .nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP,
+		       .nlmsg_seq = 1 },
+		.g = { .nfgen_family = family == AF_INET ? NFPROTO_IPV4 : NFPROTO_IPV6,
+		       .version = NFNETLINK_V0 },
 		.a = { .nla_len = NLA_HDR + 4, .nla_type = NFNLA_HOOK_HOOKNUM },
 	};
 	struct {
 		struct nlmsghdr n;
 		struct nfgenmsg g;
 	} creq = {
-		.n = { .nlmsg_len = sizeof(creq), .nlmsg_type = (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_GETCHAIN,
-		       .nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP, .nlmsg_seq = 1 },
+		.n = { .nlmsg_len = sizeof(creq),
+		       .nlmsg_type = (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_GETCHAIN,
+		       .nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP,
+		       .nlmsg_seq = 1 },
 		.g = { .nfgen_family = NFPROTO_UNSPEC, .version = NFNETLINK_V0 },
 	};
 	struct found f = { why, len, 0, family };
@@ -325,10 +339,11 @@ static int rule_cb(const struct nlmsghdr *h, void *arg)
 	attrs(r + 1, h->nlmsg_len - NLMSG_LENGTH(sizeof(*r)), tb, FRA_MAX);
 	for (int i = 0; i <= FRA_MAX; i++)
 		other |= tb[i] && i != FRA_PRIORITY && i != FRA_TABLE && i != FRA_PROTOCOL &&
-			 i != FRA_SUPPRESS_PREFIXLEN && i != FRA_SUPPRESS_IFGROUP;
+			i != FRA_SUPPRESS_PREFIXLEN && i != FRA_SUPPRESS_IFGROUP;
 	if (tb[FRA_PRIORITY] && NLA_LEN(tb[FRA_PRIORITY]) >= 4)
 		prio = *(const __u32 *)NLA_DATA(tb[FRA_PRIORITY]);
-	table = tb[FRA_TABLE] && NLA_LEN(tb[FRA_TABLE]) >= 4 ? *(const __u32 *)NLA_DATA(tb[FRA_TABLE]) : r->table;
+	table = tb[FRA_TABLE] && NLA_LEN(tb[FRA_TABLE]) >= 4 ? *(const __u32 *)NLA_DATA(tb[FRA_TABLE])
+							     : r->table;
 	/* the defaults: 0 local, 32766 main, 32767 default (IPv4 only), no selectors */
 	if (!other && !r->src_len && !r->dst_len && !r->tos && r->action == FR_ACT_TO_TBL &&
 	    !(r->flags & FIB_RULE_INVERT) &&
@@ -336,7 +351,8 @@ static int rule_cb(const struct nlmsghdr *h, void *arg)
 	     (prio == 32767 && table == RT_TABLE_DEFAULT)))
 		return 0;
 	snprintf(f->why, f->len, "%s policy-routing rule %u (table %u%s) beyond the defaults",
-		 f->family == AF_INET ? "IPv4" : "IPv6", prio, table, tb[FRA_L3MDEV] ? ", l3mdev: a VRF" : "");
+		 f->family == AF_INET ? "IPv4" : "IPv6", prio, table,
+		 tb[FRA_L3MDEV] ? ", l3mdev: a VRF" : "");
 	return 1;
 }
 
@@ -346,8 +362,10 @@ static int rules(int family, char *why, size_t len)
 		struct nlmsghdr n;
 		struct fib_rule_hdr r;
 	} req = {
-		.n = { .nlmsg_len = sizeof(req), .nlmsg_type = RTM_GETRULE,
-		       .nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP, .nlmsg_seq = 1 },
+		.n = { .nlmsg_len = sizeof(req),
+		       .nlmsg_type = RTM_GETRULE,
+		       .nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP,
+		       .nlmsg_seq = 1 },
 		.r = { .family = (__u8)family },
 	};
 	struct found f = { why, len, 0, family };
@@ -400,7 +418,8 @@ static int route_cb(const struct nlmsghdr *h, void *arg)
 		return 0;
 	if (tb[RTA_DST])
 		inet_ntop(r->f.family, NLA_DATA(tb[RTA_DST]), dst, sizeof(dst));
-	snprintf(r->f.why, r->f.len, "route %s/%u has mtu %u (not locked: the kernel engine would not see it)", dst,
+	snprintf(r->f.why, r->f.len,
+		 "route %s/%u has mtu %u (not locked: the kernel engine would not see it)", dst,
 		 rt->rtm_dst_len, mtu);
 	return 1;
 }
@@ -411,15 +430,18 @@ static int routes(int family, char *why, size_t len)
 		struct nlmsghdr n;
 		struct rtmsg r;
 	} req = {
-		.n = { .nlmsg_len = sizeof(req), .nlmsg_type = RTM_GETROUTE,
-		       .nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP, .nlmsg_seq = 1 },
+		.n = { .nlmsg_len = sizeof(req),
+		       .nlmsg_type = RTM_GETROUTE,
+		       .nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP,
+		       .nlmsg_seq = 1 },
 		.r = { .rtm_family = (unsigned char)family },
 	};
 	struct routes r = { { why, len, 0, family }, 0 };
 	int ret = nl_dump(NETLINK_ROUTE, &req, sizeof(req), route_cb, &r);
 
 	if (ret < 0) {
-		snprintf(why, len, "cannot list the %s routes: %s", family == AF_INET ? "IPv4" : "IPv6", strerror(-ret));
+		snprintf(why, len, "cannot list the %s routes: %s",
+			 family == AF_INET ? "IPv4" : "IPv6", strerror(-ret));
 		return 1;
 	}
 	return ret;
@@ -440,8 +462,10 @@ static int xfrm_cb(const struct nlmsghdr *h, void *arg)
 
 static int xfrm(int family, char *why, size_t len)
 {
-	struct nlmsghdr req = { .nlmsg_len = sizeof(req), .nlmsg_type = XFRM_MSG_GETPOLICY,
-				.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP, .nlmsg_seq = 1 };
+	struct nlmsghdr req = { .nlmsg_len = sizeof(req),
+				.nlmsg_type = XFRM_MSG_GETPOLICY,
+				.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP,
+				.nlmsg_seq = 1 };
 	struct found f = { why, len, 0, family };
 	int r = nl_dump(NETLINK_XFRM, &req, sizeof(req), xfrm_cb, &f);
 
@@ -529,7 +553,8 @@ static int cgroup_fd(void)
 static int cgroup_bpf(int family, char *why, size_t len)
 {
 	const enum bpf_attach_type types[] = { BPF_CGROUP_INET_EGRESS,
-					       family == AF_INET ? BPF_CGROUP_UDP4_SENDMSG : BPF_CGROUP_UDP6_SENDMSG };
+					       family == AF_INET ? BPF_CGROUP_UDP4_SENDMSG
+								 : BPF_CGROUP_UDP6_SENDMSG };
 	const char *names[] = { "cgroup_skb egress", family == AF_INET ? "udp4 sendmsg" : "udp6 sendmsg" };
 	int fd = cgroup_fd();
 
@@ -539,13 +564,14 @@ static int cgroup_bpf(int family, char *why, size_t len)
 
 			if (bpf_prog_query(fd, types[i], BPF_F_QUERY_EFFECTIVE, NULL, NULL, &cnt)) {
 				/* not knowing is not "none" (BPF_PROG_QUERY needs CAP_NET_ADMIN) */
-				snprintf(why, len, "cannot query the cgroup BPF programs at %s: %s", names[i],
-					 strerror(errno));
+				snprintf(why, len, "cannot query the cgroup BPF programs at %s: %s",
+					 names[i], strerror(errno));
 				close(fd);
 				return 1;
 			}
 			if (cnt) {
-				snprintf(why, len, "%u cgroup BPF program%s at %s in effect for this process's cgroup",
+				snprintf(why, len,
+					 "%u cgroup BPF program%s at %s in effect for this process's cgroup",
 					 cnt, cnt > 1 ? "s" : "", names[i]);
 				close(fd);
 				return 1;
@@ -568,17 +594,20 @@ static int cgroup_bpf(int family, char *why, size_t len)
 		if (pfd < 0)
 			continue;
 		if (bpf_obj_get_info_by_fd(pfd, &info, &il) == 0 &&
-		    (info.type == BPF_PROG_TYPE_CGROUP_SKB || info.type == BPF_PROG_TYPE_CGROUP_SOCK_ADDR)) {
-			snprintf(why, len, "cgroup BPF program %u (%s) is loaded and no cgroup2 mount is visible "
-				 "to tell whether it applies here", id,
-				 info.type == BPF_PROG_TYPE_CGROUP_SKB ? "cgroup_skb" : "cgroup_sock_addr");
+		    (info.type == BPF_PROG_TYPE_CGROUP_SKB ||
+		     info.type == BPF_PROG_TYPE_CGROUP_SOCK_ADDR)) {
+			snprintf(why, len,
+				 "cgroup BPF program %u (%s) is loaded and no cgroup2 mount is visible "
+				 "to tell whether it applies here",
+				 id, info.type == BPF_PROG_TYPE_CGROUP_SKB ? "cgroup_skb" : "cgroup_sock_addr");
 			close(pfd);
 			return 1;
 		}
 		close(pfd);
 	}
 	if (errno == EPERM) {
-		snprintf(why, len, "cannot tell which cgroup BPF programs apply (no cgroup2 mount, cannot list programs)");
+		snprintf(why, len,
+			 "cannot tell which cgroup BPF programs apply (no cgroup2 mount, cannot list programs)");
 		return 1;
 	}
 	return 0;
@@ -602,8 +631,8 @@ static int namespace_declines(int family, uint64_t now, char *why, size_t len)
 		char *w = NS.why[i];
 		size_t wl = sizeof(NS.why[i]);
 
-		NS.declined[i] = netfilter(family, w, wl) || rules(family, w, wl) || routes(family, w, wl) ||
-				 xfrm(family, w, wl) || cgroup_bpf(family, w, wl);
+		NS.declined[i] = netfilter(family, w, wl) || rules(family, w, wl) ||
+			routes(family, w, wl) || xfrm(family, w, wl) || cgroup_bpf(family, w, wl);
 		NS.at[i] = now;
 	}
 	d = NS.declined[i];
@@ -672,7 +701,8 @@ static int bound_declines(const struct gc_sock *s, char *why, size_t len)
 	}
 	if (sysctl_on(s->family == AF_INET ? "/proc/sys/net/ipv4/ip_nonlocal_bind"
 					   : "/proc/sys/net/ipv6/ip_nonlocal_bind")) {
-		snprintf(why, len, "bound to %s with ip_nonlocal_bind on: the source may not be local", a);
+		snprintf(why, len,
+			 "bound to %s with ip_nonlocal_bind on: the source may not be local", a);
 		return 1;
 	}
 	/* bind() without IP_FREEBIND succeeds only for a local address */
@@ -693,7 +723,9 @@ static int socket_declines(const struct gc_sock *s, char *why, size_t len)
 	int v6 = s->family == AF_INET6;
 
 	if ((v = opt(fd, SOL_SOCKET, SO_BINDTOIFINDEX)))
-		return snprintf(why, len, "the socket is bound to a device (SO_BINDTODEVICE, ifindex %d)", v), 1;
+		return snprintf(why, len,
+				"the socket is bound to a device (SO_BINDTODEVICE, ifindex %d)", v),
+		       1;
 	if ((v = opt(fd, SOL_SOCKET, SO_MARK)))
 		return snprintf(why, len, "the socket has SO_MARK 0x%x", (unsigned)v), 1;
 	if (opt(fd, v6 ? IPPROTO_IPV6 : IPPROTO_IP, v6 ? IPV6_FREEBIND : IP_FREEBIND) ||
@@ -704,8 +736,9 @@ static int socket_declines(const struct gc_sock *s, char *why, size_t len)
 		return snprintf(why, len, "the socket has IP_TRANSPARENT"), 1;
 	if (!v6 && optlen(fd, IPPROTO_IP, IP_OPTIONS))
 		return snprintf(why, len, "the socket has IP options (IP_OPTIONS)"), 1;
-	if (v6 && (optlen(fd, IPPROTO_IPV6, IPV6_HOPOPTS) || optlen(fd, IPPROTO_IPV6, IPV6_DSTOPTS) ||
-		   optlen(fd, IPPROTO_IPV6, IPV6_RTHDR) || optlen(fd, IPPROTO_IPV6, IPV6_RTHDRDSTOPTS)))
+	if (v6 &&
+	    (optlen(fd, IPPROTO_IPV6, IPV6_HOPOPTS) || optlen(fd, IPPROTO_IPV6, IPV6_DSTOPTS) ||
+	     optlen(fd, IPPROTO_IPV6, IPV6_RTHDR) || optlen(fd, IPPROTO_IPV6, IPV6_RTHDRDSTOPTS)))
 		return snprintf(why, len, "the socket has IPv6 extension headers"), 1;
 	return bound_declines(s, why, len);
 }
@@ -721,7 +754,8 @@ int gc_kpolicy_declines(struct gc_sock *s)
 		return s->auto_declined;
 	s->auto_checked_ns = now;
 	why[0] = 0;
-	s->auto_declined = socket_declines(s, why, sizeof(why)) || namespace_declines(s->family, now, why, sizeof(why));
+	s->auto_declined = socket_declines(s, why, sizeof(why)) ||
+		namespace_declines(s->family, now, why, sizeof(why));
 	if (s->auto_declined)
 		snprintf(s->auto_why, sizeof(s->auto_why), "kernel: declined by AUTO: %s", why);
 	else

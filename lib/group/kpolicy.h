@@ -9,8 +9,8 @@
  * by the first send this much later (groupcast(7) documents the window).
  * The socket's options are cheap to read; the namespace's rules, routes and
  * hooks are netlink dumps, shared by every socket of the process. */
-#define GC_KPOLICY_SOCKET_NS 200000000ull  /* 0.2 s */
-#define GC_KPOLICY_NETNS_NS 1000000000ull  /* 1 s */
+#define GC_KPOLICY_SOCKET_NS 200000000ull /* 0.2 s */
+#define GC_KPOLICY_NETNS_NS 1000000000ull /* 1 s */
 
 /* 1 if AUTO must not use the kernel engine for s now, 0 if it may; either
  * way s->auto_why says why.  Cached per socket (and per namespace and

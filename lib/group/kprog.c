@@ -47,7 +47,7 @@
 #include "fanout.skel.h"
 #pragma GCC diagnostic pop
 
-#define GC_TC_PRIO 0x4743       /* "GC": our filters' priority on lo egress */
+#define GC_TC_PRIO 0x4743 /* "GC": our filters' priority on lo egress */
 #define GC_RUN_DIR "/run/groupcast"
 
 /* The process-wide program, attached while users > 0. */
@@ -61,13 +61,13 @@ static struct {
 	int users;
 	int attached;
 	struct bpf_tc_hook hook;
-	__u32 handle;           /* of our filter, while attached */
-	int dirfd;              /* GC_RUN_DIR, once checked */
-	int owner_fd;           /* our owner file, flock()ed while attached */
-	char owner[64];         /* its name in GC_RUN_DIR */
-	int fwd_v4, fwd_v6;     /* 1: lo forwarding is on for us */
-	unsigned long netns;    /* inode of our network namespace */
-	unsigned gen;           /* bumped in a forked child, which starts over */
+	__u32 handle;	     /* of our filter, while attached */
+	int dirfd;	     /* GC_RUN_DIR, once checked */
+	int owner_fd;	     /* our owner file, flock()ed while attached */
+	char owner[64];	     /* its name in GC_RUN_DIR */
+	int fwd_v4, fwd_v6;  /* 1: lo forwarding is on for us */
+	unsigned long netns; /* inode of our network namespace */
+	unsigned gen;	     /* bumped in a forked child, which starts over */
 } K = { .lock = PTHREAD_MUTEX_INITIALIZER, .dirfd = -1, .owner_fd = -1 };
 
 /* ---- load, attach, detach -------------------------------------------- */
@@ -121,7 +121,8 @@ static void load_once(void)
 	K.tried = 1;
 	if (!has_cap(CAP_NET_ADMIN)) { /* loading may still work (CAP_SYS_ADMIN), attaching would not */
 		K.err = EPERM;
-		snprintf(K.why, sizeof(K.why), "engine kernel: needs CAP_NET_ADMIN to attach to lo (and CAP_BPF)");
+		snprintf(K.why, sizeof(K.why),
+			 "engine kernel: needs CAP_NET_ADMIN to attach to lo (and CAP_BPF)");
 		return;
 	}
 	{
@@ -142,7 +143,8 @@ static void load_once(void)
 	m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, bpf_map__fd(K.skel->maps.heads), 0);
 	if (m == MAP_FAILED) {
 		K.err = errno;
-		snprintf(K.why, sizeof(K.why), "engine kernel: mmap of the heads map failed: %s", strerror(K.err));
+		snprintf(K.why, sizeof(K.why), "engine kernel: mmap of the heads map failed: %s",
+			 strerror(K.err));
 		fanout__destroy(K.skel);
 		K.skel = NULL;
 		return;
@@ -212,9 +214,12 @@ static int our_filters(__u32 *out, int max)
 		struct nlmsghdr n;
 		struct tcmsg t;
 	} req = {
-		.n = { .nlmsg_len = sizeof(req), .nlmsg_type = RTM_GETTFILTER,
-		       .nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP, .nlmsg_seq = 1 },
-		.t = { .tcm_family = AF_UNSPEC, .tcm_ifindex = 1,
+		.n = { .nlmsg_len = sizeof(req),
+		       .nlmsg_type = RTM_GETTFILTER,
+		       .nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP,
+		       .nlmsg_seq = 1 },
+		.t = { .tcm_family = AF_UNSPEC,
+		       .tcm_ifindex = 1,
 		       .tcm_parent = TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_EGRESS) },
 	};
 	static char buf[32768];
@@ -231,22 +236,24 @@ static int our_filters(__u32 *out, int max)
 			goto done;
 		for (struct nlmsghdr *h = (void *)buf; NLMSG_OK(h, len); h = NLMSG_NEXT(h, len)) {
 			struct tcmsg *t = NLMSG_DATA(h);
-			size_t alen = h->nlmsg_len >= NLMSG_LENGTH(sizeof(*t)) ?
-					      h->nlmsg_len - NLMSG_LENGTH(sizeof(*t)) : 0;
+			size_t alen = h->nlmsg_len >= NLMSG_LENGTH(sizeof(*t))
+				? h->nlmsg_len - NLMSG_LENGTH(sizeof(*t))
+				: 0;
 			int bpf = 0, ours = 0;
 
 			if (h->nlmsg_type == NLMSG_DONE || h->nlmsg_type == NLMSG_ERROR)
 				goto done;
 			if (TC_H_MAJ(t->tcm_info) >> 16 != GC_TC_PRIO || !t->tcm_handle)
 				continue;
-			for (struct rtattr *a = (void *)((char *)t + NLMSG_ALIGN(sizeof(*t))); rta_ok(a, alen);
-			     a = rta_next(a, &alen)) {
+			for (struct rtattr *a = (void *)((char *)t + NLMSG_ALIGN(sizeof(*t)));
+			     rta_ok(a, alen); a = rta_next(a, &alen)) {
 				if (a->rta_type == TCA_KIND)
 					bpf = strcmp(RTA_DATA(a), "bpf") == 0;
 				if (a->rta_type == TCA_OPTIONS) {
 					size_t olen = RTA_PAYLOAD(a);
 
-					for (struct rtattr *o = RTA_DATA(a); rta_ok(o, olen); o = rta_next(o, &olen))
+					for (struct rtattr *o = RTA_DATA(a); rta_ok(o, olen);
+					     o = rta_next(o, &olen))
 						if (o->rta_type == TCA_BPF_NAME)
 							ours = strncmp(RTA_DATA(o), "gc_fanout", 9) == 0;
 				}
@@ -279,8 +286,10 @@ static int run_dir(void)
 	if (fstat(fd, &st) || !S_ISDIR(st.st_mode) || (st.st_uid != geteuid() && st.st_uid != 0) ||
 	    (st.st_mode & 022)) {
 		close(fd);
-		return gc_seterr(EPERM, "engine kernel: %s is not a directory of uid %u or 0 that only its owner "
-			   "may write (mode 0700)", GC_RUN_DIR, (unsigned)geteuid());
+		return gc_seterr(EPERM,
+				 "engine kernel: %s is not a directory of uid %u or 0 that only its owner "
+				 "may write (mode 0700)",
+				 GC_RUN_DIR, (unsigned)geteuid());
 	}
 	if ((st.st_mode & 077) && st.st_uid == geteuid())
 		fchmod(fd, 0700); /* made by an older version with 0755: nobody else needs to look */
@@ -371,8 +380,8 @@ static int reap_stale(void)
 	snprintf(prefix, sizeof(prefix), "lo-%lu-", K.netns);
 	if ((d = fdopendir(dup(K.dirfd)))) {
 		for (struct dirent *e; (e = readdir(d));)
-			if (strncmp(e->d_name, prefix, strlen(prefix)) == 0 && strcmp(e->d_name, K.owner) &&
-			    owner_dead(e->d_name))
+			if (strncmp(e->d_name, prefix, strlen(prefix)) == 0 &&
+			    strcmp(e->d_name, K.owner) && owner_dead(e->d_name))
 				unlinkat(K.dirfd, e->d_name, 0);
 		closedir(d);
 	}
@@ -499,7 +508,8 @@ static int take_handle(__u32 h)
 
 static int attach_locked(void)
 {
-	LIBBPF_OPTS(bpf_tc_opts, o, .priority = GC_TC_PRIO, .prog_fd = bpf_program__fd(K.skel->progs.gc_fanout));
+	LIBBPF_OPTS(bpf_tc_opts, o, .priority = GC_TC_PRIO,
+		    .prog_fd = bpf_program__fd(K.skel->progs.gc_fanout));
 	static int atexit_done;
 	struct stat st;
 	int r = -EEXIST, lk;
@@ -539,7 +549,8 @@ static int attach_locked(void)
 			h |= 0x80000000u; /* pids stay below 2^22 */
 		if ((t = take_handle(h)) < 0) {
 			r = -errno;
-			gc_seterr(errno, "engine kernel: cannot make %s/%s: %s", GC_RUN_DIR, K.owner, strerror(errno));
+			gc_seterr(errno, "engine kernel: cannot make %s/%s: %s", GC_RUN_DIR,
+				  K.owner, strerror(errno));
 			goto out;
 		}
 		if (t > 0)

@@ -17,8 +17,8 @@ static int mmsg_available(void)
 	return 0;
 }
 
-static size_t mmsg_chunk(struct gc_sock *s, const struct gc_batch *b, struct mmsghdr *m, size_t base,
-			 size_t cnt, void *ctx)
+static size_t mmsg_chunk(struct gc_sock *s, const struct gc_batch *b, struct mmsghdr *m,
+			 size_t base, size_t cnt, void *ctx)
 {
 	size_t done = 0, sent = 0;
 
@@ -43,7 +43,7 @@ static size_t mmsg_chunk(struct gc_sock *s, const struct gc_batch *b, struct mms
 
 static size_t mmsg_send(struct gc_sock *s, const struct gc_batch *b)
 {
-	return gc_for_each_chunk(s, b, MMSG_BATCH, mmsg_chunk, NULL);
+	return gc_for_each_chunk (s, b, MMSG_BATCH, mmsg_chunk, NULL);
 }
 
 const struct gc_engine_ops gc_mmsg_ops = {

@@ -24,7 +24,7 @@
 struct gc_uring {
 	struct io_uring ring;
 	unsigned entries; /* SQ size: the most members in flight at once */
-	uint32_t gen;     /* bumped per chunk, high half of every SQE's user_data */
+	uint32_t gen;	  /* bumped per chunk, high half of every SQE's user_data */
 };
 
 /* Whether the kernel has io_uring with the opcode (probed once). */
@@ -175,8 +175,8 @@ static size_t send_plain(struct gc_sock *s, const struct gc_batch *b, struct mms
 }
 
 /* One chunk (cnt <= the SQ size) through the ring: SQEs, submit, reap. */
-static size_t uring_chunk(struct gc_sock *s, const struct gc_batch *b, struct mmsghdr *m, size_t base,
-			  size_t cnt, void *ctx)
+static size_t uring_chunk(struct gc_sock *s, const struct gc_batch *b, struct mmsghdr *m,
+			  size_t base, size_t cnt, void *ctx)
 {
 	const bool zc = *(const bool *)ctx;
 	struct gc_uring *u = ring_of(s); /* a new one if the last chunk dropped it */
@@ -218,7 +218,8 @@ static size_t uring_chunk(struct gc_sock *s, const struct gc_batch *b, struct mm
 			sick = true;
 			break;
 		}
-		io_uring_for_each_cqe(&u->ring, head, cqe) {
+		io_uring_for_each_cqe(&u->ring, head, cqe)
+		{
 			uint64_t k = cqe->user_data & 0xffffffffu;
 
 			seen++;
@@ -238,7 +239,8 @@ static size_t uring_chunk(struct gc_sock *s, const struct gc_batch *b, struct mm
 	}
 	if (zc) /* what zero-copy refused (too many pages for one skb) goes copied */
 		for (size_t k = 0; k < cnt; k++)
-			if (b->gerrno[base + k] == EMSGSIZE && sendmsg(s->fd, &m[k].msg_hdr, b->flags) >= 0) {
+			if (b->gerrno[base + k] == EMSGSIZE &&
+			    sendmsg(s->fd, &m[k].msg_hdr, b->flags) >= 0) {
 				b->gerrno[base + k] = 0;
 				sent++;
 			}
@@ -261,7 +263,7 @@ static size_t uring_send_common(struct gc_sock *s, const struct gc_batch *b, boo
 			b->gerrno[k] = ENOMEM;
 		return 0;
 	}
-	return gc_for_each_chunk(s, b, u->entries, uring_chunk, &zc);
+	return gc_for_each_chunk (s, b, u->entries, uring_chunk, &zc);
 }
 
 static size_t uring_send(struct gc_sock *s, const struct gc_batch *b)

@@ -60,13 +60,13 @@ static int check(const struct gc_lms_dmcast *d, size_t len)
 	if (!gc_lms_is_mcast(tp->group))
 		return gc_seterr(EINVAL, "d->tp.group: %s is not a multicast address",
 				 gc_lms_ntoa(tp->group));
-	if (tp->src.s_addr == INADDR_ANY || gc_lms_is_mcast(tp->src) ||
-	    tp->src.s_addr == INADDR_BROADCAST)
+	if (tp->src.s_addr == INADDR_ANY || gc_lms_is_mcast(tp->src) || tp->src.s_addr == INADDR_BROADCAST)
 		return gc_seterr(EINVAL, "d->tp.src: %s is not a unicast source address",
 				 gc_lms_ntoa(tp->src));
 	if (tp->tpaddr.s_addr == INADDR_ANY || gc_lms_is_mcast(tp->tpaddr) ||
 	    tp->tpaddr.s_addr == INADDR_BROADCAST)
-		return gc_seterr(EINVAL, "d->tp.tpaddr: %s is not a turning point router (the request was not turned?)",
+		return gc_seterr(EINVAL,
+				 "d->tp.tpaddr: %s is not a turning point router (the request was not turned?)",
 				 gc_lms_ntoa(tp->tpaddr));
 	if (tp->tpif == 0 || tp->tpif > 0xffff)
 		return gc_seterr(EINVAL, "d->tp.tpif: %u is not an interface index of 1..65535",
@@ -176,7 +176,8 @@ GC_EXPORT ssize_t gc_lms_dmcast(int rawfd, const struct gc_lms_dmcast *d, const 
 		hdrincl = 0; /* not an IPv4 socket at all */
 	}
 	if (!hdrincl)
-		return gc_seterr(EPROTOTYPE, "rawfd: %d is not a raw IPv4 socket with IP_HDRINCL (see gc_lms_raw_socket())",
+		return gc_seterr(EPROTOTYPE,
+				 "rawfd: %d is not a raw IPv4 socket with IP_HDRINCL (see gc_lms_raw_socket())",
 				 rawfd);
 	build_hdr(h, d, data, len);
 

@@ -25,12 +25,11 @@
 static_assert(sizeof(struct gc_lms_wire) == sizeof(struct gc_lms_opt), "LMS option size");
 static_assert(sizeof(struct gc_lms_wire) == GC_LMS_OPTLEN, "LMS option length");
 static_assert(GC_LMS_OPTLEN == GC_LMS_OPT_LEN, "LMS option length");
-static_assert(GC_LMS_REQUEST == GC_LMS_OPT_REQ && GC_LMS_DMCAST == GC_LMS_OPT_DMCAST,
-	      "LMS option types");
-#define SAME_FIELD(f)                                                                   \
+static_assert(GC_LMS_REQUEST == GC_LMS_OPT_REQ && GC_LMS_DMCAST == GC_LMS_OPT_DMCAST, "LMS option types");
+#define SAME_FIELD(f)                                                                      \
 	static_assert(offsetof(struct gc_lms_wire, f) == offsetof(struct gc_lms_opt, f) && \
-			      sizeof(((struct gc_lms_wire *)0)->f) ==                     \
-				      sizeof(((struct gc_lms_opt *)0)->f),                \
+			      sizeof(((struct gc_lms_wire *)0)->f) ==                      \
+				      sizeof(((struct gc_lms_opt *)0)->f),                 \
 		      "LMS option field " #f)
 SAME_FIELD(code);
 SAME_FIELD(len);
@@ -67,7 +66,8 @@ GC_EXPORT int gc_lms_opt_build(void *out, int code, const struct gc_lms_info *in
 	if (!out || !info)
 		return gc_seterr(EFAULT, "%s: NULL", out ? "info" : "out");
 	if (code != GC_LMS_REQUEST && code != GC_LMS_DMCAST)
-		return gc_seterr(EINVAL, "code: %d is neither GC_LMS_REQUEST (138) nor GC_LMS_DMCAST (139)",
+		return gc_seterr(EINVAL,
+				 "code: %d is neither GC_LMS_REQUEST (138) nor GC_LMS_DMCAST (139)",
 				 code);
 	if (info->tpif > 0xffff)
 		return gc_seterr(EINVAL, "info->tpif: %u does not fit the option's 16 bits", info->tpif);
@@ -154,12 +154,12 @@ static int check_udp4(int sd)
 			return gc_seterr(errno, "sd: %d: cannot read its socket type", sd);
 	}
 	if (v[0] != AF_INET || v[1] != SOCK_DGRAM || v[2] != IPPROTO_UDP)
-		return gc_seterr(EPROTOTYPE, "sd: %d is not an AF_INET UDP socket (LMS is IPv4 only)", sd);
+		return gc_seterr(EPROTOTYPE,
+				 "sd: %d is not an AF_INET UDP socket (LMS is IPv4 only)", sd);
 	return 0;
 }
 
-static int membership(int sd, bool join, struct in_addr group, struct in_addr source,
-		      unsigned ifindex)
+static int membership(int sd, bool join, struct in_addr group, struct in_addr source, unsigned ifindex)
 {
 	const char *what = join ? "join" : "leave";
 
@@ -177,7 +177,8 @@ static int membership(int sd, bool join, struct in_addr group, struct in_addr so
 	if (source.s_addr == INADDR_ANY) {
 		struct group_req r = { .gr_interface = ifindex };
 		memcpy(&r.gr_group, &g, sizeof(g));
-		rc = setsockopt(sd, IPPROTO_IP, join ? MCAST_JOIN_GROUP : MCAST_LEAVE_GROUP, &r, sizeof(r));
+		rc = setsockopt(sd, IPPROTO_IP, join ? MCAST_JOIN_GROUP : MCAST_LEAVE_GROUP, &r,
+				sizeof(r));
 	} else {
 		struct group_source_req r = { .gsr_interface = ifindex };
 		memcpy(&r.gsr_group, &g, sizeof(g));
@@ -187,10 +188,10 @@ static int membership(int sd, bool join, struct in_addr group, struct in_addr so
 	}
 	if (rc != 0) {
 		int e = errno;
-		const char *why = e == EADDRINUSE ? ": already joined"
+		const char *why = e == EADDRINUSE     ? ": already joined"
 			: e == EADDRNOTAVAIL && !join ? ": not joined"
-			: e == ENODEV			  ? ": no such interface (or no route to the group)"
-							  : "";
+			: e == ENODEV ? ": no such interface (or no route to the group)"
+				      : "";
 		return gc_seterr(e, "%s %s (source %s, ifindex %u)%s", what, gc_lms_ntoa(group),
 				 source.s_addr ? gc_lms_ntoa(source) : "any", ifindex, why);
 	}
@@ -238,8 +239,8 @@ GC_EXPORT ssize_t gc_lms_request(int sd, const struct sockaddr_in *to, struct in
 	if (src.s_addr == INADDR_ANY || gc_lms_is_mcast(src) || src.s_addr == INADDR_BROADCAST)
 		return gc_seterr(EINVAL, "src: %s is not a unicast source address", gc_lms_ntoa(src));
 	if (to && (to->sin_family != AF_INET || to->sin_port == 0))
-		return gc_seterr(EINVAL, "to: %s", to->sin_family != AF_INET ? "not an AF_INET address"
-									      : "port 0");
+		return gc_seterr(EINVAL, "to: %s",
+				 to->sin_family != AF_INET ? "not an AF_INET address" : "port 0");
 	if (check_udp4(sd) < 0)
 		return -1;
 
@@ -270,7 +271,8 @@ GC_EXPORT ssize_t gc_lms_request(int sd, const struct sockaddr_in *to, struct in
 		/* ip_options_compile() refuses an option type it does not know
 		 * unless the sender has CAP_NET_RAW, and says EINVAL. */
 		if (e == EINVAL && !gc_lms_has_net_raw())
-			return gc_seterr(EPERM, "sd: %d: sending an LMS IP option needs CAP_NET_RAW (Linux accepts IP options of unknown types only from CAP_NET_RAW)",
+			return gc_seterr(EPERM,
+					 "sd: %d: sending an LMS IP option needs CAP_NET_RAW (Linux accepts IP options of unknown types only from CAP_NET_RAW)",
 					 sd);
 		return gc_seterr(e, "sd: %d: sendmsg of a %zu-byte request to %s", sd, len,
 				 to ? gc_lms_ntoa(to->sin_addr) : "the connected address");
@@ -309,12 +311,12 @@ GC_EXPORT ssize_t gc_lms_recv(int sd, void *buf, size_t len, int flags, struct s
 	if (from)
 		memcpy(from, &peer, sizeof(peer));
 	if ((size_t)n > len)
-		return gc_seterr(EMSGSIZE, "len: a %zd-byte datagram does not fit %zu bytes (consumed)",
-				 n, len);
+		return gc_seterr(EMSGSIZE,
+				 "len: a %zd-byte datagram does not fit %zu bytes (consumed)", n, len);
 	if (msg.msg_flags & MSG_CTRUNC) {
 		gc_lms_inc(&gc_lms_count.bad_options);
-		return gc_seterr(EBADMSG, "sd: %d: control data truncated (more than %zu bytes)", sd,
-				 sizeof(ctl.buf));
+		return gc_seterr(EBADMSG, "sd: %d: control data truncated (more than %zu bytes)",
+				 sd, sizeof(ctl.buf));
 	}
 	for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
 		/* Linux delivers the raw options area as cmsg type IP_RECVOPTS. */
@@ -323,9 +325,9 @@ GC_EXPORT ssize_t gc_lms_recv(int sd, void *buf, size_t len, int flags, struct s
 		if (gc_lms_opt_parse(CMSG_DATA(c), c->cmsg_len - CMSG_LEN(0), info) < 0)
 			return -1;
 	}
-	gc_lms_inc(info->code == GC_LMS_REQUEST	 ? &gc_lms_count.requests_received
-		   : info->code == GC_LMS_DMCAST ? &gc_lms_count.dmcasts_received
-						 : &gc_lms_count.plain_received);
+	gc_lms_inc(info->code == GC_LMS_REQUEST		 ? &gc_lms_count.requests_received
+			   : info->code == GC_LMS_DMCAST ? &gc_lms_count.dmcasts_received
+							 : &gc_lms_count.plain_received);
 	return n;
 }
 

@@ -41,8 +41,8 @@
 #include "lms/ltp.h"
 #include "lms.h" /* bpf/lms.h: the LMS-HIER report */
 
-#define LTP_PEERS 64         /* requesters with their own bucket (least recently used goes) */
-#define LTP_READ_BATCH 256   /* datagrams per gc_ltp_process() */
+#define LTP_PEERS 64	   /* requesters with their own bucket (least recently used goes) */
+#define LTP_READ_BATCH 256 /* datagrams per gc_ltp_process() */
 #define LTP_MAX_HB_NS 1000000000ull
 #define LTP_PKT_MAX (GC_LTP_HDRLEN + GC_LTP_MAX_PAYLOAD)
 #define LTP_MIN_SLOTS 16u
@@ -55,7 +55,7 @@ struct ltp_cache {
 	struct {
 		uint32_t seq;
 		uint16_t len; /* of the whole datagram; 0: empty */
-	} *meta;
+	} * meta;
 };
 
 struct ltp_peer {
@@ -172,8 +172,8 @@ static int open_socket(struct gc_ltp *l)
 		l->hierfd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 		if (l->hierfd < 0 ||
 		    setsockopt(l->hierfd, IPPROTO_IP, IP_MULTICAST_TTL, &one, sizeof(one)) != 0 ||
-		    (c->ifaddr.s_addr && setsockopt(l->hierfd, IPPROTO_IP, IP_MULTICAST_IF, &c->ifaddr,
-						    sizeof(c->ifaddr)) != 0))
+		    (c->ifaddr.s_addr &&
+		     setsockopt(l->hierfd, IPPROTO_IP, IP_MULTICAST_IF, &c->ifaddr, sizeof(c->ifaddr)) != 0))
 			return gc_seterr(errno, "replier report socket");
 	}
 	return 0;
@@ -196,13 +196,15 @@ GC_EXPORT struct gc_ltp *gc_ltp_open(const struct gc_ltp_config *cfg)
 		? "cfg->flags: GC_LTP_REPLIER and GC_LTP_UNORDERED need GC_LTP_RECEIVER"
 		: c.replier_cost && (!(c.flags & GC_LTP_REPLIER) || c.ifaddr.s_addr == INADDR_ANY)
 		? "cfg->replier_cost: needs GC_LTP_REPLIER and cfg->ifaddr (the address reported)"
-		: !gc_lms_is_mcast(c.group)		? "cfg->group: not a multicast address"
-		: c.port == 0				? "cfg->port: 0"
-		: c.source.s_addr == INADDR_ANY || gc_lms_is_mcast(c.source) ? "cfg->source: not a unicast address"
-		: c.window_bytes > (1u << 30) || c.cache_bytes > (1u << 30) ? "cfg->window_bytes/cache_bytes: more than 1 GiB"
-		: c.max_ranges > 65536			? "cfg->max_ranges: more than 65536"
-		: c.rate > 10000000000ull		? "cfg->rate: more than 10 GB/s"
-									 : NULL;
+		: !gc_lms_is_mcast(c.group) ? "cfg->group: not a multicast address"
+		: c.port == 0		    ? "cfg->port: 0"
+		: c.source.s_addr == INADDR_ANY || gc_lms_is_mcast(c.source)
+		? "cfg->source: not a unicast address"
+		: c.window_bytes > (1u << 30) || c.cache_bytes > (1u << 30)
+		? "cfg->window_bytes/cache_bytes: more than 1 GiB"
+		: c.max_ranges > 65536	  ? "cfg->max_ranges: more than 65536"
+		: c.rate > 10000000000ull ? "cfg->rate: more than 10 GB/s"
+					  : NULL;
 	if (bad) {
 		gc_seterr(EINVAL, "%s", bad);
 		return NULL;
@@ -249,9 +251,9 @@ GC_EXPORT struct gc_ltp *gc_ltp_open(const struct gc_ltp_config *cfg)
 	if (c.flags & (GC_LTP_SENDER | GC_LTP_REPLIER))
 		rc = cache_init(&l->cache, slots(c.cache_bytes));
 	if (!rc && (c.flags & GC_LTP_RECEIVER))
-		rc = ltp_window_init(&l->win, slots(c.window_bytes), GC_LTP_MAX_PAYLOAD, c.max_ranges,
-				     (uint64_t)c.nak_ms * 1000000ull, c.max_tries, c.escalate_after,
-				     c.flags & GC_LTP_UNORDERED, &l->st);
+		rc = ltp_window_init(&l->win, slots(c.window_bytes), GC_LTP_MAX_PAYLOAD,
+				     c.max_ranges, (uint64_t)c.nak_ms * 1000000ull, c.max_tries,
+				     c.escalate_after, c.flags & GC_LTP_UNORDERED, &l->st);
 	if (rc) {
 		gc_seterr(ENOMEM, "gc_ltp_open: no memory for the buffers");
 		gc_ltp_close(l);
@@ -268,11 +270,16 @@ GC_EXPORT struct gc_ltp *gc_ltp_open(const struct gc_ltp_config *cfg)
 
 static void report(struct gc_ltp *l, bool leave)
 {
-	struct gc_lms_hier m = { .magic = { 'L', 'H' }, .version = GC_LMS_HIER_VERSION,
-				 .flags = leave ? GC_LMS_HIER_LEAVE : 0, .src = l->c.source.s_addr,
-				 .group = l->c.group.s_addr, .replier = l->c.ifaddr.s_addr,
-				 .cost = htonl(l->c.replier_cost), .hold_ms = htonl(3 * l->c.report_ms) };
-	struct sockaddr_in to = { .sin_family = AF_INET, .sin_port = htons(GC_LMS_HIER_PORT),
+	struct gc_lms_hier m = { .magic = { 'L', 'H' },
+				 .version = GC_LMS_HIER_VERSION,
+				 .flags = leave ? GC_LMS_HIER_LEAVE : 0,
+				 .src = l->c.source.s_addr,
+				 .group = l->c.group.s_addr,
+				 .replier = l->c.ifaddr.s_addr,
+				 .cost = htonl(l->c.replier_cost),
+				 .hold_ms = htonl(3 * l->c.report_ms) };
+	struct sockaddr_in to = { .sin_family = AF_INET,
+				  .sin_port = htons(GC_LMS_HIER_PORT),
 				  .sin_addr.s_addr = htonl(GC_LMS_HIER_GROUP) };
 
 	if (sendto(l->hierfd, &m, sizeof(m), 0, (struct sockaddr *)&to, sizeof(to)) == sizeof(m))
@@ -308,9 +315,14 @@ GC_EXPORT int gc_ltp_fd(const struct gc_ltp *l)
 static void put_hdr(uint8_t *p, const struct gc_ltp *l, int type, uint32_t seq, uint32_t trail,
 		    uint16_t flags, uint16_t len)
 {
-	struct ltp_hdr h = { .magic = { 'L', 'T' }, .version = LTP_VERSION, .type = (uint8_t)type,
-			     .session = htonl(l->session), .seq = htonl(seq), .trail = htonl(trail),
-			     .flags = htons(flags), .len = htons(len) };
+	struct ltp_hdr h = { .magic = { 'L', 'T' },
+			     .version = LTP_VERSION,
+			     .type = (uint8_t)type,
+			     .session = htonl(l->session),
+			     .seq = htonl(seq),
+			     .trail = htonl(trail),
+			     .flags = htons(flags),
+			     .len = htons(len) };
 	memcpy(p, &h, sizeof(h));
 }
 
@@ -321,7 +333,8 @@ static uint32_t trail(const struct gc_ltp *l)
 
 static struct sockaddr_in group_addr(const struct gc_ltp *l)
 {
-	return (struct sockaddr_in){ .sin_family = AF_INET, .sin_port = htons(l->c.port),
+	return (struct sockaddr_in){ .sin_family = AF_INET,
+				     .sin_port = htons(l->c.port),
 				     .sin_addr = l->c.group };
 }
 
@@ -336,7 +349,8 @@ GC_EXPORT ssize_t gc_ltp_send(struct gc_ltp *l, const void *buf, size_t len)
 	if (l->finished)
 		return gc_seterr(EINVAL, "l: the stream is finished (gc_ltp_finish())");
 	if (len == 0 || len > GC_LTP_MAX_PAYLOAD)
-		return gc_seterr(len ? EMSGSIZE : EINVAL, "len: %zu, not in 1..%d", len, GC_LTP_MAX_PAYLOAD);
+		return gc_seterr(len ? EMSGSIZE : EINVAL, "len: %zu, not in 1..%d", len,
+				 GC_LTP_MAX_PAYLOAD);
 	uint64_t now = now_ns();
 	double cost = (double)(len + GC_LTP_HDRLEN + 28); /* + IPv4 and UDP headers */
 	if (!ltp_bucket_take(&l->rate, cost, now)) {
@@ -573,7 +587,8 @@ static int send_nak(struct gc_ltp *l, const struct ltp_nak *k)
 		l->st.requests_sent++;
 	}
 	if (k->escalate) {
-		struct sockaddr_in s = { .sin_family = AF_INET, .sin_port = htons(l->c.port),
+		struct sockaddr_in s = { .sin_family = AF_INET,
+					 .sin_port = htons(l->c.port),
 					 .sin_addr = l->c.source };
 		put_hdr(p, l, LTP_NAK, l->reqseq, 0, LTP_ESCALATED, (uint16_t)blen);
 		if (sendto(l->fd, p, GC_LTP_HDRLEN + blen, 0, (struct sockaddr *)&s, sizeof(s)) > 0)

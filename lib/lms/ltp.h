@@ -105,17 +105,16 @@ struct ltp_range {
 	uint32_t tries;
 };
 
-
 struct ltp_window {
 	uint32_t nslots, slot_size;
 	struct ltp_slot *slot;
 	uint8_t *mem;
 	bool started, have_end, end_reported, unordered;
-	uint64_t base;       /* lowest seq not yet delivered or reported lost */
-	uint64_t high;       /* highest seq known to exist (valid when have_high) */
+	uint64_t base; /* lowest seq not yet delivered or reported lost */
+	uint64_t high; /* highest seq known to exist (valid when have_high) */
 	bool have_high;
 	uint64_t registered; /* every seq below it has been checked for a gap */
-	uint64_t end;        /* one past the last seq (valid when have_end) */
+	uint64_t end;	     /* one past the last seq (valid when have_end) */
 	struct ltp_range *range;
 	uint32_t nranges, max_ranges;
 	uint64_t nak_ns;

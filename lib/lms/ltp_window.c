@@ -151,7 +151,8 @@ int ltp_window_put(struct ltp_window *w, uint32_t seq, uint32_t trail, bool fin,
 	/* In order so far: no gap to look for (out-of-order datagrams read in
 	 * the same batch are not requested either). */
 	while (w->registered <= w->high && in_window(w, w->registered) &&
-	       (slot_of(w, w->registered)->state == LTP_HAVE || slot_of(w, w->registered)->state == LTP_DONE))
+	       (slot_of(w, w->registered)->state == LTP_HAVE ||
+		slot_of(w, w->registered)->state == LTP_DONE))
 		w->registered++;
 	return LTP_PUT_NEW;
 }
@@ -391,9 +392,7 @@ void ltp_window_consume(struct ltp_window *w, const struct gc_ltp_msg *m)
 		if (w->unordered)
 			advance(w);
 		break;
-	case GC_LTP_END:
-		w->end_reported = true;
-		break;
+	case GC_LTP_END: w->end_reported = true; break;
 	}
 	if (w->registered < w->base)
 		w->registered = w->base;

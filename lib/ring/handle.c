@@ -38,16 +38,20 @@ static int params_copy(struct gc_ring_engine_params *d, const struct gc_ring_eng
 	if (!p)
 		return 0;
 	if (p->sz < sizeof(size_t))
-		return gc_seterr(EINVAL, "gc_ring_engine_start: params->sz is %zu; set it to "
+		return gc_seterr(EINVAL,
+				 "gc_ring_engine_start: params->sz is %zu; set it to "
 				 "sizeof(struct gc_ring_engine_params) (GC_RING_ENGINE_PARAMS_INIT "
-				 "does)", p->sz);
+				 "does)",
+				 p->sz);
 	if (p->sz > sizeof(*d)) {
 		const unsigned char *tail = (const unsigned char *)p + sizeof(*d);
 		for (size_t i = 0; i < p->sz - sizeof(*d); i++)
 			if (tail[i])
-				return gc_seterr(E2BIG, "gc_ring_engine_start: params (sz %zu) sets a "
+				return gc_seterr(E2BIG,
+						 "gc_ring_engine_start: params (sz %zu) sets a "
 						 "field at byte %zu that this library (sz %zu) does "
-						 "not know", p->sz, sizeof(*d) + i, sizeof(*d));
+						 "not know",
+						 p->sz, sizeof(*d) + i, sizeof(*d));
 	}
 	memcpy(d, p, p->sz < sizeof(*d) ? p->sz : sizeof(*d));
 	d->sz = sizeof(*d);
@@ -55,14 +59,14 @@ static int params_copy(struct gc_ring_engine_params *d, const struct gc_ring_eng
 }
 
 struct gc_ring_engine *gc_ring_engine_start_hooks(const struct gc_ring_engine_params *p,
-					const struct gc_ring_engine_hooks *hooks)
+						  const struct gc_ring_engine_hooks *hooks)
 {
 	struct gc_ring_engine_params d;
 
 	if (params_copy(&d, p) < 0)
 		return NULL;
 	const unsigned known = GC_RING_ENGINE_PIN_CPU | GC_RING_ENGINE_LISTEN_GID |
-			       GC_RING_ENGINE_SUBMIT_FLUSH;
+		GC_RING_ENGINE_SUBMIT_FLUSH;
 	if (d.flags & ~known) {
 		gc_seterr(EINVAL, "gc_ring_engine_start: unknown flags 0x%x", d.flags & ~known);
 		return NULL;
@@ -146,9 +150,11 @@ static int engine_trusted(int fd, const char *path, bool any_of_ours, uid_t want
 	if (any_of_ours ? uc.uid == 0 || uc.uid == geteuid() : uc.uid == want)
 		return 0;
 	if (any_of_ours)
-		return gc_seterr(EPERM, "gc_ring_engine_connect: the engine at %s runs as uid %u, "
+		return gc_seterr(EPERM,
+				 "gc_ring_engine_connect: the engine at %s runs as uid %u, "
 				 "neither root nor uid %u: not trusted (gc_ring_engine_connect_uid() "
-				 "names another)", path, (unsigned)uc.uid, (unsigned)geteuid());
+				 "names another)",
+				 path, (unsigned)uc.uid, (unsigned)geteuid());
 	return gc_seterr(EPERM, "gc_ring_engine_connect: the engine at %s runs as uid %u, not %u",
 			 path, (unsigned)uc.uid, (unsigned)want);
 }
@@ -176,8 +182,10 @@ static struct gc_ring_engine *engine_connect(const char *path, bool any_of_ours,
 		int err = errno;
 		close(fd);
 		if (err == EACCES)
-			gc_seterr(err, "gc_ring_engine_connect: %s: no permission to connect (the "
-				  "engine's socket mode and group decide)", path);
+			gc_seterr(err,
+				  "gc_ring_engine_connect: %s: no permission to connect (the "
+				  "engine's socket mode and group decide)",
+				  path);
 		else
 			gc_seterr(err, "gc_ring_engine_connect: no engine at %s", path);
 		return NULL;
@@ -355,13 +363,15 @@ GC_EXPORT int gc_ring_attach(struct gc_ring *r, struct gc_ring_engine *e, int sd
 	if (!r || !e)
 		return gc_seterr(EFAULT, "gc_ring_attach: %s is NULL", r ? "e" : "r");
 	if (r->eng)
-		return gc_seterr(EISCONN, "gc_ring_attach: r is attached already (ring %u)",
-				 r->ring_id);
+		return gc_seterr(EISCONN, "gc_ring_attach: r is attached already (ring %u)", r->ring_id);
 	if (gc_udp_check(sd, why, sizeof(why)) < 0)
 		return gc_seterr(errno, "gc_ring_attach: sd %d: %s", sd, why);
 
-	struct gc_req q = { .op = GC_OP_ATTACH, .version = GC_PROTO_VERSION, .entries = r->n,
-			    .ack_entries = r->n, .zone_size = r->zone->size };
+	struct gc_req q = { .op = GC_OP_ATTACH,
+			    .version = GC_PROTO_VERSION,
+			    .entries = r->n,
+			    .ack_entries = r->n,
+			    .zone_size = r->zone->size };
 	const int fds[3] = { r->fd, r->zone->fd, sd };
 	struct gc_rep rep;
 	int efd = -1;

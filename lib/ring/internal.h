@@ -86,7 +86,7 @@ struct gc_ring {
 	struct gc_conntab *tab;
 	bool submit_flush; /* the engine's GC_RING_ENGINE_SUBMIT_FLUSH */
 	uint32_t ring_id;
-	int efd;                  /* notify eventfd */
+	int efd;		  /* notify eventfd */
 	struct gc_ring *eng_next; /* the engine handle's list of attached rings */
 	struct gc_ring *eng_prev;
 };
@@ -103,12 +103,12 @@ int gc_ring_stopped(const struct gc_ring *r, const char *fn, uint32_t err);
 struct gc_srv;
 struct gc_ring_engine {
 	pthread_mutex_t lock; /* one request at a time; guards rings */
-	int fd;               /* control socket (SOCK_SEQPACKET) */
+	int fd;		      /* control socket (SOCK_SEQPACKET) */
 	struct gc_srv *srv;   /* started here: the engine's state */
 	pthread_t thread;
 	struct gc_ring *rings; /* attached through this handle */
-	uint32_t seq;          /* of the last request sent */
-	uint64_t stale;        /* replies discarded: not the answer to the request */
+	uint32_t seq;	       /* of the last request sent */
+	uint64_t stale;	       /* replies discarded: not the answer to the request */
 };
 
 /* ---- the control protocol (proto.c) ------------------------------------- */
@@ -131,10 +131,10 @@ enum gc_op { GC_OP_ATTACH = 1, GC_OP_DETACH, GC_OP_STATS, GC_OP_HELLO };
 
 struct gc_req {
 	uint32_t op, version;
-	uint32_t seq;                  /* the client's number for it, never 0 */
+	uint32_t seq;		       /* the client's number for it, never 0 */
 	uint32_t entries, ack_entries; /* ATTACH */
-	uint32_t ring_id;              /* DETACH */
-	uint64_t zone_size;            /* ATTACH */
+	uint32_t ring_id;	       /* DETACH */
+	uint64_t zone_size;	       /* ATTACH */
 };
 
 /*
@@ -155,15 +155,15 @@ unsigned gc_stats_from_wire(const struct gc_wire_stats *w, struct gc_ring_engine
 
 struct gc_rep {
 	uint32_t version;
-	int32_t err; /* 0 or an errno */
+	int32_t err;  /* 0 or an errno */
 	uint32_t seq; /* the request's; 0: a notice that answers no request
 			 (the engine refused the client and hung up) */
 	uint32_t op;  /* the request's */
 	uint32_t ring_id;
 	uint32_t pad;
-	uint64_t reserved; /* 0 (version 1 once sent an address here) */
+	uint64_t reserved;	    /* 0 (version 1 once sent an address here) */
 	struct gc_wire_stats stats; /* STATS */
-	char msg[200]; /* the reason, when err != 0 */
+	char msg[200];		    /* the reason, when err != 0 */
 };
 
 /* The smallest reply a client reads (version, err, seq) before it knows
@@ -177,11 +177,9 @@ struct gc_rep {
 ssize_t gc_proto_send(int sock, const void *buf, size_t len, const int *fds, int nfds, int flags);
 /* Receive one message and up to GC_PROTO_MAX_FDS descriptors (all others
  * closed); *mflags gets the message's flags (MSG_TRUNC, MSG_CTRUNC). */
-ssize_t gc_proto_recv(int sock, void *buf, size_t len, int *fds, int *nfds, int flags,
-		      int *mflags);
+ssize_t gc_proto_recv(int sock, void *buf, size_t len, int *fds, int *nfds, int flags, int *mflags);
 /* rep->err = err and rep->msg from fmt; returns -1. */
-int gc_rep_err(struct gc_rep *rep, int err, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+int gc_rep_err(struct gc_rep *rep, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* Client side: send q (q->seq is set here) with nfds descriptors, wait for
  * its reply and at most one descriptor (*rfd, -1 if none).  Replies to
@@ -201,18 +199,18 @@ int gc_client_call(struct gc_ring_engine *e, const char *fn, struct gc_req *q, c
  * Returns 0 with *q filled, or -1 with rep->err and rep->msg set (rep->seq
  * and rep->op as far as they could be read).  fuzz/ring_req_fuzz.c feeds it.
  */
-int gc_srv_decode(const void *buf, size_t n, int mflags, const int *fds, int nfds,
-		  struct gc_req *q, struct gc_rep *rep);
+int gc_srv_decode(const void *buf, size_t n, int mflags, const int *fds, int nfds, struct gc_req *q,
+		  struct gc_rep *rep);
 
 /* ---- the engine's view of one ring (kring.c) ---------------------------- */
 
 /* A packet the engine took from a ring, as read (and checked) at that time. */
 struct gc_sent {
-	uint64_t off;      /* payload offset in the zone: [off, off + len) is inside */
+	uint64_t off; /* payload offset in the zone: [off, off + len) is inside */
 	uint64_t user_seq;
 	uint32_t len;
-	uint32_t pos;      /* ring position it was taken from */
-	uint32_t stamp;    /* claim count of the slot then (for kern_acked) */
+	uint32_t pos;	/* ring position it was taken from */
+	uint32_t stamp; /* claim count of the slot then (for kern_acked) */
 	uint32_t pad;
 };
 
@@ -220,14 +218,14 @@ struct gc_kring {
 	struct gc_ring_shm *sh;
 	struct gc_pkt *pkts;
 	_Atomic uint64_t *acks;
-	uint32_t n, ack_n;   /* the engine's own sizes, never re-read */
+	uint32_t n, ack_n; /* the engine's own sizes, never re-read */
 	uint64_t zone_size;
-	uint32_t max_len;    /* largest payload the transport can send */
+	uint32_t max_len; /* largest payload the transport can send */
 	/* private copies of the four indexes */
 	uint32_t dev, kern, user, umod;
 	uint64_t ack_head;
-	uint32_t error;      /* enum gc_ring_violation; the ring is not served */
-	uint32_t woken_seq;  /* gc_ring_wait() sequence last woken */
+	uint32_t error;	    /* enum gc_ring_violation; the ring is not served */
+	uint32_t woken_seq; /* gc_ring_wait() sequence last woken */
 	uint64_t sent, bytes, dead, send_errors, acks_lost;
 };
 
@@ -242,8 +240,7 @@ int gc_kring_plan(struct gc_kring *k, uint32_t *avail);
 int gc_kring_claim(struct gc_kring *k, uint32_t want, struct gc_sent *out, uint32_t *nout,
 		   uint32_t *ntaken);
 /* plan + claim */
-int gc_kring_take(struct gc_kring *k, uint32_t max, struct gc_sent *out, uint32_t *nout,
-		  uint32_t *ntaken);
+int gc_kring_take(struct gc_kring *k, uint32_t max, struct gc_sent *out, uint32_t *nout, uint32_t *ntaken);
 /* Every record before pos is finished: move dev_i to pos.  Returns 1 if a
  * gc_ring_wait() caller should be woken (gc_kring_wake()). */
 int gc_kring_done(struct gc_kring *k, uint32_t pos);
@@ -267,8 +264,8 @@ void gc_kring_describe(const struct gc_kring *k, char *buf, size_t len);
 struct gc_udp {
 	int fd;
 	int family;
-	uint32_t max_len;  /* 65507 (IPv4) or 65527 (IPv6) */
-	uint32_t gso_max;  /* largest GSO segment; 0: no GSO */
+	uint32_t max_len; /* 65507 (IPv4) or 65527 (IPv6) */
+	uint32_t gso_max; /* largest GSO segment; 0: no GSO */
 };
 
 struct gc_udp_out {
@@ -289,7 +286,7 @@ unsigned gc_udp_send(struct gc_udp *u, const struct gc_sent *p, unsigned n,
 /* Start an engine with a transport or congestion controller other than the
  * defaults (UDP, no congestion control).  hooks may be NULL. */
 struct gc_ring_engine *gc_ring_engine_start_hooks(const struct gc_ring_engine_params *p,
-					const struct gc_ring_engine_hooks *hooks);
+						  const struct gc_ring_engine_hooks *hooks);
 
 /* Helpers shared by the files of the module. */
 int gc_memfd_sealed(const char *name, size_t size, void **map); /* zone.c */

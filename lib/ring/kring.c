@@ -165,8 +165,7 @@ int gc_kring_plan(struct gc_kring *k, uint32_t *avail)
 	return published(k, um, avail);
 }
 
-int gc_kring_claim(struct gc_kring *k, uint32_t want, struct gc_sent *out, uint32_t *nout,
-		   uint32_t *ntaken)
+int gc_kring_claim(struct gc_kring *k, uint32_t want, struct gc_sent *out, uint32_t *nout, uint32_t *ntaken)
 {
 	*nout = *ntaken = 0;
 	if (k->error)
@@ -221,8 +220,9 @@ int gc_kring_claim(struct gc_kring *k, uint32_t want, struct gc_sent *out, uint3
 			k->dead++;
 			continue;
 		}
-		out[n++] = (struct gc_sent){ .off = off, .user_seq = seq, .len = len, .pos = p,
-					     .stamp = gc_pkt_stamp(fl) };
+		out[n++] = (struct gc_sent){
+			.off = off, .user_seq = seq, .len = len, .pos = p, .stamp = gc_pkt_stamp(fl)
+		};
 	}
 	k->kern = end;
 	*nout = n;
@@ -230,8 +230,7 @@ int gc_kring_claim(struct gc_kring *k, uint32_t want, struct gc_sent *out, uint3
 	return 0;
 }
 
-int gc_kring_take(struct gc_kring *k, uint32_t max, struct gc_sent *out, uint32_t *nout,
-		  uint32_t *ntaken)
+int gc_kring_take(struct gc_kring *k, uint32_t max, struct gc_sent *out, uint32_t *nout, uint32_t *ntaken)
 {
 	uint32_t avail;
 
@@ -337,8 +336,7 @@ int gc_kring_ack(struct gc_kring *k, const struct gc_sent *p)
 		atomic_store_explicit(&k->sh->acks_lost, k->acks_lost, memory_order_relaxed);
 		return 0;
 	}
-	atomic_store_explicit(&k->acks[k->ack_head % k->ack_n], p->user_seq,
-			      memory_order_relaxed);
+	atomic_store_explicit(&k->acks[k->ack_head % k->ack_n], p->user_seq, memory_order_relaxed);
 	k->ack_head++;
 	/* release: the entry is written before the head that covers it */
 	atomic_store_explicit(&k->sh->ack_head, k->ack_head, memory_order_release);
@@ -366,7 +364,8 @@ void gc_kring_describe(const struct gc_kring *k, char *buf, size_t len)
 	case GC_RING_USER_I_BACK:
 		snprintf(buf, len,
 			 "user_i moved from %u to %llu: backwards, or past dev_i %u (more than "
-			 "N-1 = %u packets)", pos, val, k->dev, k->n - 1);
+			 "N-1 = %u packets)",
+			 pos, val, k->dev, k->n - 1);
 		break;
 	case GC_RING_BAD_UMOD_I:
 		snprintf(buf, len, "umod_i %llu is not below the ring size %u", val, k->n);
@@ -384,11 +383,7 @@ void gc_kring_describe(const struct gc_kring *k, char *buf, size_t len)
 			 (unsigned long long)(k->ack_head >= k->ack_n ? k->ack_head - k->ack_n : 0),
 			 (unsigned long long)k->ack_head);
 		break;
-	case GC_RING_DETACHED:
-		snprintf(buf, len, "detached");
-		break;
-	default:
-		snprintf(buf, len, "served");
-		break;
+	case GC_RING_DETACHED: snprintf(buf, len, "detached"); break;
+	default: snprintf(buf, len, "served"); break;
 	}
 }

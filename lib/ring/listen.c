@@ -23,8 +23,7 @@ static int claim_path(const char *path, const struct sockaddr_un *sa)
 	struct stat st;
 
 	if (lstat(path, &st) < 0)
-		return errno == ENOENT ? 0 : gc_seterr(errno, "gc_ring_engine_start: listen: %s",
-							path);
+		return errno == ENOENT ? 0 : gc_seterr(errno, "gc_ring_engine_start: listen: %s", path);
 	/* a live engine answers; a stale socket file does not */
 	int probe = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	int live = probe >= 0 && connect(probe, (const struct sockaddr *)sa, sizeof(*sa)) == 0;
@@ -47,9 +46,10 @@ static int listen_at(struct gc_srv *s, const char *tmp, const char *path)
 	struct sockaddr_un sa = { .sun_family = AF_UNIX }, fin = { .sun_family = AF_UNIX };
 
 	if (strlen(tmp) >= sizeof(sa.sun_path))
-		return gc_seterr(ENAMETOOLONG, "gc_ring_engine_start: listen: %s with the private "
-				 "directory beside it (%s) is longer than %zu bytes", path, tmp,
-				 sizeof(sa.sun_path) - 1);
+		return gc_seterr(ENAMETOOLONG,
+				 "gc_ring_engine_start: listen: %s with the private "
+				 "directory beside it (%s) is longer than %zu bytes",
+				 path, tmp, sizeof(sa.sun_path) - 1);
 	strcpy(sa.sun_path, tmp);
 	strcpy(fin.sun_path, path);
 	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -82,8 +82,7 @@ static int listen_at(struct gc_srv *s, const char *tmp, const char *path)
 		close(fd);
 		if (err == EEXIST)
 			return gc_seterr(EADDRINUSE, "gc_ring_engine_start: listen: %s is in use", path);
-		return gc_seterr(err, "gc_ring_engine_start: listen: cannot link the socket to %s",
-				 path);
+		return gc_seterr(err, "gc_ring_engine_start: listen: cannot link the socket to %s", path);
 	}
 	return fd;
 }
@@ -94,7 +93,8 @@ int gc_srv_listen(struct gc_srv *s, const char *path)
 	const char *slash = strrchr(path, '/');
 
 	if (strlen(path) >= sizeof(((struct sockaddr_un *)0)->sun_path))
-		return gc_seterr(ENAMETOOLONG, "gc_ring_engine_start: listen path is longer than %zu bytes",
+		return gc_seterr(ENAMETOOLONG,
+				 "gc_ring_engine_start: listen path is longer than %zu bytes",
 				 sizeof(((struct sockaddr_un *)0)->sun_path) - 1);
 	if (!*path || (slash && !slash[1]))
 		return gc_seterr(EINVAL, "gc_ring_engine_start: listen path '%s' names no file", path);
@@ -102,8 +102,10 @@ int gc_srv_listen(struct gc_srv *s, const char *path)
 	int dl = slash ? (int)(slash - path) + 1 : 0;
 	snprintf(dir, sizeof(dir), "%.*s.gc-engine-XXXXXX", dl, path);
 	if (!mkdtemp(dir)) /* mode 0700 */
-		return gc_seterr(errno, "gc_ring_engine_start: listen: cannot create a private "
-				 "directory beside %s", path);
+		return gc_seterr(errno,
+				 "gc_ring_engine_start: listen: cannot create a private "
+				 "directory beside %s",
+				 path);
 	snprintf(tmp, sizeof(tmp), "%s/s", dir);
 	s->uid = geteuid();
 	int fd = listen_at(s, tmp, path);
@@ -159,9 +161,10 @@ bool gc_srv_peer_allowed(const struct gc_srv *s, int fd, char *why, size_t len)
 					return true;
 		}
 	}
-	snprintf(why, len, "uid %u (gid %u) is not allowed: the engine serves root, its own uid "
-		 "%u, and the uids and groups it was told to allow", (unsigned)uc.uid,
-		 (unsigned)uc.gid, (unsigned)s->uid);
+	snprintf(why, len,
+		 "uid %u (gid %u) is not allowed: the engine serves root, its own uid "
+		 "%u, and the uids and groups it was told to allow",
+		 (unsigned)uc.uid, (unsigned)uc.gid, (unsigned)s->uid);
 	return false;
 }
 

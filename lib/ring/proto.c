@@ -103,16 +103,16 @@ ssize_t gc_proto_send(int sock, const void *buf, size_t len, const int *fds, int
 	return sendmsg(sock, &mh, flags | MSG_NOSIGNAL);
 }
 
-ssize_t gc_proto_recv(int sock, void *buf, size_t len, int *fds, int *nfds, int flags,
-			int *mflags)
+ssize_t gc_proto_recv(int sock, void *buf, size_t len, int *fds, int *nfds, int flags, int *mflags)
 {
 	union {
 		char b[CMSG_SPACE(sizeof(int) * GC_PROTO_MAX_FDS)];
 		struct cmsghdr align;
 	} cm;
 	struct iovec iov = { buf, len };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.b,
-			     .msg_controllen = sizeof(cm.b) };
+	struct msghdr mh = {
+		.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.b, .msg_controllen = sizeof(cm.b)
+	};
 
 	*nfds = 0;
 	ssize_t n = recvmsg(sock, &mh, flags | MSG_CMSG_CLOEXEC);
@@ -138,8 +138,7 @@ ssize_t gc_proto_recv(int sock, void *buf, size_t len, int *fds, int *nfds, int 
 /* ---- client side -------------------------------------------------------- */
 
 /* Read one reply of any kind: -1 with gc_seterr(), else its length. */
-static ssize_t recv_rep(struct gc_ring_engine *e, const char *fn, struct gc_rep *rep, int *rfd,
-			int flags)
+static ssize_t recv_rep(struct gc_ring_engine *e, const char *fn, struct gc_rep *rep, int *rfd, int flags)
 {
 	int got[GC_PROTO_MAX_FDS], ngot = 0, mflags = 0;
 
@@ -147,8 +146,7 @@ static ssize_t recv_rep(struct gc_ring_engine *e, const char *fn, struct gc_rep 
 	memset(rep, 0, sizeof(*rep));
 	ssize_t n = gc_proto_recv(e->fd, rep, sizeof(*rep), got, &ngot, flags, &mflags);
 	if (n < 0)
-		return gc_seterr(errno == EAGAIN ? ETIMEDOUT : errno, "%s: no reply from the engine",
-				 fn);
+		return gc_seterr(errno == EAGAIN ? ETIMEDOUT : errno, "%s: no reply from the engine", fn);
 	for (int i = ngot > 1 ? 1 : ngot; i < ngot; i++)
 		close(got[i]);
 	if (ngot)
@@ -158,9 +156,10 @@ static ssize_t recv_rep(struct gc_ring_engine *e, const char *fn, struct gc_rep 
 	if ((size_t)n < GC_REP_HEAD)
 		return gc_seterr(EPROTO, "%s: malformed reply from the engine (%zd bytes)", fn, n);
 	if (rep->version != GC_PROTO_VERSION)
-		return gc_seterr(EPROTONOSUPPORT, "%s: the engine answered in protocol version %u "
-				 "(%zd bytes); this library speaks version %u", fn, rep->version, n,
-				 GC_PROTO_VERSION);
+		return gc_seterr(EPROTONOSUPPORT,
+				 "%s: the engine answered in protocol version %u "
+				 "(%zd bytes); this library speaks version %u",
+				 fn, rep->version, n, GC_PROTO_VERSION);
 	if (n != (ssize_t)sizeof(*rep) || (mflags & (MSG_TRUNC | MSG_CTRUNC)))
 		return gc_seterr(EPROTO, "%s: malformed reply from the engine (%zd bytes)", fn, n);
 	rep->msg[sizeof(rep->msg) - 1] = '\0';
@@ -197,7 +196,7 @@ int gc_client_call(struct gc_ring_engine *e, const char *fn, struct gc_req *q, c
 		int err = errno ? errno : EPROTO;
 		/* refused at accept: the reason may be waiting for us */
 		bool refused = (err == EPIPE || err == ECONNRESET) &&
-			       recv_rep(e, fn, rep, rfd, MSG_DONTWAIT) > 0 && rep->seq == 0;
+			recv_rep(e, fn, rep, rfd, MSG_DONTWAIT) > 0 && rep->seq == 0;
 		drop_fd(rfd);
 		if (refused)
 			return notice(fn, rep);
@@ -233,8 +232,10 @@ int gc_client_call(struct gc_ring_engine *e, const char *fn, struct gc_req *q, c
 			if (rep->op == GC_OP_ATTACH && rep->err == 0) {
 				/* The engine attached a ring we took for refused:
 				 * let it go.  Its reply is skipped in turn. */
-				struct gc_req d = { .op = GC_OP_DETACH, .version = GC_PROTO_VERSION,
-						    .seq = next_seq(e), .ring_id = rep->ring_id };
+				struct gc_req d = { .op = GC_OP_DETACH,
+						    .version = GC_PROTO_VERSION,
+						    .seq = next_seq(e),
+						    .ring_id = rep->ring_id };
 				gc_proto_send(e->fd, &d, sizeof(d), NULL, 0, MSG_DONTWAIT);
 			}
 			continue;
@@ -273,23 +274,29 @@ static int check_memfd(int fd, uint64_t need, const char *what, struct gc_rep *r
 	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
 		return gc_rep_err(rep, EINVAL, "the %s descriptor is not a memfd", what);
 	if (fstatfs(fd, &fs) < 0)
-		return gc_rep_err(rep, EINVAL, "the %s descriptor is not a memfd (fstatfs: %s)", what,
-			       strerror(errno));
+		return gc_rep_err(rep, EINVAL, "the %s descriptor is not a memfd (fstatfs: %s)",
+				  what, strerror(errno));
 	if (fs.f_type == HUGETLBFS_MAGIC)
-		return gc_rep_err(rep, EINVAL, "the %s memfd is on hugetlbfs (MFD_HUGETLB): a punched "
-			       "hole would fault the engine; use a memfd on tmpfs", what);
+		return gc_rep_err(rep, EINVAL,
+				  "the %s memfd is on hugetlbfs (MFD_HUGETLB): a punched "
+				  "hole would fault the engine; use a memfd on tmpfs",
+				  what);
 	if (fs.f_type != TMPFS_MAGIC)
-		return gc_rep_err(rep, EINVAL, "the %s descriptor is not a memfd (filesystem 0x%lx, "
-			       "not tmpfs)", what, (unsigned long)fs.f_type);
+		return gc_rep_err(rep, EINVAL,
+				  "the %s descriptor is not a memfd (filesystem 0x%lx, "
+				  "not tmpfs)",
+				  what, (unsigned long)fs.f_type);
 	int seals = fcntl(fd, F_GET_SEALS);
 	if (seals < 0)
 		return gc_rep_err(rep, EINVAL, "the %s descriptor is not a memfd (no seals)", what);
 	if (!(seals & F_SEAL_SHRINK))
-		return gc_rep_err(rep, EPERM, "the %s memfd is not sealed against shrinking "
-			       "(F_SEAL_SHRINK)", what);
+		return gc_rep_err(rep, EPERM,
+				  "the %s memfd is not sealed against shrinking "
+				  "(F_SEAL_SHRINK)",
+				  what);
 	if ((uint64_t)st.st_size < need)
 		return gc_rep_err(rep, EINVAL, "the %s memfd has %lld bytes, needs %llu", what,
-			       (long long)st.st_size, (unsigned long long)need);
+				  (long long)st.st_size, (unsigned long long)need);
 	return 0;
 }
 
@@ -299,17 +306,19 @@ static int decode_attach(const struct gc_req *q, const int *fds, int nfds, struc
 	char why[160];
 
 	if (nfds != 3)
-		return gc_rep_err(rep, EINVAL, "attach carries %d descriptors, wants 3 "
-			       "(ring memfd, zone memfd, socket)", nfds);
+		return gc_rep_err(rep, EINVAL,
+				  "attach carries %d descriptors, wants 3 "
+				  "(ring memfd, zone memfd, socket)",
+				  nfds);
 	if (q->entries < 2 || q->entries > GC_RING_MAX_ENTRIES)
 		return gc_rep_err(rep, EINVAL, "entries %u is not in [2, %u]", q->entries,
-			       GC_RING_MAX_ENTRIES);
+				  GC_RING_MAX_ENTRIES);
 	if (q->ack_entries != q->entries)
-		return gc_rep_err(rep, EINVAL, "ack_entries %u differs from entries %u", q->ack_entries,
-			       q->entries);
+		return gc_rep_err(rep, EINVAL, "ack_entries %u differs from entries %u",
+				  q->ack_entries, q->entries);
 	if (q->zone_size == 0 || q->zone_size > GC_ZONE_MAX)
 		return gc_rep_err(rep, EINVAL, "zone size %llu is not in [1, %llu]",
-			       (unsigned long long)q->zone_size, (unsigned long long)GC_ZONE_MAX);
+				  (unsigned long long)q->zone_size, (unsigned long long)GC_ZONE_MAX);
 	uint64_t need = gc_shm_size(q->entries, q->ack_entries, (uint64_t)gc_page_size());
 	if (check_memfd(fds[0], need, "ring", rep) < 0 ||
 	    check_memfd(fds[1], q->zone_size, "zone", rep) < 0)
@@ -317,12 +326,12 @@ static int decode_attach(const struct gc_req *q, const int *fds, int nfds, struc
 	errno = 0;
 	if (fds[2] < 0 || gc_udp_check(fds[2], why, sizeof(why)) < 0)
 		return gc_rep_err(rep, errno ? errno : EBADF, "the socket is %s",
-			       fds[2] < 0 ? "missing" : why);
+				  fds[2] < 0 ? "missing" : why);
 	return 0;
 }
 
-int gc_srv_decode(const void *buf, size_t n, int mflags, const int *fds, int nfds,
-		  struct gc_req *q, struct gc_rep *rep)
+int gc_srv_decode(const void *buf, size_t n, int mflags, const int *fds, int nfds, struct gc_req *q,
+		  struct gc_rep *rep)
 {
 	memset(q, 0, sizeof(*q));
 	memcpy(q, buf, n < sizeof(*q) ? n : sizeof(*q));
@@ -334,24 +343,25 @@ int gc_srv_decode(const void *buf, size_t n, int mflags, const int *fds, int nfd
 	if (n < offsetof(struct gc_req, version) + sizeof(q->version))
 		return gc_rep_err(rep, EPROTO, "malformed request (%zu bytes)", n);
 	if (q->version != GC_PROTO_VERSION)
-		return gc_rep_err(rep, EPROTONOSUPPORT, "protocol version %u; this engine speaks "
-			       "version %u", q->version, GC_PROTO_VERSION);
+		return gc_rep_err(rep, EPROTONOSUPPORT,
+				  "protocol version %u; this engine speaks "
+				  "version %u",
+				  q->version, GC_PROTO_VERSION);
 	if (n != sizeof(*q) || (mflags & (MSG_TRUNC | MSG_CTRUNC)))
 		return gc_rep_err(rep, EPROTO, "malformed request (%zu bytes%s)", n,
-			       mflags & MSG_CTRUNC ? ", descriptors cut off" :
-			       mflags & MSG_TRUNC ? " or more" : "");
+				  mflags & MSG_CTRUNC	       ? ", descriptors cut off"
+					  : mflags & MSG_TRUNC ? " or more"
+							       : "");
 	if (q->seq == 0)
 		return gc_rep_err(rep, EPROTO, "request without a sequence number");
 	switch (q->op) {
-	case GC_OP_ATTACH:
-		return decode_attach(q, fds, nfds, rep);
+	case GC_OP_ATTACH: return decode_attach(q, fds, nfds, rep);
 	case GC_OP_DETACH:
 	case GC_OP_STATS:
 	case GC_OP_HELLO:
 		if (nfds)
 			return gc_rep_err(rep, EINVAL, "request %u carries descriptors", q->op);
 		return 0;
-	default:
-		return gc_rep_err(rep, EINVAL, "unknown request %u", q->op);
+	default: return gc_rep_err(rep, EINVAL, "unknown request %u", q->op);
 	}
 }

@@ -196,8 +196,7 @@ GC_EXPORT int gc_ring_rewind(struct gc_ring *r, unsigned to, unsigned *first)
 		if (pm > pu || pm < pk)
 			pm = pk;
 		if (pt > pm && pt <= pu)
-			return gc_seterr(EINVAL,
-					 "gc_ring_rewind: to %u is above umod_i %u: not published",
+			return gc_seterr(EINVAL, "gc_ring_rewind: to %u is above umod_i %u: not published",
 					 to, r->umod);
 		/* at or below kern_i (or already sent): as far as possible */
 		if (pt <= pu && pt > pk)
@@ -253,9 +252,10 @@ GC_EXPORT int gc_ring_swap(struct gc_ring *r, unsigned a, unsigned b)
 		return gc_seterr(EINVAL, "gc_ring_swap: %s %u is not below the ring size %u",
 				 a >= r->n ? "a" : "b", a >= r->n ? a : b, r->n);
 	if (!modifiable(r, a) || !modifiable(r, b))
-		return gc_seterr(EBUSY, "gc_ring_swap: %s %u is not modifiable (published; "
-				 "gc_ring_rewind() first)", !modifiable(r, a) ? "a" : "b",
-				 !modifiable(r, a) ? a : b);
+		return gc_seterr(EBUSY,
+				 "gc_ring_swap: %s %u is not modifiable (published; "
+				 "gc_ring_rewind() first)",
+				 !modifiable(r, a) ? "a" : "b", !modifiable(r, a) ? a : b);
 	if (a == b)
 		return 0;
 	struct gc_pkt *pa = &r->pkts[a], *pb = &r->pkts[b];
@@ -345,8 +345,10 @@ GC_EXPORT int gc_ring_wait(struct gc_ring *r, unsigned nfree, int timeout_ms)
 			gc_futex_wait(&r->sh->dev_i, d, ms);
 		atomic_store_explicit(&r->sh->user_wait, 0, memory_order_relaxed);
 		if (timeout_ms >= 0 && gc_now_ns() >= deadline && gc_ring_space(r) < nfree)
-			return gc_seterr(ETIMEDOUT, "gc_ring_wait: %u free slots did not come within "
-					 "%d ms", nfree, timeout_ms);
+			return gc_seterr(ETIMEDOUT,
+					 "gc_ring_wait: %u free slots did not come within "
+					 "%d ms",
+					 nfree, timeout_ms);
 	}
 }
 

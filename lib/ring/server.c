@@ -36,7 +36,7 @@
 #include <unistd.h>
 #include "ring/srv.h"
 
-#define container_of(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
+#define container_of(p, type, member) ((type *)((char *)(p)-offsetof(type, member)))
 
 /* ---- connection lists ---------------------------------------------------- */
 
@@ -148,9 +148,7 @@ static unsigned pump(struct gc_srv *s, struct gc_conn *c, uint64_t now)
 	unsigned n;
 
 	switch (gc_conn_drain(c, now, &s->st, &n)) {
-	case DRAIN_MORE:
-		c->idle_since = 0;
-		break;
+	case DRAIN_MORE: c->idle_since = 0; break;
 	case DRAIN_BLOCKED:
 		c->idle_since = 0;
 		if (!s->h.xmit) {
@@ -159,12 +157,8 @@ static unsigned pump(struct gc_srv *s, struct gc_conn *c, uint64_t now)
 		}
 		/* a test transport that declines stays active: retried next round */
 		break;
-	case DRAIN_CCWAIT:
-		set_state(s, c, CONN_CCWAIT);
-		break;
-	case DRAIN_ERROR:
-		conn_violation(s, c);
-		break;
+	case DRAIN_CCWAIT: set_state(s, c, CONN_CCWAIT); break;
+	case DRAIN_ERROR: conn_violation(s, c); break;
 	case DRAIN_EMPTY:
 		/* keep polling an idle ring for idle_us before parking it */
 		if (s->idle_ns) {
@@ -314,8 +308,8 @@ static struct gc_zmap *zmap_find(struct gc_client *cl, const struct stat *st, ui
 	return NULL;
 }
 
-static struct gc_zmap *zmap_get(struct gc_client *cl, int fd, const struct stat *st,
-				uint64_t size, struct gc_rep *rep)
+static struct gc_zmap *zmap_get(struct gc_client *cl, int fd, const struct stat *st, uint64_t size,
+				struct gc_rep *rep)
 {
 	struct gc_zmap *z = zmap_find(cl, st, size);
 
@@ -380,14 +374,17 @@ static int srv_attach(struct gc_srv *s, struct gc_client *cl, const struct gc_re
 
 	if (cl->nrings >= cl->max_rings) {
 		s->st.limited++;
-		return gc_rep_err(rep, EDQUOT, "the client has %u rings, the engine's limit per client "
-			       "(max_rings)", cl->nrings);
+		return gc_rep_err(rep, EDQUOT,
+				  "the client has %u rings, the engine's limit per client "
+				  "(max_rings)",
+				  cl->nrings);
 	}
 	if (cl->nfds > cl->max_fds || cl->max_fds - cl->nfds < GC_CONN_FDS) {
 		s->st.limited++;
-		return gc_rep_err(rep, EMFILE, "the engine holds %u descriptors for the client; a ring "
-			       "needs %u more and the limit per client is %u (max_fds)", cl->nfds,
-			       GC_CONN_FDS, cl->max_fds);
+		return gc_rep_err(rep, EMFILE,
+				  "the engine holds %u descriptors for the client; a ring "
+				  "needs %u more and the limit per client is %u (max_fds)",
+				  cl->nfds, GC_CONN_FDS, cl->max_fds);
 	}
 	uint64_t need = gc_shm_size(q->entries, q->ack_entries, (uint64_t)gc_page_size());
 	if (fstat(fds[1], &zst) < 0)
@@ -395,10 +392,11 @@ static int srv_attach(struct gc_srv *s, struct gc_client *cl, const struct gc_re
 	uint64_t more = need + (zmap_find(cl, &zst, q->zone_size) ? 0 : q->zone_size);
 	if (more > cl->max_map || cl->mapped > cl->max_map - more) {
 		s->st.limited++;
-		return gc_rep_err(rep, EDQUOT, "the engine maps %llu bytes for the client; this ring needs "
-			       "%llu more and the limit per client is %llu (max_map_bytes)",
-			       (unsigned long long)cl->mapped, (unsigned long long)more,
-			       (unsigned long long)cl->max_map);
+		return gc_rep_err(rep, EDQUOT,
+				  "the engine maps %llu bytes for the client; this ring needs "
+				  "%llu more and the limit per client is %llu (max_map_bytes)",
+				  (unsigned long long)cl->mapped, (unsigned long long)more,
+				  (unsigned long long)cl->max_map);
 	}
 
 	struct gc_conn *c = calloc(1, sizeof(*c));
@@ -415,8 +413,8 @@ static int srv_attach(struct gc_srv *s, struct gc_client *cl, const struct gc_re
 		goto fail;
 	/* the ring too: the process that started us uses its own mapping */
 	struct stat rst;
-	c->shm = cl->local && fstat(fds[0], &rst) == 0 ?
-			 gc_own_share(rst.st_dev, rst.st_ino, need) : NULL;
+	c->shm = cl->local && fstat(fds[0], &rst) == 0 ? gc_own_share(rst.st_dev, rst.st_ino, need)
+						       : NULL;
 	c->shm_shared = c->shm != NULL;
 	if (!c->shm)
 		c->shm = mmap(NULL, need, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
@@ -431,8 +429,9 @@ static int srv_attach(struct gc_srv *s, struct gc_client *cl, const struct gc_re
 	if (gc_kring_init(&c->k, c->shm, need, q->entries, q->ack_entries, q->zone_size,
 			  c->udp.max_len) < 0) {
 		gc_rep_err(rep, EINVAL, "the ring's kern_i %u is not below entries %u",
-			atomic_load_explicit(&((struct gc_ring_shm *)c->shm)->kern_i,
-					     memory_order_relaxed), q->entries);
+			   atomic_load_explicit(&((struct gc_ring_shm *)c->shm)->kern_i,
+						memory_order_relaxed),
+			   q->entries);
 		goto fail;
 	}
 	c->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -542,7 +541,9 @@ static struct gc_client *client_new(struct gc_srv *s, int fd, bool local)
 	 * only if it asked for limits. */
 	cl->max_rings = s->p.max_rings ? s->p.max_rings : local ? UINT_MAX : GC_MAX_RINGS_DEFAULT;
 	cl->max_fds = s->p.max_fds ? s->p.max_fds : local ? UINT_MAX : GC_MAX_FDS_DEFAULT;
-	cl->max_map = s->p.max_map_bytes ? s->p.max_map_bytes : local ? UINT64_MAX : GC_MAX_MAP_DEFAULT;
+	cl->max_map = s->p.max_map_bytes ? s->p.max_map_bytes
+		: local			 ? UINT64_MAX
+					 : GC_MAX_MAP_DEFAULT;
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &cl->tag };
 	if (epoll_ctl(s->ep, EPOLL_CTL_ADD, fd, &ev) < 0) {
 		free(cl);
@@ -607,8 +608,10 @@ static void accept_clients(struct gc_srv *s)
 		if (!gc_srv_peer_allowed(s, fd, why, sizeof(why))) {
 			gc_srv_refuse(s, fd, EACCES, why);
 		} else if (s->nremote >= s->p.max_clients) {
-			snprintf(why, sizeof(why), "the engine serves %u clients, its limit "
-				 "(max_clients)", s->nremote);
+			snprintf(why, sizeof(why),
+				 "the engine serves %u clients, its limit "
+				 "(max_clients)",
+				 s->nremote);
 			gc_srv_refuse(s, fd, EUSERS, why);
 		} else if (!client_new(s, fd, false)) {
 			close(fd);
@@ -634,15 +637,9 @@ static void handle(struct gc_srv *s, struct epoll_event *ev)
 	struct gc_tag *t = ev->data.ptr;
 
 	switch (t->kind) {
-	case TAG_STOP:
-		s->stop = 1;
-		break;
-	case TAG_LISTEN:
-		accept_clients(s);
-		break;
-	case TAG_EVENT:
-		s->h.event(s->h.event_arg, gc_now_ns());
-		break;
+	case TAG_STOP: s->stop = 1; break;
+	case TAG_LISTEN: accept_clients(s); break;
+	case TAG_EVENT: s->h.event(s->h.event_arg, gc_now_ns()); break;
 	case TAG_CLIENT: {
 		struct gc_client *cl = container_of(t, struct gc_client, tag);
 		if (((ev->events & EPOLLIN) && request(s, cl) < 0) ||
@@ -816,7 +813,8 @@ struct gc_srv *gc_srv_new(const struct gc_ring_engine_params *p,
 		goto fail;
 	errno = 0;
 	if (!client_new(s, fd, true)) {
-		gc_seterr(errno ? errno : ENOMEM, "gc_ring_engine_start: registering the local client failed");
+		gc_seterr(errno ? errno : ENOMEM,
+			  "gc_ring_engine_start: registering the local client failed");
 		goto fail;
 	}
 	return s;

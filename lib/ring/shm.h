@@ -31,13 +31,13 @@ struct gc_ring_shm {
 
 	/* Engine-owned: only the engine writes these. */
 	alignas(64) _Atomic uint32_t kern_i;
-	_Atomic uint32_t dev_i;       /* also the futex word of gc_ring_wait() */
+	_Atomic uint32_t dev_i;	      /* also the futex word of gc_ring_wait() */
 	_Atomic uint32_t kern_notify; /* 1: the engine stopped polling, notify it */
-	_Atomic uint32_t error;       /* enum gc_ring_violation */
+	_Atomic uint32_t error;	      /* enum gc_ring_violation */
 	_Atomic uint32_t error_pos;
 	_Atomic int32_t last_errno;
 	_Atomic uint64_t error_val;
-	_Atomic uint64_t ack_head;    /* acknowledgements written so far */
+	_Atomic uint64_t ack_head; /* acknowledgements written so far */
 
 	/* Engine-owned counters, on their own line (written once per batch). */
 	alignas(64) _Atomic uint64_t sent;
@@ -49,7 +49,7 @@ struct gc_ring_shm {
 
 	/* Application-owned, rarely written. */
 	alignas(64) _Atomic uint64_t user_wait; /* wait sequence << 32 | free slots wanted */
-	_Atomic uint64_t ack_tail;              /* acknowledgements read so far */
+	_Atomic uint64_t ack_tail;		/* acknowledgements read so far */
 };
 
 _Static_assert(sizeof(struct gc_ring_shm) <= GC_SHM_PKT_OFF, "header overlaps records");

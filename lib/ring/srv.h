@@ -83,9 +83,9 @@ struct gc_conn {
 	_Atomic unsigned refs;
 	struct gc_conn *tab_next; /* its bucket of the connection table */
 	enum gc_conn_state state;
-	bool sock_armed; /* the socket is in the epoll set, for EPOLLOUT */
-	struct gc_link link;         /* its client's active list, or the congestion-wait list */
-	struct gc_conn *cl_next;     /* the client's connections */
+	bool sock_armed;	 /* the socket is in the epoll set, for EPOLLOUT */
+	struct gc_link link;	 /* its client's active list, or the congestion-wait list */
+	struct gc_conn *cl_next; /* the client's connections */
 	struct gc_udp udp;
 	void *cc;
 	uint64_t cc_wake;
@@ -105,9 +105,9 @@ struct gc_client {
 	int fd;
 	bool local; /* the socketpair of the process that started the engine */
 	struct gc_conn *conns;
-	unsigned nrings, nfds;         /* held now */
-	unsigned max_rings, max_fds;   /* its limits */
-	uint64_t mapped, max_map;      /* bytes of its rings and zones the engine maps, and the limit */
+	unsigned nrings, nfds;	     /* held now */
+	unsigned max_rings, max_fds; /* its limits */
+	uint64_t mapped, max_map; /* bytes of its rings and zones the engine maps, and the limit */
 	struct gc_zmap *zones;
 	struct gc_client *next;
 	/* Fair share: the engine serves clients round robin, then each
@@ -115,7 +115,7 @@ struct gc_client {
 	struct gc_link active; /* its active connections (gc_conn.link) */
 	unsigned nactive;
 	struct gc_link alink; /* on the engine's list of clients with active rings */
-	int32_t credit;       /* packets it may still take this turn (may be < 0) */
+	int32_t credit;	      /* packets it may still take this turn (may be < 0) */
 };
 
 struct gc_srv {
@@ -123,7 +123,7 @@ struct gc_srv {
 	char *listen_path;
 	dev_t listen_dev; /* the socket file we bound (0/0: unknown) */
 	ino_t listen_ino;
-	uid_t uid;        /* ours, at listen time: such clients are always served */
+	uid_t uid;	   /* ours, at listen time: such clients are always served */
 	uid_t *allow_uids; /* copies of p's */
 	gid_t *allow_gids;
 	struct gc_ring_engine_hooks h;
@@ -135,9 +135,9 @@ struct gc_srv {
 	unsigned nclients, nremote; /* all, and those of the listening socket */
 	struct gc_link aclients;    /* clients with active connections */
 	unsigned naclients;
-	struct gc_link ccwait;      /* connections waiting for congestion control */
-	struct gc_conn *graveyard;  /* freed connections, see gc_conn.dead */
-	unsigned nactive, nconns;   /* active connections (of all clients), all */
+	struct gc_link ccwait;	   /* connections waiting for congestion control */
+	struct gc_conn *graveyard; /* freed connections, see gc_conn.dead */
+	unsigned nactive, nconns;  /* active connections (of all clients), all */
 	uint32_t next_id;
 	struct gc_ring_engine_stats st; /* the engine thread's */
 	/* what gc_ring_flush() sent from application threads (handle.c) */

@@ -23,8 +23,8 @@
 #include <groupcast/group.h> /* GC_UDP4_MAX, GC_UDP6_MAX */
 #include "ring/internal.h"
 
-#define GSO_SEGS 64u    /* UDP_MAX_SEGMENTS on every kernel with UDP GSO */
-#define CHUNK 64u       /* packets per sendmmsg() */
+#define GSO_SEGS 64u /* UDP_MAX_SEGMENTS on every kernel with UDP GSO */
+#define CHUNK 64u    /* packets per sendmmsg() */
 
 static int why(char *buf, size_t len, int err, const char *msg)
 {
@@ -84,7 +84,7 @@ int gc_udp_init(struct gc_udp *u, int fd)
 static bool pending_icmp(int e)
 {
 	return e == ECONNREFUSED || e == EHOSTUNREACH || e == ENETUNREACH || e == EHOSTDOWN ||
-	       e == ENETDOWN;
+		e == ENETDOWN;
 }
 
 unsigned gc_udp_send(struct gc_udp *u, const struct gc_sent *p, unsigned n,
@@ -148,7 +148,9 @@ unsigned gc_udp_send(struct gc_udp *u, const struct gc_sent *p, unsigned n,
 				/* one datagram: send() is cheaper than a one-message
 				 * sendmmsg() (no msghdr or iovec to copy in) */
 				const struct gc_sent *q = &p[first[m]];
-				r = send(u->fd, zone + q->off, q->len, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 ? -1 : 1;
+				r = send(u->fd, zone + q->off, q->len, MSG_DONTWAIT | MSG_NOSIGNAL) < 0
+					? -1
+					: 1;
 			} else {
 				r = sendmmsg(u->fd, &mm[m], nm - m, MSG_DONTWAIT | MSG_NOSIGNAL);
 			}
@@ -168,8 +170,9 @@ unsigned gc_udp_send(struct gc_udp *u, const struct gc_sent *p, unsigned n,
 			int e = errno;
 			if (e == EAGAIN || e == EWOULDBLOCK)
 				return first[m];
-			if (cnt[m] > 1 && (e == EINVAL || e == EIO || e == EMSGSIZE ||
-					   e == ENOPROTOOPT || e == EOPNOTSUPP)) {
+			if (cnt[m] > 1 &&
+			    (e == EINVAL || e == EIO || e == EMSGSIZE || e == ENOPROTOOPT ||
+			     e == EOPNOTSUPP)) {
 				/* this path cannot take GSO: send the rest one by one */
 				u->gso_max = 0;
 				regroup = true;

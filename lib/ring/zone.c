@@ -17,7 +17,6 @@
 #include <unistd.h>
 #include "ring/internal.h"
 
-
 /* The memfds this process created and mapped, which an engine started here
  * uses instead of mapping them again (internal.h). */
 struct own_map {

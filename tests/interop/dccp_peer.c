@@ -63,11 +63,11 @@ struct tfrc_tx_info {
 #define MAX_SIZE 65536
 
 struct opts {
-	int ccid;                /* 0: the kernel's default preference */
+	int ccid; /* 0: the kernel's default preference */
 	uint32_t service;
 	long count, size, interval_us, timeout_ms, rcvbuf;
 	const char *bind;
-	int gc_payload;          /* --payload gc: groupcast's numbering and pattern */
+	int gc_payload; /* --payload gc: groupcast's numbering and pattern */
 };
 
 static uint8_t pattern(const struct opts *o, long i)
@@ -95,7 +95,8 @@ static void usage(void)
 	fputs("usage: dccp_peer server PORT [--bind ADDR] [--ccid 2|3] [--service N] [--count N] [--rcvbuf B]\n"
 	      "                        [--timeout-ms T] [--payload be|gc]\n"
 	      "       dccp_peer client ADDR PORT [--ccid 2|3] [--service N] [--count N] [--size B]\n"
-	      "                        [--interval-us U] [--timeout-ms T] [--payload be|gc]\n", stderr);
+	      "                        [--interval-us U] [--timeout-ms T] [--payload be|gc]\n",
+	      stderr);
 	exit(2);
 }
 
@@ -177,12 +178,14 @@ static int getopt_int(int fd, int opt)
 static void print_ccid_info(int fd)
 {
 	int tx = getopt_int(fd, DCCP_SOCKOPT_TX_CCID), rx = getopt_int(fd, DCCP_SOCKOPT_RX_CCID);
-	printf("\"tx_ccid\":%d,\"rx_ccid\":%d,\"mps\":%d", tx, rx, getopt_int(fd, DCCP_SOCKOPT_GET_CUR_MPS));
+	printf("\"tx_ccid\":%d,\"rx_ccid\":%d,\"mps\":%d", tx, rx,
+	       getopt_int(fd, DCCP_SOCKOPT_GET_CUR_MPS));
 	if (tx == 3) {
 		struct tfrc_tx_info ti;
 		socklen_t len = sizeof(ti);
 		if (getsockopt(fd, SOL_DCCP, DCCP_SOCKOPT_CCID_TX_INFO, &ti, &len) == 0)
-			printf(",\"tfrc_tx\":{\"x\":%" PRIu64 ",\"x_recv\":%" PRIu64 ",\"x_calc\":%u,\"rtt_us\":%u,"
+			printf(",\"tfrc_tx\":{\"x\":%" PRIu64 ",\"x_recv\":%" PRIu64
+			       ",\"x_calc\":%u,\"rtt_us\":%u,"
 			       "\"p\":%u,\"rto_us\":%u,\"ipi_us\":%u}",
 			       ti.x, ti.x_recv, ti.x_calc, ti.rtt, ti.p, ti.rto, ti.ipi);
 	}
@@ -190,14 +193,16 @@ static void print_ccid_info(int fd)
 		struct tfrc_rx_info ri;
 		socklen_t len = sizeof(ri);
 		if (getsockopt(fd, SOL_DCCP, DCCP_SOCKOPT_CCID_RX_INFO, &ri, &len) == 0)
-			printf(",\"tfrc_rx\":{\"x_recv\":%u,\"rtt_us\":%u,\"p\":%u}", ri.x_recv, ri.rtt, ri.p);
+			printf(",\"tfrc_rx\":{\"x_recv\":%u,\"rtt_us\":%u,\"p\":%u}", ri.x_recv,
+			       ri.rtt, ri.p);
 	}
 }
 
 static const char *addr_str(const struct sockaddr_storage *ss, char *buf, size_t len)
 {
-	const void *a = ss->ss_family == AF_INET ? (const void *)&((const struct sockaddr_in *)ss)->sin_addr
-						 : (const void *)&((const struct sockaddr_in6 *)ss)->sin6_addr;
+	const void *a = ss->ss_family == AF_INET
+		? (const void *)&((const struct sockaddr_in *)ss)->sin_addr
+		: (const void *)&((const struct sockaddr_in6 *)ss)->sin6_addr;
 	if (!inet_ntop(ss->ss_family, a, buf, (socklen_t)len))
 		snprintf(buf, len, "?");
 	return buf;
@@ -304,11 +309,13 @@ static int server(const char *port, const struct opts *o)
 	long lost = max_seq < 0 ? 0 : (long)(max_seq + 1 < o->count ? max_seq + 1 : o->count) - distinct;
 	char a[INET6_ADDRSTRLEN];
 	printf("{\"mode\":\"server\",\"ended\":\"%s\",\"accepted\":true,\"peer\":\"%s\",\"family\":%d,"
-	       "\"service\":%" PRIu32 ",\"received\":%ld,\"distinct\":%ld,\"bytes\":%" PRIu64 ",\"max_seq\":%" PRId64
+	       "\"service\":%" PRIu32 ",\"received\":%ld,\"distinct\":%ld,\"bytes\":%" PRIu64
+	       ",\"max_seq\":%" PRId64
 	       ",\"lost\":%ld,\"reordered\":%ld,\"duplicates\":%ld,\"short\":%ld,\"corrupt\":%ld,"
 	       "\"elapsed_ms\":%" PRId64 ",",
-	       ended, addr_str(&peer, a, sizeof(a)), peer.ss_family == AF_INET6 ? 6 : 4, o->service, received,
-	       distinct, bytes, max_seq, lost, reordered, duplicates, short_dgrams, corrupt, now_ms() - start);
+	       ended, addr_str(&peer, a, sizeof(a)), peer.ss_family == AF_INET6 ? 6 : 4, o->service,
+	       received, distinct, bytes, max_seq, lost, reordered, duplicates, short_dgrams,
+	       corrupt, now_ms() - start);
 	print_ccid_info(fd);
 	printf("}\n");
 	fflush(stdout);
@@ -378,9 +385,10 @@ static int client(const char *addr, const char *port, const struct opts *o)
 	}
 	char a[INET6_ADDRSTRLEN];
 	printf("{\"mode\":\"client\",\"ended\":\"%s\",\"peer\":\"%s\",\"family\":%d,\"service\":%" PRIu32
-	       ",\"sent\":%ld,\"bytes\":%" PRIu64 ",\"eagain\":%ld,\"connect_ms\":%" PRId64 ",\"elapsed_ms\":%" PRId64 ",",
-	       ended, addr_str(&ss, a, sizeof(a)), ss.ss_family == AF_INET6 ? 6 : 4, o->service, sent, bytes, eagain,
-	       connected - start, now_ms() - start);
+	       ",\"sent\":%ld,\"bytes\":%" PRIu64 ",\"eagain\":%ld,\"connect_ms\":%" PRId64
+	       ",\"elapsed_ms\":%" PRId64 ",",
+	       ended, addr_str(&ss, a, sizeof(a)), ss.ss_family == AF_INET6 ? 6 : 4, o->service,
+	       sent, bytes, eagain, connected - start, now_ms() - start);
 	print_ccid_info(fd);
 	printf("}\n");
 	fflush(stdout);
@@ -403,7 +411,9 @@ int main(int argc, char **argv)
 	int npos = is_server ? 1 : 2, i = 2 + npos;
 	if (argc < i)
 		usage();
-	struct opts o = { .ccid = 0, .service = 0, .count = 10, .size = 100, .interval_us = 0, .timeout_ms = 20000 };
+	struct opts o = {
+		.ccid = 0, .service = 0, .count = 10, .size = 100, .interval_us = 0, .timeout_ms = 20000
+	};
 	for (; i < argc; i++) {
 		const char *opt = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
 		if (!val) {

@@ -16,7 +16,6 @@
 #include <string.h>
 #include <time.h>
 
-
 #define N 10000
 
 static struct receiver rcv(unsigned i, uint32_t freq)
@@ -73,15 +72,17 @@ int main(void)
 	for (size_t k = 0; k < N; k++) {
 		unsigned i = N - 1 - (unsigned)k;
 		if (i == 5) {
-			CHECK(s.rcv[k].st.packets == 0, "receiver %u: interval changed, counters kept", i);
+			CHECK(s.rcv[k].st.packets == 0,
+			      "receiver %u: interval changed, counters kept", i);
 			continue;
 		}
 		CHECK(s.rcv[k].st.packets == 1000 + i && s.rcv[k].freqcount == i % 3,
-		      "receiver %u: packets %llu freqcount %u", i, (unsigned long long)s.rcv[k].st.packets,
-		      s.rcv[k].freqcount);
+		      "receiver %u: packets %llu freqcount %u", i,
+		      (unsigned long long)s.rcv[k].st.packets, s.rcv[k].freqcount);
 	}
 	for (size_t k = N; k < N + 100; k++)
-		CHECK(s.rcv[k].st.packets == 0 && s.rcv[k].freqcount == 0, "new receiver %zu has state", k);
+		CHECK(s.rcv[k].st.packets == 0 && s.rcv[k].freqcount == 0,
+		      "new receiver %zu has state", k);
 	CHECK(s.rcv[N + 100].st.packets == 1 && s.rcv[N + 101].st.packets == 2,
 	      "duplicates pair in order: %llu %llu", (unsigned long long)s.rcv[N + 100].st.packets,
 	      (unsigned long long)s.rcv[N + 101].st.packets);

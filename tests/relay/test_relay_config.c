@@ -12,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 static const struct rc_opts NUM = { .family = AF_UNSPEC, .flags = RCV_CHECKSUM, .numeric = true };
 
 static struct sockaddr_storage v4(const char *a, uint16_t port)
@@ -46,7 +45,8 @@ static void rcv_ok(const char *arg, size_t n, int fam, uint16_t port, uint32_t f
 	if (rc == 0) {
 		CHECK(s->n == n, "'%s': %zu receivers, want %zu", arg, s->n, n);
 		CHECK(s->rcv[0].addr.ss_family == fam, "'%s': family", arg);
-		CHECK(addr_port(&s->rcv[0].addr) == port, "'%s': port %u want %u", arg, addr_port(&s->rcv[0].addr), port);
+		CHECK(addr_port(&s->rcv[0].addr) == port, "'%s': port %u want %u", arg,
+		      addr_port(&s->rcv[0].addr), port);
 		CHECK(addr_port(&s->rcv[n - 1].addr) == port + n - 1, "'%s': last port", arg);
 		CHECK(s->rcv[0].freq == freq, "'%s': interval %u want %u", arg, s->rcv[0].freq, freq);
 		CHECK(s->rcv[0].ttl == ttl, "'%s': ttl %u want %u", arg, s->rcv[0].ttl, ttl);
@@ -63,8 +63,8 @@ static void rcv_bad(const char *arg, const char *want)
 	int rc = rc_parse_receiver(&c, s, arg, &NUM, err, sizeof(err));
 	CHECK(rc == -1, "'%s' accepted", arg);
 	CHECK(strstr(err, want) != NULL, "'%s': message '%s' lacks '%s'", arg, err, want);
-	CHECK(strstr(err, "expected") != NULL || strstr(err, "more than") != NULL || strstr(err, "-4") ||
-		      strstr(err, "-6"),
+	CHECK(strstr(err, "expected") != NULL || strstr(err, "more than") != NULL ||
+		      strstr(err, "-4") || strstr(err, "-6"),
 	      "'%s': message '%s' does not say what was expected", arg, err);
 	rc_free(&c);
 }
@@ -128,7 +128,8 @@ int main(void)
 		struct rc_conf c = { 0 };
 		char err[256] = "";
 		struct source *s = rc_add_source(&c, "<test>", 0);
-		CHECK(rc_parse_receiver(&c, s, "[fd00::1]/5", &o4, err, sizeof(err)) == -1, "-4 took IPv6");
+		CHECK(rc_parse_receiver(&c, s, "[fd00::1]/5", &o4, err, sizeof(err)) == -1,
+		      "-4 took IPv6");
 		CHECK(strstr(err, "-4") != NULL, "message: %s", err);
 		rc_free(&c);
 	}
@@ -138,23 +139,24 @@ int main(void)
 		struct rc_conf c = { 0 };
 		char err[256] = "";
 		struct source *s = rc_add_source(&c, "<test>", 0);
-		CHECK(rc_parse_receiver(&c, s, "10.0.0.1/1+10", &small, err, sizeof(err)) == 0, "%s", err);
-		CHECK(rc_parse_receiver(&c, s, "10.0.0.1/20", &small, err, sizeof(err)) == -1, "cap not enforced");
+		CHECK(rc_parse_receiver(&c, s, "10.0.0.1/1+10", &small, err, sizeof(err)) == 0,
+		      "%s", err);
+		CHECK(rc_parse_receiver(&c, s, "10.0.0.1/20", &small, err, sizeof(err)) == -1,
+		      "cap not enforced");
 		CHECK(strstr(err, "more than 10 receivers") != NULL, "message: %s", err);
 		rc_free(&c);
 	}
 
 	/* a whole file */
-	const char *good =
-		"# NetFlow from the core routers\n"
-		"\n"
-		"10.1.0.0/255.255.0.0: 10.9.0.1/2055 10.9.0.2/2055/10   # two collectors\n"
-		"10.2.3.4/16:10.9.0.3/9995/1,5\r\n"
-		"[fd00:1::]/32: [fd00:9::1]/2055\n"
-		"10.3.0.1: 10.9.0.4\n"
-		"0.0.0.0/0: 10.9.0.5/1000+3\n"
-		"10.4.0.0/8:\n"
-		"   \t  \n";
+	const char *good = "# NetFlow from the core routers\n"
+			   "\n"
+			   "10.1.0.0/255.255.0.0: 10.9.0.1/2055 10.9.0.2/2055/10   # two collectors\n"
+			   "10.2.3.4/16:10.9.0.3/9995/1,5\r\n"
+			   "[fd00:1::]/32: [fd00:9::1]/2055\n"
+			   "10.3.0.1: 10.9.0.4\n"
+			   "0.0.0.0/0: 10.9.0.5/1000+3\n"
+			   "10.4.0.0/8:\n"
+			   "   \t  \n";
 	struct rc_conf c = { 0 };
 	char err[512] = "";
 	int rc = rc_parse_buffer(&c, "relay.conf", good, strlen(good), &NUM, err, sizeof(err));
@@ -165,28 +167,33 @@ int main(void)
 		CHECK(c.src[0].line == 3 && !strcmp(c.src[0].file, "relay.conf"), "line numbers");
 		CHECK(c.src[0].rcv[1].freq == 10, "interval");
 		CHECK(c.src[1].rcv[0].ttl == 5, "ttl with CRLF");
-		struct sockaddr_storage a = v4("10.1.77.1", 1), b = v4("10.2.99.1", 1), d = v4("10.3.0.1", 1),
-					e = v4("10.3.0.2", 1), x = v6("fd00:1:ff::7", 1), y = v6("fd00:2::1", 1);
+		struct sockaddr_storage a = v4("10.1.77.1", 1), b = v4("10.2.99.1", 1),
+					d = v4("10.3.0.1", 1), e = v4("10.3.0.2", 1),
+					x = v6("fd00:1:ff::7", 1), y = v6("fd00:2::1", 1);
 		CHECK(rc_match(&c.src[0], &a) && !rc_match(&c.src[0], &b), "dotted mask");
 		CHECK(rc_match(&c.src[1], &b) && !rc_match(&c.src[1], &a),
 		      "host bits in '10.2.3.4/16' are masked (samplicator would match nothing)");
 		CHECK(rc_match(&c.src[2], &x) && !rc_match(&c.src[2], &y) && !rc_match(&c.src[2], &a),
 		      "IPv6 prefix, all 16 bytes");
 		CHECK(rc_match(&c.src[3], &d) && !rc_match(&c.src[3], &e), "default mask /32");
-		CHECK(rc_match(&c.src[4], &a) && rc_match(&c.src[4], &x), "0.0.0.0 matches all, as in samplicator");
+		CHECK(rc_match(&c.src[4], &a) && rc_match(&c.src[4], &x),
+		      "0.0.0.0 matches all, as in samplicator");
 		CHECK(c.src[5].n == 0, "a source with no receivers");
 	}
 	rc_free(&c);
 
 	file_bad("10.0.0.1 10.9.0.1/2055\n", "relay.conf:1: missing ':'");
-	file_bad("# ok\n10.0.0.1: 10.9.0.1/2055\n10.0.0.2: 10.9.0.1/0\n", "relay.conf:3: receiver '10.9.0.1/0': port 0 is out of range: expected 1..65535");
+	file_bad("# ok\n10.0.0.1: 10.9.0.1/2055\n10.0.0.2: 10.9.0.1/0\n",
+		 "relay.conf:3: receiver '10.9.0.1/0': port 0 is out of range: expected 1..65535");
 	file_bad("10.0.0.0/33: 10.9.0.1\n", "relay.conf:1: source: bad mask '33'");
 	file_bad("10.0.0.0/255.0.0.x: 10.9.0.1\n", "relay.conf:1: source: bad mask");
 	file_bad("[fd00::]/129: [fd00::1]\n", "relay.conf:1: source: bad mask '129'");
 	file_bad("[fd00::/64: [fd00::1]\n", "relay.conf:1:");
-	file_bad("\n\n\n10.0.0.1: 10.9.0.1/2000/1,300\n", "relay.conf:4: receiver '10.9.0.1/2000/1,300': bad TTL");
+	file_bad("\n\n\n10.0.0.1: 10.9.0.1/2000/1,300\n",
+		 "relay.conf:4: receiver '10.9.0.1/2000/1,300': bad TTL");
 	file_bad_n("10.0.0.1: 10.9.0.1\0junk\n", 25, "relay.conf:1: NUL byte");
-	file_bad("nonsense: 10.9.0.1\n", "relay.conf:1: source: 'nonsense' is not an IPv4 or IPv6 address");
+	file_bad("nonsense: 10.9.0.1\n",
+		 "relay.conf:1: source: 'nonsense' is not an IPv4 or IPv6 address");
 	{
 		size_t n = RELAY_MAX_LINE + 10;
 		char *big = malloc(n + 1);
@@ -198,7 +205,8 @@ int main(void)
 	{ /* a missing file names the path */
 		struct rc_conf m = { 0 };
 		char e2[256] = "";
-		CHECK(rc_parse_file(&m, "/nonexistent/relay.conf", &NUM, e2, sizeof(e2)) == -1, "missing file");
+		CHECK(rc_parse_file(&m, "/nonexistent/relay.conf", &NUM, e2, sizeof(e2)) == -1,
+		      "missing file");
 		CHECK(strstr(e2, "/nonexistent/relay.conf: cannot open") != NULL, "message: %s", e2);
 		rc_free(&m);
 	}

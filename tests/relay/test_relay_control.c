@@ -13,7 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 static uint64_t fake_now = 5000000000000ull;
 
 uint64_t relay_now_ns(void)
@@ -110,7 +109,8 @@ int main(void)
 
 	/* KEEPALIVE and LEAVE need the cookie; errors to them are cut */
 	n = req(&a, "KEEPALIVE 6000");
-	CHECK(n <= strlen("KEEPALIVE 6000") && strncmp(out, "OK", 2), "KEEPALIVE without cookie: '%s'", out);
+	CHECK(n <= strlen("KEEPALIVE 6000") && strncmp(out, "OK", 2),
+	      "KEEPALIVE without cookie: '%s'", out);
 	n = req(&b, "LEAVE 6000 cookie=0");
 	CHECK(strncmp(out, "OK", 2) && R.subs.nactive == 1, "forged LEAVE: '%s'", out);
 	/* the cookie expires after one to two lifetimes; the session's stays */
@@ -144,29 +144,34 @@ int main(void)
 	      "ssrc= in the index: '%s'", out);
 
 	/* refused addresses: the reply names why, nothing enters the table */
-	struct { const char *from; uint16_t port; const char *msg, *why; } bad[] = {
-		{ "198.51.100.9", 0, "JOIN 6000", NULL },                 /* source port 0: no answer */
+	struct {
+		const char *from;
+		uint16_t port;
+		const char *msg, *why;
+	} bad[] = {
+		{ "198.51.100.9", 0, "JOIN 6000", NULL }, /* source port 0: no answer */
 		{ "198.51.100.9", 1000, "JOIN 0", "port 0" },
 		{ "0.0.0.0", 1000, "JOIN 6000", "not a unicast address" },
 		{ "224.1.2.3", 1000, "JOIN 6000", "not a unicast address" },
 		{ "255.255.255.255", 1000, "JOIN 6000", "not a unicast address" },
 		{ "127.0.0.1", 1000, "JOIN 6000", "a local address" },
-		{ "127.0.0.1", 5004, "JOIN 5004", NULL },                 /* from our own socket: no answer */
+		{ "127.0.0.1", 5004, "JOIN 5004", NULL }, /* from our own socket: no answer */
 	};
 	uint32_t before = R.subs.nactive;
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		struct sockaddr_storage f = v4(bad[i].from, bad[i].port);
 		req(&f, pad(bad[i].msg));
 		if (bad[i].why)
-			CHECK(strstr(out, bad[i].why) != NULL, "%s:%u '%s': '%s'", bad[i].from, bad[i].port,
-			      bad[i].msg, out);
+			CHECK(strstr(out, bad[i].why) != NULL, "%s:%u '%s': '%s'", bad[i].from,
+			      bad[i].port, bad[i].msg, out);
 		else
 			CHECK(out[0] == '\0', "%s:%u answered '%s'", bad[i].from, bad[i].port, out);
 	}
 	R.allow_local = true;
 	struct sockaddr_storage lo = v4("127.0.0.1", 1000);
 	req(&lo, pad("JOIN 5005"));
-	CHECK(strstr(out, "one of the relay's own sockets"), "own port with --allow-local-subscribers: '%s'", out);
+	CHECK(strstr(out, "one of the relay's own sockets"),
+	      "own port with --allow-local-subscribers: '%s'", out);
 	CHECK(join(&lo, 9000), "local subscriber with --allow-local-subscribers: '%s'", out);
 	CHECK(R.subs.nactive == before + 1, "%u subscribers", R.subs.nactive);
 

@@ -29,8 +29,8 @@
 #include "dccp/options.h"
 
 #define SIM_MAXPKT 200000 /* data packets a run may send */
-#define SIM_QCAP 8192     /* packets in flight on one link */
-#define SIM_ISS 1000000   /* initial sequence numbers for the tests' hand-made packets */
+#define SIM_QCAP 8192	  /* packets in flight on one link */
+#define SIM_ISS 1000000	  /* initial sequence numbers for the tests' hand-made packets */
 #define SIM_ISR 5000000
 /* The simulated connection starts a few thousand packets before the 48-bit
  * wrap, so every long run crosses it. */
@@ -53,14 +53,14 @@ struct sim_q {
 
 struct sim {
 	/* path */
-	double bw;              /* forward bytes/s (0: unlimited) */
-	uint64_t owd_ns;        /* one-way delay, both directions */
-	uint64_t qlimit_ns;     /* drop-tail: the forward queue holds at most this much delay */
-	double loss;            /* forward random loss probability */
-	double rev_loss;        /* reverse random loss probability */
+	double bw;	    /* forward bytes/s (0: unlimited) */
+	uint64_t owd_ns;    /* one-way delay, both directions */
+	uint64_t qlimit_ns; /* drop-tail: the forward queue holds at most this much delay */
+	double loss;	    /* forward random loss probability */
+	double rev_loss;    /* reverse random loss probability */
 	uint64_t rng;
 	uint64_t drop_lo, drop_hi; /* also drop data seqs in [drop_lo, drop_hi] (0: none) */
-	uint64_t drop_every;       /* and every drop_every-th data packet (0: none) */
+	uint64_t drop_every;	   /* and every drop_every-th data packet (0: none) */
 	/* modules */
 	const struct dccp_ccid_tx_ops *txo;
 	const struct dccp_ccid_rx_ops *rxo;
@@ -70,7 +70,7 @@ struct sim {
 	uint64_t now, link_free, next_seq, rx_seq, last_aoa;
 	bool have_aoa;
 	struct sim_q fwd, rev;
-	uint64_t to_send; /* data packets left to send (UINT64_MAX: unlimited) */
+	uint64_t to_send;	/* data packets left to send (UINT64_MAX: unlimited) */
 	uint64_t rate_limit_ns; /* application: at most one packet per this (0: greedy) */
 	uint64_t app_next;
 	/* what happened, by data packet index (seq - SIM_WRAP_ISS - 1 mod 2^48) */
@@ -140,8 +140,12 @@ static inline void sim_init(struct sim *s, uint8_t ccid, uint32_t mps, uint64_t 
 	s->delivered = calloc(SIM_MAXPKT, 1);
 	s->nacked = calloc(SIM_MAXPKT, 1);
 	s->nlost = calloc(SIM_MAXPKT, 1);
-	struct dccp_ccid_env tenv = { .mps = mps, .iss = SIM_WRAP_ISS, .isr = SIM_WRAP_ISR,
-				      .acked = sim_on_acked, .lost = sim_on_lost, .arg = s };
+	struct dccp_ccid_env tenv = { .mps = mps,
+				      .iss = SIM_WRAP_ISS,
+				      .isr = SIM_WRAP_ISR,
+				      .acked = sim_on_acked,
+				      .lost = sim_on_lost,
+				      .arg = s };
 	struct dccp_ccid_env renv = { .mps = mps, .iss = SIM_WRAP_ISR, .isr = SIM_WRAP_ISS };
 	s->tx = s->txo->init(&tenv);
 	s->rx = s->rxo->init(&renv);
@@ -181,8 +185,9 @@ static inline void sim_send_data(struct sim *s)
 
 	s->txo->sent(s->tx, seq, s->mps, true, s->now, &ccval);
 	s->sent++;
-	bool drop = sim_uniform(s) < s->loss || (s->drop_lo && dccp_seq_between(seq, s->drop_lo, s->drop_hi)) ||
-		    (s->drop_every && s->sent % s->drop_every == 0);
+	bool drop = sim_uniform(s) < s->loss ||
+		(s->drop_lo && dccp_seq_between(seq, s->drop_lo, s->drop_hi)) ||
+		(s->drop_every && s->sent % s->drop_every == 0);
 	uint64_t start = s->link_free > s->now ? s->link_free : s->now;
 	if (!drop && start - s->now > s->qlimit_ns)
 		drop = true; /* drop-tail */
@@ -228,8 +233,9 @@ static inline void sim_send_feedback(struct sim *s)
 /* Hand an option area to the sender as the parser would. */
 static inline void sim_parse(struct sim *s, const uint8_t *opt, size_t len, struct dccp_opts *o)
 {
-	struct dccp_hdr h = { .type = DCCP_ACK, .has_ack = true, .x = true,
-			      .opt_off = 0, .opt_len = (uint16_t)len };
+	struct dccp_hdr h = {
+		.type = DCCP_ACK, .has_ack = true, .x = true, .opt_off = 0, .opt_len = (uint16_t)len
+	};
 	dccp_opts_parse(&h, opt, DCCP_PF_ESTABLISHED, o, &s->pc);
 }
 

@@ -23,7 +23,7 @@
 #include <groupcast/group.h>
 
 #define RX_TIMEOUT_MS 2000 /* a datagram that should arrive */
-#define RX_QUIET_MS 50     /* how long to wait to be sure nothing arrives */
+#define RX_QUIET_MS 50	   /* how long to wait to be sure nothing arrives */
 
 static void check_fail(const char *file, int line, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4), noreturn));
@@ -59,16 +59,15 @@ static inline int soft_first(int line)
 		seen[nseen++] = line;
 	return 1;
 }
-#define EXPECT(cond)                                                             \
-	((cond) ? 1                                                              \
-		: ((void)(soft_first(__LINE__) &&                                \
-			   fprintf(stderr, "%s:%d: FAIL (continuing; shown once): %s\n", \
-				   __FILE__, __LINE__, #cond)),                    \
+#define EXPECT(cond)                                                                              \
+	((cond) ? 1                                                                               \
+		: ((void)(soft_first(__LINE__) &&                                                 \
+			  fprintf(stderr, "%s:%d: FAIL (continuing; shown once): %s\n", __FILE__, \
+				  __LINE__, #cond)),                                              \
 		   0))
-#define EXPECT_EQ(a, b)                                                          \
+#define EXPECT_EQ(a, b) \
 	expect_eq_at(__FILE__, __LINE__, #a " == " #b, (long long)(a), (long long)(b))
-static inline int expect_eq_at(const char *file, int line, const char *what, long long a,
-			       long long b)
+static inline int expect_eq_at(const char *file, int line, const char *what, long long a, long long b)
 {
 	if (a == b)
 		return 1;
@@ -89,50 +88,49 @@ static inline int check_done(const char *name)
 }
 
 /* CHECK(cond): abort the test with errno and gc_errmsg() if cond is false. */
-#define CHECK(cond)                                                              \
-	do {                                                                     \
-		int e_ = errno;                                                  \
-		if (!(cond))                                                     \
-			check_fail(__FILE__, __LINE__,                           \
-				   "%s (errno %d %s; gc_errmsg \"%s\")", #cond,  \
-				   e_, strerror(e_), gc_errmsg());               \
+#define CHECK(cond)                                                                          \
+	do {                                                                                 \
+		int e_ = errno;                                                              \
+		if (!(cond))                                                                 \
+			check_fail(__FILE__, __LINE__, "%s (errno %d %s; gc_errmsg \"%s\")", \
+				   #cond, e_, strerror(e_), gc_errmsg());                    \
 	} while (0)
 
 /* CHECK_ERR(call, E): call must return -1 with errno E. */
-#define CHECK_ERR(call, E)                                                       \
-	do {                                                                     \
-		errno = 0;                                                       \
-		long long r_ = (long long)(call);                                \
-		int e_ = errno;                                                  \
-		if (r_ != -1 || e_ != (E))                                       \
-			check_fail(__FILE__, __LINE__,                           \
-				   "%s: want -1/%s, got %lld/%s (gc_errmsg "   \
-				   "\"%s\")",                                    \
-				   #call, #E, r_, strerrorname_np(e_) ?        \
-				   strerrorname_np(e_) : "0", gc_errmsg());      \
+#define CHECK_ERR(call, E)                                                                         \
+	do {                                                                                       \
+		errno = 0;                                                                         \
+		long long r_ = (long long)(call);                                                  \
+		int e_ = errno;                                                                    \
+		if (r_ != -1 || e_ != (E))                                                         \
+			check_fail(__FILE__, __LINE__,                                             \
+				   "%s: want -1/%s, got %lld/%s (gc_errmsg "                       \
+				   "\"%s\")",                                                      \
+				   #call, #E, r_, strerrorname_np(e_) ? strerrorname_np(e_) : "0", \
+				   gc_errmsg());                                                   \
 	} while (0)
 
 /* CHECK_OK(call): call must return >= 0. */
-#define CHECK_OK(call)                                                           \
-	do {                                                                     \
-		errno = 0;                                                       \
-		long long r_ = (long long)(call);                                \
-		int e_ = errno;                                                  \
-		if (r_ < 0)                                                      \
-			check_fail(__FILE__, __LINE__,                           \
+#define CHECK_OK(call)                                                          \
+	do {                                                                    \
+		errno = 0;                                                      \
+		long long r_ = (long long)(call);                               \
+		int e_ = errno;                                                 \
+		if (r_ < 0)                                                     \
+			check_fail(__FILE__, __LINE__,                          \
 				   "%s: returned %lld, errno %d %s (gc_errmsg " \
-				   "\"%s\")",                                    \
-				   #call, r_, e_, strerror(e_), gc_errmsg());    \
+				   "\"%s\")",                                   \
+				   #call, r_, e_, strerror(e_), gc_errmsg());   \
 	} while (0)
 
-#define CHECK_EQ(a, b)                                                           \
-	do {                                                                     \
-		long long a_ = (long long)(a), b_ = (long long)(b);              \
-		if (a_ != b_)                                                    \
-			check_fail(__FILE__, __LINE__,                           \
+#define CHECK_EQ(a, b)                                                            \
+	do {                                                                      \
+		long long a_ = (long long)(a), b_ = (long long)(b);               \
+		if (a_ != b_)                                                     \
+			check_fail(__FILE__, __LINE__,                            \
 				   "%s == %s: %lld != %lld (errno %d, gc_errmsg " \
-				   "\"%s\")",                                    \
-				   #a, #b, a_, b_, errno, gc_errmsg());          \
+				   "\"%s\")",                                     \
+				   #a, #b, a_, b_, errno, gc_errmsg());           \
 	} while (0)
 
 /* Say why (part of) a test does not run.  A test that skips as a whole then
@@ -192,8 +190,7 @@ static inline struct rx *rx_open(int family, size_t n)
 
 	CHECK(r != NULL);
 	for (size_t i = 0; i < n; i++) {
-		struct sockaddr_storage ss =
-			sa_make(family, family == AF_INET ? "127.0.0.1" : "::1", 0);
+		struct sockaddr_storage ss = sa_make(family, family == AF_INET ? "127.0.0.1" : "::1", 0);
 		socklen_t len = sizeof(r[i].addr);
 
 		r[i].fd = socket(family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
@@ -232,16 +229,15 @@ static inline ssize_t rx_recv(const struct rx *r, void *buf, size_t cap, int ms,
 
 	if (poll(&p, 1, ms) != 1)
 		return -1;
-	return recvfrom(r->fd, buf, cap, MSG_DONTWAIT | MSG_TRUNC,
-			(struct sockaddr *)from, &flen);
+	return recvfrom(r->fd, buf, cap, MSG_DONTWAIT | MSG_TRUNC, (struct sockaddr *)from, &flen);
 }
 
 static unsigned char rx_buf_[65536 + 16];
 
 /* Receiver r must get exactly one datagram equal to want[0..len). */
 #define RX_EXPECT(r, want, len) rx_expect_at(__FILE__, __LINE__, (r), (want), (len))
-static inline void rx_expect_at(const char *file, int line, const struct rx *r,
-				const void *want, size_t len)
+static inline void rx_expect_at(const char *file, int line, const struct rx *r, const void *want,
+				size_t len)
 {
 	struct sockaddr_storage from;
 	ssize_t got = rx_recv(r, rx_buf_, sizeof(rx_buf_), RX_TIMEOUT_MS, &from);
@@ -253,8 +249,7 @@ static inline void rx_expect_at(const char *file, int line, const struct rx *r,
 		check_fail(file, line, "receiver port %u: got %zd bytes, want %zu",
 			   sa_port(&r->addr), got, len);
 	if (len && memcmp(rx_buf_, want, len) != 0)
-		check_fail(file, line, "receiver port %u: %zu bytes differ", sa_port(&r->addr),
-			   len);
+		check_fail(file, line, "receiver port %u: %zu bytes differ", sa_port(&r->addr), len);
 }
 
 /* Like RX_EXPECT, but returns 0 instead of failing (nothing or wrong bytes). */
@@ -279,15 +274,15 @@ static inline void rx_none_at(const char *file, int line, const struct rx *r)
 }
 
 /* Every one of r[0..n) gets exactly one datagram want[0..len). */
-#define RX_EXPECT_ALL(r, n, want, len)                                           \
-	do {                                                                     \
-		for (size_t i_ = 0; i_ < (size_t)(n); i_++)                     \
-			rx_expect_at(__FILE__, __LINE__, &(r)[i_], (want), (len));      \
+#define RX_EXPECT_ALL(r, n, want, len)                                             \
+	do {                                                                       \
+		for (size_t i_ = 0; i_ < (size_t)(n); i_++)                        \
+			rx_expect_at(__FILE__, __LINE__, &(r)[i_], (want), (len)); \
 	} while (0)
-#define RX_NONE_ALL(r, n)                                                        \
-	do {                                                                     \
-		for (size_t i_ = 0; i_ < (size_t)(n); i_++)                     \
-			rx_none_at(__FILE__, __LINE__, &(r)[i_]);               \
+#define RX_NONE_ALL(r, n)                                         \
+	do {                                                      \
+		for (size_t i_ = 0; i_ < (size_t)(n); i_++)       \
+			rx_none_at(__FILE__, __LINE__, &(r)[i_]); \
 	} while (0)
 
 /* Deterministic test payload: byte i of message tag is (tag * 31 + i) & 0xff. */

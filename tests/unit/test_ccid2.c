@@ -58,8 +58,8 @@ static void check_reports(struct sim *s, const char *what)
 			bad++;
 	}
 	if (!EXPECT_EQ(bad, 0))
-		fprintf(stderr, "  %s: sent %llu acked %llu lost %llu dropped %llu rto %llu\n", what,
-			(unsigned long long)s->sent, (unsigned long long)c.acked,
+		fprintf(stderr, "  %s: sent %llu acked %llu lost %llu dropped %llu rto %llu\n",
+			what, (unsigned long long)s->sent, (unsigned long long)c.acked,
 			(unsigned long long)c.lost, (unsigned long long)s->dropped_n,
 			(unsigned long long)c.rto);
 	EXPECT_EQ(txs(s->txo, s->tx).pipe, 0);
@@ -204,8 +204,9 @@ static void count_lost(void *arg, uint64_t seq)
 
 static void *fresh_tx(const struct dccp_ccid_tx_ops *o, unsigned npkts, uint64_t now)
 {
-	struct dccp_ccid_env env = { .mps = 1000, .iss = SIM_ISS, .isr = SIM_ISR,
-				     .acked = count_acked, .lost = count_lost };
+	struct dccp_ccid_env env = {
+		.mps = 1000, .iss = SIM_ISS, .isr = SIM_ISR, .acked = count_acked, .lost = count_lost
+	};
 	void *tx = o->init(&env);
 	CHECK(tx);
 	for (unsigned i = 1; i <= npkts; i++)
@@ -230,8 +231,7 @@ static void vec_opts(struct dccp_opts *o, uint8_t *area, const uint8_t *vec, siz
 
 static bool same_stats(const struct dccp_ccid_tx_stats *a, const struct dccp_ccid_tx_stats *b)
 {
-	return a->cwnd == b->cwnd && a->pipe == b->pipe && a->rtt_ns == b->rtt_ns &&
-	       a->lost == b->lost;
+	return a->cwnd == b->cwnd && a->pipe == b->pipe && a->rtt_ns == b->rtt_ns && a->lost == b->lost;
 }
 
 static void hostile(void)

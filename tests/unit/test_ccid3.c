@@ -90,7 +90,7 @@ static void convergence(void)
 	struct ccid3_rx_counters rc;
 	dccp_ccid3_rx_counters(s.rx, &rc);
 	EXPECT(rc.lost <= s.dropped_n && rc.lost + 1 >= s.dropped_n); /* the last may be pending */
-	EXPECT_EQ(rc.loss_events, rc.lost); /* 100 packets apart: always > 1 RTT */
+	EXPECT_EQ(rc.loss_events, rc.lost);	     /* 100 packets apart: always > 1 RTT */
 	EXPECT(near((double)rc.rtt_ns, 100e6, 0.1)); /* the receiver's, from CCVal */
 
 	/* nofeedback: X halves at each expiry while nothing comes back */
@@ -143,8 +143,7 @@ static void parse_area(const uint8_t *area, size_t len, struct dccp_opts *op)
 	CHECK(dccp_opts_parse(&h, area, DCCP_PF_ESTABLISHED, op, NULL) == DCCP_OK);
 }
 
-static void put_opts(struct dccp_obuf *b, uint8_t *area, uint32_t elapsed, uint32_t inv_p,
-		     uint32_t xrecv)
+static void put_opts(struct dccp_obuf *b, uint8_t *area, uint32_t elapsed, uint32_t inv_p, uint32_t xrecv)
 {
 	dccp_obuf_init(b, area, 256);
 	dccp_opt_put_elapsed(b, elapsed);
@@ -263,8 +262,8 @@ static void *fresh_rx(void)
 /* seq ISR + i arrives at i ms with CCVal (i / 2) mod 16: an RTT is 8 ms */
 static bool arrive(void *rx, uint64_t i, const struct dccp_opts *o)
 {
-	return dccp_ccid_rx(DCCP_CCID3)->recv(rx, DCCP_DATA, SIM_ISR + i, (uint8_t)((i / 2) & 15), o,
-					       1000, i * MS);
+	return dccp_ccid_rx(DCCP_CCID3)
+		->recv(rx, DCCP_DATA, SIM_ISR + i, (uint8_t)((i / 2) & 15), o, 1000, i * MS);
 }
 
 static unsigned feedback(void *rx, uint64_t now, struct dccp_opts *op, uint8_t *area,
@@ -377,8 +376,8 @@ static void receiver(void)
 	EXPECT_EQ(c.lost, 2);
 	EXPECT_EQ(c.loss_events, 1);
 	feedback(rx, 40 * MS, &op, area, li, &ackno);
-	EXPECT_EQ(li[0].loss, 3);   /* 30..32 */
-	EXPECT_EQ(li[0].data, 10);  /* 30..39 */
+	EXPECT_EQ(li[0].loss, 3);  /* 30..32 */
+	EXPECT_EQ(li[0].data, 10); /* 30..39 */
 	/* reordering by 2: not a loss */
 	arrive(rx, 41, &none);
 	arrive(rx, 42, &none);

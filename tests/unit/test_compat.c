@@ -22,13 +22,13 @@
 
 #define N 16
 
-#define CHECK(c)                                                                 \
-	do {                                                                     \
-		if (!(c)) {                                                      \
-			fprintf(stderr, "%s:%d: FAIL: %s (errno %d %s)\n",       \
-				__FILE__, __LINE__, #c, errno, strerror(errno)); \
-			exit(1);                                                 \
-		}                                                                \
+#define CHECK(c)                                                                                   \
+	do {                                                                                       \
+		if (!(c)) {                                                                        \
+			fprintf(stderr, "%s:%d: FAIL: %s (errno %d %s)\n", __FILE__, __LINE__, #c, \
+				errno, strerror(errno));                                           \
+			exit(1);                                                                   \
+		}                                                                                  \
 	} while (0)
 
 static int rx[N];
@@ -108,8 +108,8 @@ static void figure1(void)
 		/* get current addresses, return group size */
 		n = maintgroup(round, addrs, N);
 		/* set the group membership */
-		CHECK(setsockopt(grp, SOL_SOCKET, SO_SETSENDGRP,
-				 addrs, (socklen_t)((size_t)n * sizeof(struct sockaddr_in))) == 0);
+		CHECK(setsockopt(grp, SOL_SOCKET, SO_SETSENDGRP, addrs,
+				 (socklen_t)((size_t)n * sizeof(struct sockaddr_in))) == 0);
 		/* send a message to each group member */
 		bytes = sizeof(buf);
 		memset(buf, 'a' + round, sizeof(buf));
@@ -132,8 +132,7 @@ static void figure1(void)
 	expect(rx[2], "slides", 6);
 
 	/* optlen not a multiple of sizeof(struct sockaddr_in): refused, group kept */
-	CHECK(setsockopt(grp, SOL_SOCKET, SO_SETSENDGRP, addrs,
-			 sizeof(struct sockaddr_in) + 3) == -1);
+	CHECK(setsockopt(grp, SOL_SOCKET, SO_SETSENDGRP, addrs, sizeof(struct sockaddr_in) + 3) == -1);
 	CHECK(send(grp, "kept", 4, 0) == 4);
 	expect(rx[1], "kept", 4);
 	expect(rx[2], "kept", 4);

@@ -8,15 +8,14 @@
 #include "dccp/feature.h"
 
 /* The bytes one builder call produced must equal want. */
-#define BYTES(call, ...)                                                         \
-	do {                                                                     \
-		const uint8_t w_[] = { __VA_ARGS__ };                            \
-		uint8_t a_[64];                                                  \
-		struct dccp_obuf b_;                                             \
-		dccp_obuf_init(&b_, a_, sizeof(a_));                             \
-		call;                                                            \
-		EXPECT(!b_.overflow && b_.len == sizeof(w_) &&                   \
-		       memcmp(a_, w_, sizeof(w_)) == 0);                         \
+#define BYTES(call, ...)                                                                         \
+	do {                                                                                     \
+		const uint8_t w_[] = { __VA_ARGS__ };                                            \
+		uint8_t a_[64];                                                                  \
+		struct dccp_obuf b_;                                                             \
+		dccp_obuf_init(&b_, a_, sizeof(a_));                                             \
+		call;                                                                            \
+		EXPECT(!b_.overflow && b_.len == sizeof(w_) && memcmp(a_, w_, sizeof(w_)) == 0); \
 	} while (0)
 
 static struct dccp_opt opt_of(const uint8_t *bytes, bool mandatory)
@@ -30,12 +29,14 @@ static void test_encodings(void)
 
 	/* RFC 4340 §6.5, option by option */
 	BYTES(dccp_feat_put_sp(&b_, DCCP_OPT_CHANGE_L, DCCP_F_CCID, l23, 2), 32, 5, 1, 2, 3);
-	BYTES(dccp_feat_put_nn(&b_, DCCP_OPT_CHANGE_L, DCCP_F_SEQ_WINDOW, 1024), 32, 9, 3, 0, 0, 0, 0, 4, 0);
+	BYTES(dccp_feat_put_nn(&b_, DCCP_OPT_CHANGE_L, DCCP_F_SEQ_WINDOW, 1024), 32, 9, 3, 0, 0, 0,
+	      0, 4, 0);
 	BYTES(dccp_feat_put_sp(&b_, DCCP_OPT_CONFIRM_L, DCCP_F_CCID, sel223, 3), 33, 6, 1, 2, 2, 3);
 	BYTES(dccp_feat_put_empty_confirm(&b_, DCCP_OPT_CONFIRM_L, 126), 33, 3, 126);
 	BYTES(dccp_feat_put_sp(&b_, DCCP_OPT_CHANGE_R, DCCP_F_CCID, l32, 2), 34, 5, 1, 3, 2);
 	BYTES(dccp_feat_put_sp(&b_, DCCP_OPT_CONFIRM_R, DCCP_F_CCID, sel232, 3), 35, 6, 1, 2, 3, 2);
-	BYTES(dccp_feat_put_nn(&b_, DCCP_OPT_CONFIRM_R, DCCP_F_SEQ_WINDOW, 1024), 35, 9, 3, 0, 0, 0, 0, 4, 0);
+	BYTES(dccp_feat_put_nn(&b_, DCCP_OPT_CONFIRM_R, DCCP_F_SEQ_WINDOW, 1024), 35, 9, 3, 0, 0, 0,
+	      0, 4, 0);
 	BYTES(dccp_feat_put_empty_confirm(&b_, DCCP_OPT_CONFIRM_R, 126), 35, 3, 126);
 	BYTES(dccp_feat_put_nn(&b_, DCCP_OPT_CHANGE_L, DCCP_F_ACK_RATIO, 3), 32, 5, 5, 0, 3);
 
@@ -98,13 +99,13 @@ static void test_decode(void)
 
 	/* invalid (§6.6.8) and unknown (§6.6.7) */
 	static const uint8_t bad[][10] = {
-		{ 34, 9, 3, 0, 0, 0, 0, 4, 0 },    /* Change R for an NN feature */
-		{ 33, 9, 3, 0, 0, 0, 0, 4, 0 },    /* Confirm L for an NN feature */
-		{ 32, 9, 3, 0, 0, 0, 0, 0, 31 },   /* Sequence Window below 32 */
-		{ 32, 9, 3, 64, 0, 0, 0, 0, 0 },   /* 2^46, above 2^46 - 1 */
-		{ 32, 8, 3, 0, 0, 0, 4, 0 },       /* 5 bytes */
-		{ 32, 5, 5, 0, 0 },                /* Ack Ratio 0 */
-		{ 32, 3, 1 },                      /* Change without a value */
+		{ 34, 9, 3, 0, 0, 0, 0, 4, 0 },	 /* Change R for an NN feature */
+		{ 33, 9, 3, 0, 0, 0, 0, 4, 0 },	 /* Confirm L for an NN feature */
+		{ 32, 9, 3, 0, 0, 0, 0, 0, 31 }, /* Sequence Window below 32 */
+		{ 32, 9, 3, 64, 0, 0, 0, 0, 0 }, /* 2^46, above 2^46 - 1 */
+		{ 32, 8, 3, 0, 0, 0, 4, 0 },	 /* 5 bytes */
+		{ 32, 5, 5, 0, 0 },		 /* Ack Ratio 0 */
+		{ 32, 3, 1 },			 /* Change without a value */
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		op = opt_of(bad[i], false);

@@ -36,7 +36,8 @@ static void test_roundtrip(void)
 	size_t nv = 0;
 	struct dccp_obuf b;
 	const uint8_t cookie[5] = { 1, 2, 3, 4, 5 };
-	const struct dccp_loss_interval li[2] = { { 1000, 3, 1001, true }, { 70000, 0x7fffff, 5, false } };
+	const struct dccp_loss_interval li[2] = { { 1000, 3, 1001, true },
+						  { 70000, 0x7fffff, 5, false } };
 
 	dccp_obuf_init(&b, area, sizeof(area));
 	dccp_opt_put(&b, DCCP_OPT_SLOW_RECEIVER, NULL, 0);
@@ -107,7 +108,10 @@ static void test_roundtrip(void)
 	EXPECT(it.clipped && !dccp_vec_next(&it, &r));
 
 	/* builder sizes: the smallest forms */
-	static const struct { uint64_t ndp; unsigned len; } ndp[] = {
+	static const struct {
+		uint64_t ndp;
+		unsigned len;
+	} ndp[] = {
 		{ 0, 3 }, { 255, 3 }, { 256, 4 }, { 65536, 5 }, { UINT64_C(1) << 40, 8 },
 	};
 	for (size_t i = 0; i < sizeof(ndp) / sizeof(ndp[0]); i++) {
@@ -116,8 +120,12 @@ static void test_roundtrip(void)
 		EXPECT_EQ(b.len, ndp[i].len);
 		EXPECT_EQ(area[1], ndp[i].len);
 	}
-	static const struct { uint32_t el; unsigned echo, elapsed; } tl[] = {
-		{ 0, 6, 4 }, { 1, 8, 4 }, { 49999, 8, 4 }, { 50000, 8, 6 }, { 65535, 8, 6 }, { 65536, 10, 6 },
+	static const struct {
+		uint32_t el;
+		unsigned echo, elapsed;
+	} tl[] = {
+		{ 0, 6, 4 },	 { 1, 8, 4 },	  { 49999, 8, 4 },
+		{ 50000, 8, 6 }, { 65535, 8, 6 }, { 65536, 10, 6 },
 	};
 	for (size_t i = 0; i < sizeof(tl) / sizeof(tl[0]); i++) {
 		dccp_obuf_init(&b, area, sizeof(area));
@@ -153,7 +161,8 @@ static void test_rfc_examples(void)
 	const uint8_t av[] = { 38, 7, 0, 192, 3, 64, 5 };
 	CHECK_EQ(parse_with(DCCP_ACK, av, sizeof(av), DCCP_PF_ESTABLISHED, &o, NULL), DCCP_OK);
 	static const struct dccp_run want[] = {
-		{ 100, 100, 1, 0 }, { 99, 99, 1, 3 }, { 98, 95, 4, 0 }, { 94, 94, 1, 1 }, { 93, 88, 6, 0 },
+		{ 100, 100, 1, 0 }, { 99, 99, 1, 3 }, { 98, 95, 4, 0 },
+		{ 94, 94, 1, 1 },   { 93, 88, 6, 0 },
 	};
 	dccp_ackvec_iter(&it, &o, 100, 1);
 	EXPECT_EQ(it.nonce, 0);
@@ -182,7 +191,10 @@ static void test_rfc_examples(void)
 	EXPECT(ndd == 4 && ddv[0] == 127 && ddv[1] == 0 && ddv[2] == 0xff && ddv[3] == 0xf0);
 	EXPECT(!dccp_dropped_rle(ddv, &ndd, sizeof(ddv), 8, 1));
 	static const struct dccp_run wdd[] = {
-		{ 100, 100, 1, DCCP_DROP_NONE }, { 99, 99, 1, 2 }, { 98, 95, 4, DCCP_DROP_NONE }, { 94, 92, 3, 2 },
+		{ 100, 100, 1, DCCP_DROP_NONE },
+		{ 99, 99, 1, 2 },
+		{ 98, 95, 4, DCCP_DROP_NONE },
+		{ 94, 92, 3, 2 },
 	};
 	dccp_dropped_iter(&it, &o, 100, 0);
 	for (size_t i = 0; i < 4; i++) {
@@ -193,15 +205,19 @@ static void test_rfc_examples(void)
 	EXPECT(!dccp_vec_next(&it, &r));
 
 	/* RFC 4342 §8.6.2 */
-	const uint8_t lio[] = { 193, 39, 2, 0, 0, 10, 128, 0, 1, 0, 0, 10, 0, 0, 8, 0, 0, 5, 0, 0, 10,
-				0, 0, 8, 0, 0, 1, 0, 0, 8, 0, 0, 10, 128, 0, 0, 0, 0, 15 };
+	const uint8_t lio[] = { 193, 39, 2, 0, 0, 10, 128, 0,	1, 0, 0, 10, 0,
+				0,   8,	 0, 0, 5, 0,  0,   10,	0, 0, 8, 0,  0,
+				1,   0,	 0, 8, 0, 0,  10,  128, 0, 0, 0, 0,  15 };
 	CHECK_EQ(parse_with(DCCP_ACK, lio, sizeof(lio), DCCP_PF_ESTABLISHED, &o, NULL), DCCP_OK);
 	struct dccp_loss_interval li[8];
 	uint8_t skip;
 	CHECK_EQ(dccp_loss_intervals(&o, li, 8, &skip), 4);
 	EXPECT_EQ(skip, 2);
 	static const struct dccp_loss_interval wli[] = {
-		{ 10, 1, 10, true }, { 8, 5, 10, false }, { 8, 1, 8, false }, { 10, 0, 15, true },
+		{ 10, 1, 10, true },
+		{ 8, 5, 10, false },
+		{ 8, 1, 8, false },
+		{ 10, 0, 15, true },
 	};
 	for (int i = 0; i < 4; i++)
 		EXPECT(li[i].lossless == wli[i].lossless && li[i].loss == wli[i].loss &&
@@ -238,8 +254,9 @@ static void test_rejections(void)
 	EXPECT_EQ(parse_with(DCCP_ACK, trunc, sizeof(trunc), 0, &o, &c), DCCP_OK);
 	EXPECT_EQ(c.n[DCCP_E_OPT_LEN], 3);
 	/* wrong sizes are ignored, the next option still counts */
-	const uint8_t size[] = { 41, 5, 1, 2, 3, 44, 7, 1, 2, 3, 4, 5, 43, 3, 1, 42, 7, 0, 0, 0, 0, 0,
-				 37, 9, 1, 2, 3, 4, 5, 6, 7, 192, 5, 1, 2, 3, 41, 6, 0, 0, 0, 1 };
+	const uint8_t size[] = { 41, 5,	 1, 2,	 3, 44, 7, 1, 2,  3, 4, 5, 43, 3,
+				 1,  42, 7, 0,	 0, 0,	0, 0, 37, 9, 1, 2, 3,  4,
+				 5,  6,	 7, 192, 5, 1,	2, 3, 41, 6, 0, 0, 0,  1 };
 	EXPECT_EQ(parse_with(DCCP_ACK, size, sizeof(size), 0, &o, &c), DCCP_OK);
 	EXPECT(o.has_ts && o.ts == 1 && !o.has_data_csum && !o.has_elapsed && !o.has_ts_echo &&
 	       !o.has_ndp && !o.has_loss_rate);
@@ -293,9 +310,8 @@ static void test_rejections(void)
 	EXPECT_EQ(parse_with(DCCP_REQUEST, noack, sizeof(noack), 0, &o, &c), DCCP_OK);
 	EXPECT(o.n == 0 && c.n[DCCP_E_OPT_NO_ACKNO] == 3 && c.n[DCCP_E_OPT_EARLY] == 2);
 	/* Loss Intervals: Skip Length > 3, and non-zero on a second option */
-	const uint8_t lis[] = { 193, 12, 4, 0, 0, 1, 0, 0, 1, 0, 0, 1,
-				193, 12, 0, 0, 0, 1, 0, 0, 1, 0, 0, 1,
-				193, 12, 1, 0, 0, 1, 0, 0, 1, 0, 0, 1 };
+	const uint8_t lis[] = { 193, 12, 4, 0, 0, 1, 0,	  0,  1, 0, 0, 1, 193, 12, 0, 0, 0, 1,
+				0,   0,	 1, 0, 0, 1, 193, 12, 1, 0, 0, 1, 0,   0,  1, 0, 0, 1 };
 	EXPECT_EQ(parse_with(DCCP_ACK, lis, sizeof(lis), 0, &o, &c), DCCP_OK);
 	EXPECT(o.n == 1 && c.n[DCCP_E_OPT_VALUE] == 3);
 	const uint8_t lisz[] = { 193, 11, 0, 0, 0, 1, 0, 0, 1, 0, 0 };

@@ -53,10 +53,10 @@ static int close_to(double got, double want)
 {
 	return fabs(got - want) <= 1e-9 * fabs(want);
 }
-#define NEAR(got, want)                                                          \
-	do {                                                                     \
-		double g_ = (got), w_ = (want);                                  \
-		if (!EXPECT(close_to(g_, w_)))                                   \
+#define NEAR(got, want)                                                              \
+	do {                                                                         \
+		double g_ = (got), w_ = (want);                                      \
+		if (!EXPECT(close_to(g_, w_)))                                       \
 			fprintf(stderr, "  %s = %.12g, want %.12g\n", #got, g_, w_); \
 	} while (0)
 

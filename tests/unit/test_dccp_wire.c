@@ -43,11 +43,15 @@ static int ref_ok(const uint8_t *p, size_t len, size_t cov, const struct dccp_ps
 
 static void test_types(void)
 {
-	static const struct { uint8_t type; bool x; size_t fixed; } t[] = {
+	static const struct {
+		uint8_t type;
+		bool x;
+		size_t fixed;
+	} t[] = {
 		{ DCCP_REQUEST, 1, 20 }, { DCCP_RESPONSE, 1, 28 }, { DCCP_DATA, 1, 16 },
-		{ DCCP_DATA, 0, 12 },    { DCCP_ACK, 1, 24 },      { DCCP_ACK, 0, 16 },
+		{ DCCP_DATA, 0, 12 },	 { DCCP_ACK, 1, 24 },	   { DCCP_ACK, 0, 16 },
 		{ DCCP_DATAACK, 1, 24 }, { DCCP_DATAACK, 0, 16 },  { DCCP_CLOSEREQ, 1, 24 },
-		{ DCCP_CLOSE, 1, 24 },   { DCCP_RESET, 1, 28 },    { DCCP_SYNC, 1, 24 },
+		{ DCCP_CLOSE, 1, 24 },	 { DCCP_RESET, 1, 28 },	   { DCCP_SYNC, 1, 24 },
 		{ DCCP_SYNCACK, 1, 24 }, { DCCP_LISTEN, 1, 20 },
 	};
 	const uint8_t opts[8] = { 41, 6, 1, 2, 3, 4, 0, 0 }; /* Timestamp, Padding x2 */
@@ -56,8 +60,13 @@ static void test_types(void)
 	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
 		for (int fam = 0; fam < 2; fam++) {
 			const struct dccp_pseudo *ph = fam ? &ph6 : &ph4;
-			struct dccp_hdr h = { .sport = 5001, .dport = 6001, .ccval = 9, .type = t[i].type,
-					      .x = t[i].x, .service = 0x47433031, .reset_code = 5,
+			struct dccp_hdr h = { .sport = 5001,
+					      .dport = 6001,
+					      .ccval = 9,
+					      .type = t[i].type,
+					      .x = t[i].x,
+					      .service = 0x47433031,
+					      .reset_code = 5,
 					      .reset_data = { 41, 7, 8 } };
 			uint64_t lim = t[i].x ? DCCP_SEQ_MASK : 0xffffff;
 			h.seq = lim - i;
@@ -104,8 +113,9 @@ static void test_checksum(void)
 	fill(data, sizeof(data), 3);
 
 	for (uint8_t cscov = 0; cscov <= 15; cscov++) {
-		struct dccp_hdr h = { .sport = 1, .dport = 2, .type = DCCP_DATAACK, .x = 1,
-				      .cscov = cscov, .seq = 77, .ack = 66 };
+		struct dccp_hdr h = {
+			.sport = 1, .dport = 2, .type = DCCP_DATAACK, .x = 1, .cscov = cscov, .seq = 77, .ack = 66
+		};
 		ssize_t n = dccp_build(pkt, sizeof(pkt), &h, NULL, 0, data, 41, &ph4);
 		if ((cscov ? (cscov - 1) * 4 : 0) > 41) { /* CsCov past the data */
 			CHECK_EQ(n, -EINVAL);
@@ -201,8 +211,9 @@ static void test_malformed(void)
 static void test_udp(void)
 {
 	uint8_t dgram[128];
-	struct dccp_hdr h = { .sport = 5001, .dport = 5002, .type = DCCP_REQUEST, .x = 1, .seq = 9,
-			      .service = 42 };
+	struct dccp_hdr h = {
+		.sport = 5001, .dport = 5002, .type = DCCP_REQUEST, .x = 1, .seq = 9, .service = 42
+	};
 	ssize_t n = dccp_build(dgram + 8, sizeof(dgram) - 8, &h, NULL, 0, "x", 1, NULL);
 	CHECK(n == 21);
 	EXPECT(dgram[8 + 6] == 0 && dgram[8 + 7] == 0); /* RFC 6773: DCCP checksum sent as 0 */
@@ -263,8 +274,9 @@ static void test_seq(void)
 
 static void test_windows(void)
 {
-	struct dccp_seqstate s = { .isr = 900, .iss = 5000, .gsr = 1000, .gss = 5200, .gar = 5100,
-				   .w_rx = 100, .w_tx = 101 };
+	struct dccp_seqstate s = {
+		.isr = 900, .iss = 5000, .gsr = 1000, .gss = 5200, .gar = 5100, .w_rx = 100, .w_tx = 101
+	};
 	struct dccp_windows w = dccp_windows(&s);
 	EXPECT_EQ(w.swl, 1000 + 1 - 25);
 	EXPECT_EQ(w.swh, 1000 + 75);
@@ -291,18 +303,21 @@ static void test_windows(void)
 static enum dccp_seqvalid valid(const struct dccp_seqstate *s, uint8_t type, uint64_t seq,
 				uint64_t ack, enum dccp_seqcheck mode)
 {
-	struct dccp_hdr h = { .type = type, .x = 1, .seq = seq & DCCP_SEQ_MASK,
-			      .ack = ack & DCCP_SEQ_MASK, .has_ack = dccp_type_has_ack(type) };
+	struct dccp_hdr h = { .type = type,
+			      .x = 1,
+			      .seq = seq & DCCP_SEQ_MASK,
+			      .ack = ack & DCCP_SEQ_MASK,
+			      .has_ack = dccp_type_has_ack(type) };
 	return dccp_seq_valid(s, &h, mode, false);
 }
 
 static void test_validity(void)
 {
 	/* SWL 976, SWH 1075, AWL 5100, AWH 5200, GAR 5150 */
-	struct dccp_seqstate s = { .isr = 1, .iss = 1, .gsr = 1000, .gss = 5200, .gar = 5150,
-				   .w_rx = 100, .w_tx = 101 };
-	const enum dccp_seqcheck N = DCCP_SEQCHK_NORMAL, A = DCCP_SEQCHK_ACTIVE,
-				 S = DCCP_SEQCHK_STRICT;
+	struct dccp_seqstate s = {
+		.isr = 1, .iss = 1, .gsr = 1000, .gss = 5200, .gar = 5150, .w_rx = 100, .w_tx = 101
+	};
+	const enum dccp_seqcheck N = DCCP_SEQCHK_NORMAL, A = DCCP_SEQCHK_ACTIVE, S = DCCP_SEQCHK_STRICT;
 
 	for (uint8_t t = DCCP_REQUEST; t <= DCCP_DATAACK; t++) {
 		EXPECT_EQ(valid(&s, t, 976, 5100, N), DCCP_SEQ_VALID);

@@ -10,8 +10,8 @@
 #include "check.h"
 
 static const char *const names[GC_ENGINE_COUNT] = {
-	[GC_ENGINE_AUTO] = "auto",   [GC_ENGINE_LOOP] = "loop",
-	[GC_ENGINE_MMSG] = "mmsg",   [GC_ENGINE_URING] = "uring",
+	[GC_ENGINE_AUTO] = "auto",	   [GC_ENGINE_LOOP] = "loop",
+	[GC_ENGINE_MMSG] = "mmsg",	   [GC_ENGINE_URING] = "uring",
 	[GC_ENGINE_URING_ZC] = "uring_zc", [GC_ENGINE_KERNEL] = "kernel",
 };
 
@@ -31,7 +31,7 @@ static void test_names(void)
 	CHECK(gc_engine_name(GC_ENGINE_NONE) == NULL);
 	CHECK(gc_engine_name(GC_ENGINE_COUNT) == NULL);
 	CHECK(gc_engine_name((enum gc_engine)1000) == NULL);
-	CHECK(gc_engine_name((enum gc_engine)-7) == NULL);
+	CHECK(gc_engine_name((enum gc_engine) - 7) == NULL);
 
 	const char *unknown[] = { "", "nope", "loop ", "mmsgx", "uring-zc", "none" };
 	for (size_t i = 0; i < sizeof(unknown) / sizeof(unknown[0]); i++) {
@@ -50,8 +50,7 @@ static void test_available(void)
 	CHECK_OK(gc_engine_available(GC_ENGINE_LOOP));
 	CHECK_OK(gc_engine_available(GC_ENGINE_MMSG));
 	/* not engines: group.h names only ENOTSUP here, EINVAL is as good */
-	const enum gc_engine not_engines[] = { GC_ENGINE_COUNT, GC_ENGINE_NONE,
-					       (enum gc_engine)999 };
+	const enum gc_engine not_engines[] = { GC_ENGINE_COUNT, GC_ENGINE_NONE, (enum gc_engine)999 };
 	for (size_t i = 0; i < 3; i++) {
 		errno = 0;
 		CHECK_EQ(gc_engine_available(not_engines[i]), -1);
@@ -106,7 +105,7 @@ static void test_set_get(void)
 	CHECK_ERR(gc_set_engine(sd, GC_ENGINE_NONE), EINVAL);
 	CHECK_ERR(gc_set_engine(sd, GC_ENGINE_COUNT), EINVAL);
 	CHECK_ERR(gc_set_engine(sd, (enum gc_engine)12345), EINVAL);
-	CHECK_ERR(gc_set_engine(sd, (enum gc_engine)-2), EINVAL);
+	CHECK_ERR(gc_set_engine(sd, (enum gc_engine) - 2), EINVAL);
 	CHECK(gc_errmsg()[0] != '\0');
 	CHECK_EQ(gc_get_engine(sd), GC_ENGINE_LOOP);
 

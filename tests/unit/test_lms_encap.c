@@ -9,8 +9,7 @@
 #include <groupcast/lms.h>
 #include "check.h"
 
-static struct in_addr A(const char *s)
-{
+static struct in_addr A(const char *s) {
 	struct in_addr a;
 	CHECK(inet_pton(AF_INET, s, &a) == 1);
 	return a;
@@ -26,8 +25,7 @@ static const char VECTOR[] =
 static struct gc_lms_dmcast vector_dmcast(void)
 {
 	struct gc_lms_dmcast d = {
-		.tp = { .tpif = 7, .tpaddr = A("10.9.8.7"), .src = A("10.0.0.1"),
-			.group = A("239.1.2.3") },
+		.tp = { .tpif = 7, .tpaddr = A("10.9.8.7"), .src = A("10.0.0.1"), .group = A("239.1.2.3") },
 		.from = A("10.9.8.1"),
 		.sport = 5000,
 		.dport = 5001,
@@ -61,8 +59,7 @@ static unsigned sum(const uint8_t *p, size_t n, unsigned acc)
 }
 
 /* Check a dmcast packet the way the turning point and receivers would. */
-static void verify(const uint8_t *p, size_t n, const struct gc_lms_dmcast *d, const void *data,
-		   size_t len)
+static void verify(const uint8_t *p, size_t n, const struct gc_lms_dmcast *d, const void *data, size_t len)
 {
 	const uint8_t *in = p + 36, *udp = p + 56;
 
@@ -143,14 +140,14 @@ static void test_arguments(void)
 {
 	static uint8_t pkt[GC_LMS_DMCAST_MAX + GC_LMS_DMCAST_HDRLEN + 1], data[GC_LMS_DMCAST_MAX + 1];
 	struct gc_lms_dmcast d;
-#define BAD(stmt, arg)                                                                  \
-	do {                                                                            \
-		d = vector_dmcast();                                                    \
-		stmt;                                                                   \
-		CHECK_ERR(gc_lms_dmcast_build(pkt, sizeof(pkt), &d, "x", 1), EINVAL);   \
-		if (!strstr(gc_errmsg(), arg))                                          \
+#define BAD(stmt, arg)                                                                           \
+	do {                                                                                     \
+		d = vector_dmcast();                                                             \
+		stmt;                                                                            \
+		CHECK_ERR(gc_lms_dmcast_build(pkt, sizeof(pkt), &d, "x", 1), EINVAL);            \
+		if (!strstr(gc_errmsg(), arg))                                                   \
 			check_fail(__FILE__, __LINE__, "\"%s\" lacks \"%s\"", gc_errmsg(), arg); \
-		CHECK_ERR(gc_lms_dmcast(-1, &d, "x", 1, 0), EINVAL);                    \
+		CHECK_ERR(gc_lms_dmcast(-1, &d, "x", 1, 0), EINVAL);                             \
 	} while (0)
 	BAD(d.tp.group = A("10.1.2.3"), "d->tp.group");
 	BAD(d.tp.src.s_addr = 0, "d->tp.src");
@@ -164,8 +161,7 @@ static void test_arguments(void)
 	BAD(d.from = A("239.0.0.1"), "d->from");
 #undef BAD
 	d = vector_dmcast();
-	CHECK_EQ(gc_lms_dmcast_build(pkt, sizeof(pkt), &d, data, GC_LMS_DMCAST_MAX),
-		 65535);
+	CHECK_EQ(gc_lms_dmcast_build(pkt, sizeof(pkt), &d, data, GC_LMS_DMCAST_MAX), 65535);
 	CHECK_ERR(gc_lms_dmcast_build(pkt, sizeof(pkt), &d, data, GC_LMS_DMCAST_MAX + 1), EMSGSIZE);
 	CHECK(strstr(gc_errmsg(), "len"));
 	CHECK_ERR(gc_lms_dmcast(-1, &d, data, GC_LMS_DMCAST_MAX + 1, 0), EMSGSIZE);

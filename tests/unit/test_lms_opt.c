@@ -8,14 +8,14 @@
 #include <groupcast/lms.h>
 #include "check.h"
 
-static struct in_addr A(const char *s)
-{
+static struct in_addr A(const char *s) {
 	struct in_addr a;
 	CHECK(inet_pton(AF_INET, s, &a) == 1);
 	return a;
 }
 
-static uint64_t bad_count(void)
+static uint64_t
+bad_count(void)
 {
 	struct gc_lms_stats st;
 	CHECK_OK(gc_lms_stats(&st));
@@ -27,8 +27,9 @@ static const uint8_t REQ[16] = { 138, 16, 0x01, 0x02, 10, 9, 8, 1, 10, 0, 0, 1, 
 
 static void test_build(void)
 {
-	struct gc_lms_info in = { .tpif = 0x0102, .tpaddr = A("10.9.8.1"), .src = A("10.0.0.1"),
-				  .group = A("239.1.2.3") };
+	struct gc_lms_info in = {
+		.tpif = 0x0102, .tpaddr = A("10.9.8.1"), .src = A("10.0.0.1"), .group = A("239.1.2.3")
+	};
 	uint8_t out[16];
 
 	CHECK_EQ(gc_lms_opt_build(out, GC_LMS_REQUEST, &in), GC_LMS_OPTLEN);

@@ -13,14 +13,14 @@
 #include <groupcast/lms.h>
 #include "check.h"
 
-static struct in_addr A(const char *s)
-{
+static struct in_addr A(const char *s) {
 	struct in_addr a;
 	CHECK(inet_pton(AF_INET, s, &a) == 1);
 	return a;
 }
 
-static bool have_net_raw(void)
+static bool
+have_net_raw(void)
 {
 	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
 	struct __user_cap_data_struct d[2];
@@ -79,8 +79,12 @@ static void test_request_roundtrip(void)
 		struct cmsghdr a;
 	} ctl = { 0 };
 	struct iovec iov = { "bad", 3 };
-	struct msghdr m = { .msg_name = &at, .msg_namelen = sizeof(at), .msg_iov = &iov,
-			    .msg_iovlen = 1, .msg_control = ctl.b, .msg_controllen = sizeof(ctl.b) };
+	struct msghdr m = { .msg_name = &at,
+			    .msg_namelen = sizeof(at),
+			    .msg_iov = &iov,
+			    .msg_iovlen = 1,
+			    .msg_control = ctl.b,
+			    .msg_controllen = sizeof(ctl.b) };
 	struct cmsghdr *c = CMSG_FIRSTHDR(&m);
 	c->cmsg_level = IPPROTO_IP;
 	c->cmsg_type = IP_RETOPTS;
@@ -115,8 +119,7 @@ static void test_request_roundtrip(void)
 
 static void test_request_arguments(void)
 {
-	struct sockaddr_in at = { .sin_family = AF_INET, .sin_addr = A("127.0.0.1"),
-				  .sin_port = htons(9) };
+	struct sockaddr_in at = { .sin_family = AF_INET, .sin_addr = A("127.0.0.1"), .sin_port = htons(9) };
 	int tx = socket(AF_INET, SOCK_DGRAM, 0);
 	int tx6 = socket(AF_INET6, SOCK_DGRAM, 0);
 	int tcp = socket(AF_INET, SOCK_STREAM, 0);

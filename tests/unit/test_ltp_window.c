@@ -96,10 +96,10 @@ static void test_gap_retry_recover(void)
 	CHECK(k[0].pair[0].lo == 2 && k[0].pair[0].hi == 2 && !k[0].escalate);
 	CHECK_EQ(st.gaps_detected, 1);
 	CHECK_EQ(ltp_window_deadline(&w, 100 * MS), 110 * MS);
-	CHECK_EQ(ltp_window_due(&w, 105 * MS, k, 4), 0); /* not yet */
-	CHECK_EQ(ltp_window_due(&w, 110 * MS, k, 4), 1); /* retry */
+	CHECK_EQ(ltp_window_due(&w, 105 * MS, k, 4), 0);       /* not yet */
+	CHECK_EQ(ltp_window_due(&w, 110 * MS, k, 4), 1);       /* retry */
 	CHECK_EQ(ltp_window_deadline(&w, 110 * MS), 130 * MS); /* backoff: 20 ms */
-	CHECK_EQ(drain(&w, &next, NULL, NULL), 2);     /* 0, 1; 2 is missing */
+	CHECK_EQ(drain(&w, &next, NULL, NULL), 2);	       /* 0, 1; 2 is missing */
 	CHECK_EQ(repair(&w, 2, 112 * MS), LTP_PUT_NEW);
 	CHECK_EQ(st.recovered, 1);
 	CHECK_EQ(st.recovery_us_max, 12000);

@@ -34,11 +34,9 @@ static void bad_member_fails_locally(void)
 	struct sockaddr_storage b4 = sa_make(AF_INET, BAD_V4, 9);
 	struct sockaddr_storage b6 = sa_make(AF_INET6, "::ffff:" BAD_V4, 9);
 
-	CHECK_ERR(sendto(s4, "x", 1, 0, (struct sockaddr *)&b4, sizeof(struct sockaddr_in)),
-		  EACCES);
+	CHECK_ERR(sendto(s4, "x", 1, 0, (struct sockaddr *)&b4, sizeof(struct sockaddr_in)), EACCES);
 	CHECK_OK(setsockopt(s6, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof(off)));
-	CHECK_ERR(sendto(s6, "x", 1, 0, (struct sockaddr *)&b6, sizeof(struct sockaddr_in6)),
-		  EACCES);
+	CHECK_ERR(sendto(s6, "x", 1, 0, (struct sockaddr *)&b6, sizeof(struct sockaddr_in6)), EACCES);
 	close(s4);
 	close(s6);
 }
@@ -48,8 +46,7 @@ static void bad_member_fails_locally(void)
  * failing address where bad_at[i] != 0.  Sends with engine e on a socket of
  * family (AF_INET6 = dual-stack with AF_INET members).
  */
-static void partial_send(int family, enum gc_engine e, const int *bad_at, size_t n,
-			 struct rx *r)
+static void partial_send(int family, enum gc_engine e, const int *bad_at, size_t n, struct rx *r)
 {
 	int sd = udp_socket(family), off = 0;
 	struct sockaddr_storage m[16];
@@ -81,8 +78,10 @@ static void partial_send(int family, enum gc_engine e, const int *bad_at, size_t
 	int err = errno;
 	RX_EXPECT_ALL(r, ngood, msg, sizeof(msg));
 	if (!EXPECT(ret == -1 && err == EACCES)) {
-		fprintf(stderr, "  engine %s, %zu of %zu members %s: gc_send returned %zd (%s), "
-			"gc_last_errors %zd\n", gc_engine_name(e), nbad, n, BAD_V4, ret,
+		fprintf(stderr,
+			"  engine %s, %zu of %zu members %s: gc_send returned %zd (%s), "
+			"gc_last_errors %zd\n",
+			gc_engine_name(e), nbad, n, BAD_V4, ret,
 			ret < 0 ? strerror(err) : "no error", gc_last_errors(sd, NULL, 0));
 		/* and gc_sendgroup() to the same destinations */
 		struct gc_giovec rec[16];

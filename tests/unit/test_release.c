@@ -49,8 +49,8 @@ static void is_fresh(int sd, int line)
 	if (gc_send(sd, "x", 1, 0) != -1 || errno != EDESTADDRREQ)
 		check_fail(__FILE__, line, "gc_send without group: %s", strerror(errno));
 	if (gc_get_engine(sd) != default_engine)
-		check_fail(__FILE__, line, "engine %s, want %s",
-			   gc_engine_name(gc_get_engine(sd)), gc_engine_name(default_engine));
+		check_fail(__FILE__, line, "engine %s, want %s", gc_engine_name(gc_get_engine(sd)),
+			   gc_engine_name(default_engine));
 	if (gc_get_limit(sd) != GC_DEFAULT_LIMIT)
 		check_fail(__FILE__, line, "limit %zd", gc_get_limit(sd));
 	CHECK_OK(gc_stats(sd, &st));
@@ -66,8 +66,7 @@ static void dirty(int sd, struct rx *r, size_t n)
 {
 	struct sockaddr_storage *m = rx_members(r, n);
 
-	CHECK_OK(gc_set_engine(sd, default_engine == GC_ENGINE_LOOP ? GC_ENGINE_MMSG
-								    : GC_ENGINE_LOOP));
+	CHECK_OK(gc_set_engine(sd, default_engine == GC_ENGINE_LOOP ? GC_ENGINE_MMSG : GC_ENGINE_LOOP));
 	CHECK_OK(gc_set_limit(sd, 7));
 	CHECK_OK(gc_setgroup(sd, m, n));
 	CHECK_EQ(gc_send(sd, "dirty", 5, 0), 5);
@@ -103,8 +102,7 @@ static void test_release(void)
 	/* the socket itself stays open and usable */
 	dirty(sd, r, 3);
 	CHECK_EQ(gc_release(sd), 0);
-	CHECK_EQ(sendto(sd, "raw", 3, 0, (struct sockaddr *)&r[0].addr, sizeof(struct sockaddr_in)),
-		 3);
+	CHECK_EQ(sendto(sd, "raw", 3, 0, (struct sockaddr *)&r[0].addr, sizeof(struct sockaddr_in)), 3);
 	RX_EXPECT(&r[0], "raw", 3);
 
 	/* no state, negative, closed */

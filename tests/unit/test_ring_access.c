@@ -115,15 +115,17 @@ static uint64_t refused(struct gc_ring_engine *e)
 static void modes(void)
 {
 	struct stat st;
-	struct gc_ring_engine *e = daemon_with((struct gc_ring_engine_params)GC_RING_ENGINE_PARAMS_INIT());
+	struct gc_ring_engine *e =
+		daemon_with((struct gc_ring_engine_params)GC_RING_ENGINE_PARAMS_INIT());
 
 	CHECK_OK(lstat(path, &st));
 	CHECK(S_ISSOCK(st.st_mode));
 	CHECK_EQ(st.st_mode & 07777, 0600);
 	CHECK_OK(gc_ring_engine_stop(e));
 
-	e = daemon_with((struct gc_ring_engine_params)GC_RING_ENGINE_PARAMS_INIT(.flags = GC_RING_ENGINE_LISTEN_GID,
-							.listen_gid = NOBODY, .listen_mode = 0660));
+	e = daemon_with((struct gc_ring_engine_params)
+				GC_RING_ENGINE_PARAMS_INIT(.flags = GC_RING_ENGINE_LISTEN_GID,
+							   .listen_gid = NOBODY, .listen_mode = 0660));
 	CHECK_OK(lstat(path, &st));
 	CHECK_EQ(st.st_mode & 07777, 0660);
 	CHECK_EQ(st.st_gid, NOBODY);
@@ -131,7 +133,8 @@ static void modes(void)
 	/* nothing left behind: no private directory, no socket */
 	CHECK(access(path, F_OK) != 0);
 
-	struct gc_ring_engine_params bad = GC_RING_ENGINE_PARAMS_INIT(.listen = path, .listen_mode = 01777);
+	struct gc_ring_engine_params bad =
+		GC_RING_ENGINE_PARAMS_INIT(.listen = path, .listen_mode = 01777);
 	CHECK(gc_ring_engine_start(&bad) == NULL);
 	CHECK_EQ(errno, EINVAL);
 	CHECK(strstr(gc_errmsg(), "listen_mode") != NULL);
@@ -147,7 +150,8 @@ static void who_may_attach(void)
 	struct sockaddr_storage from;
 
 	/* default: only root and the daemon's uid (root) may even connect */
-	struct gc_ring_engine *e = daemon_with((struct gc_ring_engine_params)GC_RING_ENGINE_PARAMS_INIT());
+	struct gc_ring_engine *e =
+		daemon_with((struct gc_ring_engine_params)GC_RING_ENGINE_PARAMS_INIT());
 	CHECK_EQ(try_as_nobody(rx), CONNECT_EACCES);
 	CHECK_OK(gc_ring_engine_stop(e));
 
@@ -164,8 +168,9 @@ static void who_may_attach(void)
 
 	/* allowed by uid */
 	const uid_t u = NOBODY;
-	e = daemon_with((struct gc_ring_engine_params)GC_RING_ENGINE_PARAMS_INIT(.listen_mode = 0666, .allow_uids = &u,
-							.n_allow_uids = 1));
+	e = daemon_with((struct gc_ring_engine_params)GC_RING_ENGINE_PARAMS_INIT(.listen_mode = 0666,
+										 .allow_uids = &u,
+										 .n_allow_uids = 1));
 	CHECK_EQ(try_as_nobody(rx), SENT);
 	RX_EXPECT(&rx[0], "nobody", 6);
 	CHECK_EQ(refused(e), 0);
@@ -173,9 +178,10 @@ static void who_may_attach(void)
 
 	/* allowed by group, through a group-only socket */
 	const gid_t g = NOBODY;
-	e = daemon_with((struct gc_ring_engine_params)GC_RING_ENGINE_PARAMS_INIT(.flags = GC_RING_ENGINE_LISTEN_GID,
-							.listen_gid = NOBODY, .listen_mode = 0660,
-							.allow_gids = &g, .n_allow_gids = 1));
+	e = daemon_with((struct gc_ring_engine_params)
+				GC_RING_ENGINE_PARAMS_INIT(.flags = GC_RING_ENGINE_LISTEN_GID,
+							   .listen_gid = NOBODY, .listen_mode = 0660,
+							   .allow_gids = &g, .n_allow_gids = 1));
 	CHECK_EQ(try_as_nobody(rx), SENT);
 	RX_EXPECT(&rx[0], "nobody", 6);
 	CHECK_OK(gc_ring_engine_stop(e));
@@ -230,7 +236,8 @@ static void whom_the_client_trusts(void)
 	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 
 	/* and a root engine is not the uid a client named */
-	struct gc_ring_engine *own = daemon_with((struct gc_ring_engine_params)GC_RING_ENGINE_PARAMS_INIT());
+	struct gc_ring_engine *own =
+		daemon_with((struct gc_ring_engine_params)GC_RING_ENGINE_PARAMS_INIT());
 	CHECK(gc_ring_engine_connect_uid(path, NOBODY) == NULL);
 	CHECK_EQ(errno, EPERM);
 	CHECK_OK(gc_ring_engine_stop(own));

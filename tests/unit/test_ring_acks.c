@@ -18,9 +18,9 @@ struct tcc {
 	struct gc_conn *c;
 	struct gc_sent late[TOTAL];
 	unsigned nlate, late_i;
-	uint32_t budget;       /* packets per round, 0 = none */
-	uint64_t wait_until;   /* budget 0 until then */
-	unsigned max_batch;    /* largest batch seen by sent() */
+	uint32_t budget;     /* packets per round, 0 = none */
+	uint64_t wait_until; /* budget 0 until then */
+	unsigned max_batch;  /* largest batch seen by sent() */
 	unsigned calls;
 	unsigned ack_failures; /* gc_conn_ack() refused: the ring was stopped */
 };
@@ -63,9 +63,7 @@ static void tcc_sent(void *cc, const struct gc_sent *p, unsigned n, uint64_t now
 			if (gc_conn_ack(t->c, &p[i]) < 0)
 				t->ack_failures++;
 			break;
-		case 2: /* after the ring wrapped */
-			t->late[t->nlate++] = p[i];
-			break;
+		case 2: /* after the ring wrapped */ t->late[t->nlate++] = p[i]; break;
 		}
 		while (t->late_i < t->nlate && t->late[t->late_i].user_seq + LATE <= p[i].user_seq)
 			if (gc_conn_ack(t->c, &t->late[t->late_i++]) < 0)
@@ -73,8 +71,9 @@ static void tcc_sent(void *cc, const struct gc_sent *p, unsigned n, uint64_t now
 	}
 }
 
-static const struct gc_cc_ops tcc_ops = { .init = tcc_init, .release = tcc_release,
-					  .budget = tcc_budget, .sent = tcc_sent };
+static const struct gc_cc_ops tcc_ops = {
+	.init = tcc_init, .release = tcc_release, .budget = tcc_budget, .sent = tcc_sent
+};
 
 static unsigned drop_xmit(void *arg, struct gc_conn *c, const struct gc_sent *p, unsigned n,
 			  const unsigned char *zone)

@@ -109,7 +109,7 @@ static void rings(void)
 	CHECK_EQ(gc_ring_publish(r), 0);
 	CHECK_EQ(gc_ring_rewind(r, 2, &first), 2); /* to 2: only 2 and 3 ... */
 	CHECK_EQ(first, 2);
-	CHECK_EQ(gc_ring_mark_dead(r, 1), 0);      /* ... and 1 is published again */
+	CHECK_EQ(gc_ring_mark_dead(r, 1), 0);		 /* ... and 1 is published again */
 	CHECK_ERR(gc_ring_rewind(r, 3, &first), EINVAL); /* above umod_i */
 	MSG("umod_i");
 
@@ -173,7 +173,8 @@ static void engines(void)
 	MSG("flags");
 	CHECK_ERR(gc_ring_engine_stats(NULL, NULL), EFAULT);
 	/* pinned, then stopped at once */
-	p = (struct gc_ring_engine_params)GC_RING_ENGINE_PARAMS_INIT(.flags = GC_RING_ENGINE_PIN_CPU, .cpu = 0);
+	p = (struct gc_ring_engine_params)GC_RING_ENGINE_PARAMS_INIT(.flags = GC_RING_ENGINE_PIN_CPU,
+								     .cpu = 0);
 	struct gc_ring_engine *e = gc_ring_engine_start(&p);
 	CHECK(e != NULL);
 	struct gc_ring_engine_stats st;

@@ -45,7 +45,8 @@ static pid_t start_daemon(void)
 		sigemptyset(&set);
 		sigaddset(&set, SIGTERM);
 		sigprocmask(SIG_BLOCK, &set, NULL);
-		struct gc_ring_engine_params prm = GC_RING_ENGINE_PARAMS_INIT(.listen = path, .quiet = 1);
+		struct gc_ring_engine_params prm =
+			GC_RING_ENGINE_PARAMS_INIT(.listen = path, .quiet = 1);
 		struct gc_ring_engine *e = gc_ring_engine_start(&prm);
 		if (!e) {
 			fprintf(stderr, "daemon: %s\n", gc_errmsg());
@@ -219,7 +220,8 @@ int main(void)
 				if (fd != p2[1])
 					close(fd);
 			setrlimit(RLIMIT_NOFILE, &rl);
-			struct gc_ring_engine_params lp = GC_RING_ENGINE_PARAMS_INIT(.listen = lpath, .quiet = 1);
+			struct gc_ring_engine_params lp =
+				GC_RING_ENGINE_PARAMS_INIT(.listen = lpath, .quiet = 1);
 			struct gc_ring_engine *le = gc_ring_engine_start(&lp);
 			if (!le || write(p2[1], "r", 1) != 1)
 				_exit(2);
@@ -243,14 +245,16 @@ int main(void)
 		unsigned long long t0 = 0, t1 = 0, x;
 		snprintf(statpath, sizeof(statpath), "/proc/%d/stat", (int)ld);
 		FILE *f = fopen(statpath, "r");
-		CHECK(f && fscanf(f, "%*d %*s %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
-				  &t0, &x) == 2);
+		CHECK(f &&
+		      fscanf(f, "%*d %*s %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
+			     &t0, &x) == 2);
 		t0 += x;
 		fclose(f);
 		usleep(300 * 1000);
 		f = fopen(statpath, "r");
-		CHECK(f && fscanf(f, "%*d %*s %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
-				  &t1, &x) == 2);
+		CHECK(f &&
+		      fscanf(f, "%*d %*s %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
+			     &t1, &x) == 2);
 		t1 += x;
 		fclose(f);
 		if ((t1 - t0) * 1000 / (unsigned long long)sysconf(_SC_CLK_TCK) > 100)

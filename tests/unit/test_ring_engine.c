@@ -178,7 +178,8 @@ static void attach_errors(void)
 	CHECK(gc_ring_engine_start(&p) == NULL);
 	CHECK_EQ(errno, EINVAL);
 	CHECK(strstr(gc_errmsg(), "batch") != NULL);
-	p = (struct gc_ring_engine_params)GC_RING_ENGINE_PARAMS_INIT(.flags = GC_RING_ENGINE_PIN_CPU, .cpu = -3);
+	p = (struct gc_ring_engine_params)GC_RING_ENGINE_PARAMS_INIT(.flags = GC_RING_ENGINE_PIN_CPU,
+								     .cpu = -3);
 	CHECK(gc_ring_engine_start(&p) == NULL);
 	CHECK(strstr(gc_errmsg(), "cpu") != NULL);
 	CHECK(gc_ring_engine_connect("/nonexistent/gc-engine.sock") == NULL);

@@ -84,7 +84,8 @@ static void run(unsigned b_fill)
 	CHECK_EQ(atomic_load(&counted), TOTAL);
 	unsigned sa = atomic_load(&from_a);
 	printf("ring_fair: of the first %d packets, client A (1 ring) sent %u, client B (%d rings "
-	       "of %u) %u\n", TOTAL, sa, B_RINGS, b_fill, TOTAL - sa);
+	       "of %u) %u\n",
+	       TOTAL, sa, B_RINGS, b_fill, TOTAL - sa);
 	/* a fair share is half; a turn per ring would give A 1/17 (6 %) */
 	CHECK(sa * 100 >= 35u * TOTAL);
 	CHECK(sa * 100 <= 65u * TOTAL);

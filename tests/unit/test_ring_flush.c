@@ -38,11 +38,15 @@ static void expect_once(const struct rx *rx, uint64_t first, uint64_t n)
 		struct sockaddr_storage from;
 		ssize_t len = rx_recv(rx, &got, sizeof(got), RX_TIMEOUT_MS, &from);
 		k = got - first;
-		if (len != (ssize_t)sizeof(got) || got < first || k >= n || (seen[k / 8] & (1u << (k % 8))))
-			check_fail(__FILE__, __LINE__, "datagram %llu of %llu..%llu: len %zd seq %llu (%s)",
+		if (len != (ssize_t)sizeof(got) || got < first || k >= n ||
+		    (seen[k / 8] & (1u << (k % 8))))
+			check_fail(__FILE__, __LINE__,
+				   "datagram %llu of %llu..%llu: len %zd seq %llu (%s)",
 				   (unsigned long long)i, (unsigned long long)first,
 				   (unsigned long long)(first + n - 1), len, (unsigned long long)got,
-				   len == (ssize_t)sizeof(got) && got >= first && k < n ? "twice" : "not expected");
+				   len == (ssize_t)sizeof(got) && got >= first && k < n
+					   ? "twice"
+					   : "not expected");
 		seen[k / 8] |= (unsigned char)(1u << (k % 8));
 	}
 }
@@ -125,13 +129,13 @@ static void in_thread(void)
 
 	struct gc_ring_status rs;
 	CHECK_OK(gc_ring_status(f.r, &rs));
-	CHECK_EQ(rs.kern_notify, 1); /* still parked */
+	CHECK_EQ(rs.kern_notify, 1);   /* still parked */
 	CHECK_EQ(rs.dev_i, rs.user_i); /* everything freed */
 	CHECK_EQ(rs.sent, 1012);
 	CHECK_EQ(rs.dead, 1);
 	CHECK_EQ(gc_ring_space(f.r), f.n - 1);
 	CHECK_OK(gc_ring_engine_stats(f.e, &st1));
-	CHECK_EQ(st1.notifies, st0.notifies); /* the engine thread never woke for it */
+	CHECK_EQ(st1.notifies, st0.notifies);	   /* the engine thread never woke for it */
 	CHECK_EQ(st1.packets - st0.packets, 1012); /* counted in the engine's stats */
 
 	/* a submit still wakes the engine, which then polls the ring; a flush

@@ -149,11 +149,13 @@ static void violations(void)
 
 /* ---- attach requests that lie ---- */
 
-static int raw_attach(uint32_t entries, uint64_t zone_size, int ringfd, int zonefd, int sd,
-		      int nfds)
+static int raw_attach(uint32_t entries, uint64_t zone_size, int ringfd, int zonefd, int sd, int nfds)
 {
-	struct gc_req q = { .op = GC_OP_ATTACH, .version = GC_PROTO_VERSION, .entries = entries,
-			    .ack_entries = entries, .zone_size = zone_size };
+	struct gc_req q = { .op = GC_OP_ATTACH,
+			    .version = GC_PROTO_VERSION,
+			    .entries = entries,
+			    .ack_entries = entries,
+			    .zone_size = zone_size };
 	const int fds[3] = { ringfd, zonefd, sd };
 	struct gc_rep rep;
 	int rfd = -1;

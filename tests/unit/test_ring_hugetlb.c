@@ -82,8 +82,11 @@ static int huge_memfd(size_t size)
 static int raw_attach(struct gc_ring_engine *e, uint32_t entries, uint64_t zone_size, int ringfd,
 		      int zonefd, int sd)
 {
-	struct gc_req q = { .op = GC_OP_ATTACH, .version = GC_PROTO_VERSION, .entries = entries,
-			    .ack_entries = entries, .zone_size = zone_size };
+	struct gc_req q = { .op = GC_OP_ATTACH,
+			    .version = GC_PROTO_VERSION,
+			    .entries = entries,
+			    .ack_entries = entries,
+			    .zone_size = zone_size };
 	const int fds[3] = { ringfd, zonefd, sd };
 	struct gc_rep rep;
 	int rfd = -1;

@@ -88,7 +88,8 @@ static void ring_limit(void)
 
 static void fd_limit(void)
 {
-	struct gc_ring_engine *eng = start((struct gc_ring_engine_params)GC_RING_ENGINE_PARAMS_INIT(.max_fds = 7));
+	struct gc_ring_engine *eng =
+		start((struct gc_ring_engine_params)GC_RING_ENGINE_PARAMS_INIT(.max_fds = 7));
 	struct gc_ring_engine *c = gc_ring_engine_connect(path);
 	struct gc_ring *r[4];
 
@@ -125,7 +126,9 @@ static void fd_limit(void)
 static void map_limit(void)
 {
 	long page = sysconf(_SC_PAGESIZE);
-	struct gc_ring_engine *eng = start((struct gc_ring_engine_params)GC_RING_ENGINE_PARAMS_INIT(.max_map_bytes = 12 * (uint64_t)page));
+	struct gc_ring_engine *eng = start(
+		(struct gc_ring_engine_params)GC_RING_ENGINE_PARAMS_INIT(.max_map_bytes = 12 *
+										 (uint64_t)page));
 	struct gc_ring_engine *c = gc_ring_engine_connect(path);
 	struct gc_zone *big = gc_zone_create(1, 16 * (size_t)page);
 	struct gc_ring *r[16];
@@ -165,7 +168,8 @@ static void map_limit(void)
 
 static void client_limit(void)
 {
-	struct gc_ring_engine *eng = start((struct gc_ring_engine_params)GC_RING_ENGINE_PARAMS_INIT(.max_clients = 2));
+	struct gc_ring_engine *eng =
+		start((struct gc_ring_engine_params)GC_RING_ENGINE_PARAMS_INIT(.max_clients = 2));
 	struct gc_ring_engine *c[3];
 
 	c[0] = gc_ring_engine_connect(path);

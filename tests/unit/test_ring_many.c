@@ -51,8 +51,8 @@ int main(void)
 			struct sockaddr_storage from;
 			ssize_t n = rx_recv(&rx[j], buf, sizeof(buf) - 1, RX_TIMEOUT_MS, &from);
 			if (n < 0)
-				check_fail(__FILE__, __LINE__, "receiver %d: %d of %d packets", j, got,
-					   RINGS / RX * PER);
+				check_fail(__FILE__, __LINE__, "receiver %d: %d of %d packets", j,
+					   got, RINGS / RX * PER);
 			buf[n] = '\0';
 			int ri, k;
 			CHECK_EQ(sscanf(buf, "r%d.%d", &ri, &k), 2);
@@ -65,8 +65,8 @@ int main(void)
 	CHECK_OK(gc_ring_engine_stats(e, &st));
 	CHECK_EQ(st.packets, RINGS * PER);
 	CHECK(st.notifies >= RINGS); /* parked rings woke on their own eventfd */
-	printf("ring_many: %d rings, %llu packets, %llu notifies, %llu rounds, %llu sleeps\n", RINGS,
-	       (unsigned long long)st.packets, (unsigned long long)st.notifies,
+	printf("ring_many: %d rings, %llu packets, %llu notifies, %llu rounds, %llu sleeps\n",
+	       RINGS, (unsigned long long)st.packets, (unsigned long long)st.notifies,
 	       (unsigned long long)st.rounds, (unsigned long long)st.sleeps);
 	for (int i = 0; i < RINGS; i++)
 		gc_ring_free(r[i]);

@@ -116,9 +116,9 @@ int main(void)
 		got++;
 	CHECK(got > 0);
 	printf("ring_race: %u rounds, %llu datagrams sent by flushes (%llu received), %llu flushes "
-	       "refused after or during a stop (%llu before it returned)\n", ROUNDS,
-	       (unsigned long long)sent, (unsigned long long)got, (unsigned long long)failed,
-	       (unsigned long long)during);
+	       "refused after or during a stop (%llu before it returned)\n",
+	       ROUNDS, (unsigned long long)sent, (unsigned long long)got,
+	       (unsigned long long)failed, (unsigned long long)during);
 	rx_close(rx, 1);
 	return 0;
 }

@@ -30,7 +30,7 @@ struct ent {
 
 static struct ent *order; /* every claimed slot, in ring order */
 static size_t norder, cap_order;
-static uint64_t *sent;    /* what the engine sent, in order (engine thread) */
+static uint64_t *sent; /* what the engine sent, in order (engine thread) */
 static _Atomic size_t nsent;
 static size_t cap_sent;
 
@@ -60,8 +60,7 @@ static void umod_in_ring(struct gc_ring *r, int line)
 	uint32_t um = atomic_load(&r->sh->umod_i);
 
 	if ((um + N - d) % N > (r->user + N - d) % N)
-		check_fail(__FILE__, line, "umod_i %u is outside [dev_i %u, user_i %u]", um, d,
-			   r->user);
+		check_fail(__FILE__, line, "umod_i %u is outside [dev_i %u, user_i %u]", um, d, r->user);
 }
 
 static uint64_t rng_state;
@@ -123,8 +122,8 @@ int main(int argc, char **argv)
 					check_fail(__FILE__, __LINE__, "wait: %s", gc_errmsg());
 				if (gc_now_ns() - t0 > 1000000000ull)
 					check_fail(__FILE__, __LINE__,
-						   "lost wake-up: waiting for %u slots took %llu ms",
-						   want, (unsigned long long)(gc_now_ns() - t0) / 1000000);
+						   "lost wake-up: waiting for %u slots took %llu ms", want,
+						   (unsigned long long)(gc_now_ns() - t0) / 1000000);
 				n_wait++;
 				continue;
 			}
@@ -171,8 +170,8 @@ int main(int argc, char **argv)
 					break;
 				case 1: /* replace: the old id must never go out */
 					gc_ring_pkt(r, pi)->user_seq = next_id;
-					gc_ring_pkt(r, pi)->len =
-						rnd() % (uint32_t)(4096 - gc_ring_pkt(r, pi)->off + 1);
+					gc_ring_pkt(r, pi)->len = rnd() %
+						(uint32_t)(4096 - gc_ring_pkt(r, pi)->off + 1);
 					m[i].id = next_id++;
 					break;
 				default: { /* reorder */
@@ -237,7 +236,8 @@ int main(int argc, char **argv)
 			if (j >= ns || sent[j] != en->id)
 				check_fail(__FILE__, __LINE__,
 					   "live packet %llu (entry %zu) not sent in order: sent[%zu] = "
-					   "%llu", (unsigned long long)en->id, i, j,
+					   "%llu",
+					   (unsigned long long)en->id, i, j,
 					   j < ns ? (unsigned long long)sent[j] : 0ull);
 			j++;
 			break;
@@ -266,10 +266,9 @@ int main(int argc, char **argv)
 	printf("ring_stress: %llu claims, %llu submits (%llu notifies), %llu waits, %llu rewinds, "
 	       "%llu changes, %llu certain kills, %llu late kills (%zu of them sent anyway); "
 	       "%zu sent, %zu live\n",
-	       (unsigned long long)n_claim, (unsigned long long)n_submit,
-	       (unsigned long long)n_notify, (unsigned long long)n_wait,
-	       (unsigned long long)n_rewind, (unsigned long long)n_mod, (unsigned long long)n_sure,
-	       (unsigned long long)n_maybe, maybe_sent, ns, live);
+	       (unsigned long long)n_claim, (unsigned long long)n_submit, (unsigned long long)n_notify,
+	       (unsigned long long)n_wait, (unsigned long long)n_rewind, (unsigned long long)n_mod,
+	       (unsigned long long)n_sure, (unsigned long long)n_maybe, maybe_sent, ns, live);
 	CHECK(ops < 1000000 || (n_rewind > 1000 && n_notify > 10 && n_wait > 100));
 	gc_ring_free(r);
 	CHECK_OK(gc_zone_free(z));

@@ -10,8 +10,8 @@ enum { N4 = 50, N6 = 8 };
 
 static unsigned char big[65536];
 
-static void stats_are(int sd, const struct gc_stats *before, uint64_t sends,
-		      uint64_t dgrams, uint64_t bytes, int line)
+static void stats_are(int sd, const struct gc_stats *before, uint64_t sends, uint64_t dgrams,
+		      uint64_t bytes, int line)
 {
 	struct gc_stats st;
 
@@ -84,9 +84,10 @@ static void send_with(int family, int v6only, enum gc_engine e, struct rx *r, si
 				missing += !rx_match(&r[i], big, len,
 						     missing ? RX_QUIET_MS : RX_TIMEOUT_MS);
 			if (!EXPECT_EQ(missing, 0))
-				fprintf(stderr, "  engine %s %s: gc_send(%zu bytes) returned %zd, "
-					"%zu of %zu receivers did not get it\n", gc_engine_name(e),
-					what, len, ret, missing, n);
+				fprintf(stderr,
+					"  engine %s %s: gc_send(%zu bytes) returned %zd, "
+					"%zu of %zu receivers did not get it\n",
+					gc_engine_name(e), what, len, ret, missing, n);
 		} else {
 			RX_EXPECT_ALL(r, n, big, len);
 		}
@@ -101,8 +102,7 @@ static void send_with(int family, int v6only, enum gc_engine e, struct rx *r, si
 	}
 
 	/* every GC_SEND_FLAGS flag is accepted */
-	const int ok_flags[] = { MSG_DONTWAIT, MSG_CONFIRM, MSG_DONTROUTE, MSG_NOSIGNAL,
-				 GC_SEND_FLAGS };
+	const int ok_flags[] = { MSG_DONTWAIT, MSG_CONFIRM, MSG_DONTROUTE, MSG_NOSIGNAL, GC_SEND_FLAGS };
 	for (size_t k = 0; k < sizeof(ok_flags) / sizeof(ok_flags[0]); k++) {
 		fill(big, 77, (unsigned)k);
 		CHECK_EQ(gc_send(sd, big, 77, ok_flags[k]), 77);
@@ -170,9 +170,10 @@ static void test_errors(void)
 	CHECK_ERR(gc_send(sd, NULL, 1, 0), EFAULT);
 
 	/* flags outside GC_SEND_FLAGS */
-	const int bad_flags[] = { MSG_OOB, MSG_MORE, MSG_PEEK, MSG_EOR, MSG_TRUNC,
-				  MSG_ZEROCOPY, MSG_FASTOPEN, 1 << 30, -1,
-				  MSG_DONTWAIT | MSG_MORE };
+	const int bad_flags[] = {
+		MSG_OOB,      MSG_MORE,	    MSG_PEEK, MSG_EOR, MSG_TRUNC,
+		MSG_ZEROCOPY, MSG_FASTOPEN, 1 << 30,  -1,      MSG_DONTWAIT | MSG_MORE
+	};
 	for (size_t k = 0; k < sizeof(bad_flags) / sizeof(bad_flags[0]); k++) {
 		errno = 0;
 		if (gc_send(sd, "x", 1, bad_flags[k]) != -1 || errno != EINVAL)

@@ -25,8 +25,8 @@ static void make_recs(struct gc_giovec *rec, const struct rx *r, size_t n)
 }
 
 /* Each r[i] must get rec[i].prepend | shared | rec[i].append. */
-static void expect_recs(const struct gc_giovec *rec, const struct iovec *shared,
-			const struct rx *r, size_t n, int line)
+static void expect_recs(const struct gc_giovec *rec, const struct iovec *shared, const struct rx *r,
+			size_t n, int line)
 {
 	static unsigned char want[65536 + 256];
 
@@ -113,9 +113,10 @@ static void sendgroup_with(int family, enum gc_engine e, struct rx *r, size_t n)
 	if (EXPECT_EQ(sent, n)) {
 		expect_recs(rec, &mid, r, n, __LINE__);
 	} else {
-		fprintf(stderr, "  engine %s %s: 20000-byte shared with prepend/append: %d of %zu "
-			"sent, gerrno[0] = %s\n", gc_engine_name(e),
-			family == AF_INET ? "IPv4" : "IPv6", sent, n,
+		fprintf(stderr,
+			"  engine %s %s: 20000-byte shared with prepend/append: %d of %zu "
+			"sent, gerrno[0] = %s\n",
+			gc_engine_name(e), family == AF_INET ? "IPv4" : "IPv6", sent, n,
 			strerrorname_np(gerrno[0]) ? strerrorname_np(gerrno[0]) : "?");
 		for (size_t i = 0; i < n; i++) /* whatever did arrive */
 			if (gerrno[i] == 0)
@@ -234,32 +235,32 @@ static void test_errors(void)
 	make_recs(rec, r, M);
 	CHECK_OK(gc_stats(sd, &st0));
 
-#define EXPECT_NOTHING(call, E)                                                  \
-	do {                                                                     \
-		for (size_t i_ = 0; i_ < M; i_++)                               \
-			gerrno[i_] = SENTINEL;                                   \
-		CHECK_ERR(call, E);                                              \
-		CHECK(gc_errmsg()[0] != '\0');                                   \
-		gerrno_all(gerrno, M, SENTINEL, __LINE__);                       \
-		RX_NONE_ALL(r, M);                                               \
+#define EXPECT_NOTHING(call, E)                            \
+	do {                                               \
+		for (size_t i_ = 0; i_ < M; i_++)          \
+			gerrno[i_] = SENTINEL;             \
+		CHECK_ERR(call, E);                        \
+		CHECK(gc_errmsg()[0] != '\0');             \
+		gerrno_all(gerrno, M, SENTINEL, __LINE__); \
+		RX_NONE_ALL(r, M);                         \
 	} while (0)
 
 /* bad[] differs from rec[] at recipient K only: K refused with E, the rest sent */
-#define EXPECT_SKIPPED(sh, K, E)                                                 \
-	do {                                                                     \
-		for (size_t i_ = 0; i_ < M; i_++)                               \
-			gerrno[i_] = SENTINEL;                                   \
-		errno = 0;                                                       \
-		CHECK_EQ(gc_sendgroup(sd, (sh), bad, M, 0, gerrno), M - 1);     \
-		CHECK_EQ(errno, (E));                                            \
-		CHECK(strstr(gc_errmsg(), "rec[") != NULL);                      \
-		for (size_t i_ = 0; i_ < M; i_++) {                             \
-			CHECK_EQ(gerrno[i_], i_ == (K) ? (E) : 0);               \
-			if (i_ != (K))                                           \
+#define EXPECT_SKIPPED(sh, K, E)                                                  \
+	do {                                                                      \
+		for (size_t i_ = 0; i_ < M; i_++)                                 \
+			gerrno[i_] = SENTINEL;                                    \
+		errno = 0;                                                        \
+		CHECK_EQ(gc_sendgroup(sd, (sh), bad, M, 0, gerrno), M - 1);       \
+		CHECK_EQ(errno, (E));                                             \
+		CHECK(strstr(gc_errmsg(), "rec[") != NULL);                       \
+		for (size_t i_ = 0; i_ < M; i_++) {                               \
+			CHECK_EQ(gerrno[i_], i_ == (K) ? (E) : 0);                \
+			if (i_ != (K))                                            \
 				expect_recs(bad + i_, (sh), r + i_, 1, __LINE__); \
-		}                                                                \
-		RX_NONE(&r[K]);                                                  \
-		sends++, dgrams += M - 1, fails++;                               \
+		}                                                                 \
+		RX_NONE(&r[K]);                                                   \
+		sends++, dgrams += M - 1, fails++;                                \
 	} while (0)
 
 	/* EMSGSIZE only once prepend/append are added, on recipient 2 only */

@@ -15,8 +15,7 @@
 static unsigned tag; /* every probe datagram differs */
 
 /* sd's group is exactly r[0..n): size n, and a send reaches all of them. */
-static void group_is(int sd, struct rx *r, size_t n, struct rx *others, size_t nothers,
-		     int line)
+static void group_is(int sd, struct rx *r, size_t n, struct rx *others, size_t nothers, int line)
 {
 	char msg[64];
 	ssize_t sz = gc_getgroup_size(sd);
@@ -45,8 +44,7 @@ static void errmsg_ok(const char *needle, int line)
 	if (strchr(m, '\n'))
 		check_fail(__FILE__, line, "gc_errmsg() not one line: \"%s\"", m);
 	if (needle && !strstr(m, needle))
-		check_fail(__FILE__, line, "gc_errmsg() \"%s\" does not mention \"%s\"", m,
-			   needle);
+		check_fail(__FILE__, line, "gc_errmsg() \"%s\" does not mention \"%s\"", m, needle);
 }
 
 static void test_replace(void)
@@ -162,8 +160,8 @@ static void test_bad_fds(void)
 }
 
 /* good[0..n) followed by bad: gc_setgroup() must fail with err, group kept */
-static void bad_member(int sd, struct sockaddr_storage *good, size_t n,
-		       struct sockaddr_storage bad, int err, struct rx *r, int line)
+static void bad_member(int sd, struct sockaddr_storage *good, size_t n, struct sockaddr_storage bad,
+		       int err, struct rx *r, int line)
 {
 	struct sockaddr_storage m[8];
 	char idx[32];
@@ -173,8 +171,8 @@ static void bad_member(int sd, struct sockaddr_storage *good, size_t n,
 	m[n] = bad; /* bad one is last, so the valid ones come first */
 	errno = 0;
 	if (gc_setgroup(sd, m, n + 1) != -1 || errno != err)
-		check_fail(__FILE__, line, "gc_setgroup with bad members[%zu]: want %s, got %s",
-			   n, strerrorname_np(err), errno ? strerrorname_np(errno) : "success");
+		check_fail(__FILE__, line, "gc_setgroup with bad members[%zu]: want %s, got %s", n,
+			   strerrorname_np(err), errno ? strerrorname_np(errno) : "success");
 	snprintf(idx, sizeof(idx), "members[%zu]", n);
 	errmsg_ok("members[", line);
 	if (!strstr(gc_errmsg(), idx))
@@ -210,8 +208,7 @@ static void test_bad_members(void)
 	/* and so do v4-mapped AF_INET6 members (the kernel would send them as IPv4) */
 	bad_member(s6, m6, N, sa_make(AF_INET6, "::ffff:224.0.0.1", 9), EINVAL, r6, __LINE__);
 	bad_member(s6, m6, N, sa_make(AF_INET6, "::ffff:0.0.0.0", 9), EINVAL, r6, __LINE__);
-	bad_member(s6, m6, N, sa_make(AF_INET6, "::ffff:255.255.255.255", 9), EINVAL, r6,
-		   __LINE__);
+	bad_member(s6, m6, N, sa_make(AF_INET6, "::ffff:255.255.255.255", 9), EINVAL, r6, __LINE__);
 
 	/* EAFNOSUPPORT: AF_INET6 member on an AF_INET socket, unknown families */
 	bad_member(s4, m4, N, sa_make(AF_INET6, "::1", 9), EAFNOSUPPORT, r4, __LINE__);

@@ -155,8 +155,8 @@ static void replace_while_sending(enum gc_engine e)
 		to_a += na == GROUP;
 		to_b += nb == GROUP;
 	}
-	printf("engine %s: %u sends to group A, %u to group B while replacing\n",
-	       gc_engine_name(e), to_a, to_b);
+	printf("engine %s: %u sends to group A, %u to group B while replacing\n", gc_engine_name(e),
+	       to_a, to_b);
 	close(s.sd);
 	free(m);
 	rx_close(r, 2 * GROUP);

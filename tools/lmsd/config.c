@@ -43,7 +43,8 @@ int lmsd_config_read(const char *path, struct lmsd_config *c, FILE *err)
 
 		ln++;
 		*strchrnul(line, '#') = 0;
-		for (char *t = strtok_r(line, " \t\r\n", &save); t && nw < 7; t = strtok_r(NULL, " \t\r\n", &save))
+		for (char *t = strtok_r(line, " \t\r\n", &save); t && nw < 7;
+		     t = strtok_r(NULL, " \t\r\n", &save))
 			w[nw++] = t;
 		if (!nw)
 			continue;
@@ -64,8 +65,9 @@ int lmsd_config_read(const char *path, struct lmsd_config *c, FILE *err)
 			why = "IFNAME is not an interface name";
 		else if (addr(w[4], &r.addr))
 			why = "ADDRESS is not an IPv4 address";
-		else if (nw == 6 && (errno = 0, cost = strtoul(w[5], &endp, 10), errno || *endp || cost > 65535 ||
-				     *w[5] == '-'))
+		else if (nw == 6 &&
+			 (errno = 0, cost = strtoul(w[5], &endp, 10),
+			  errno || *endp || cost > 65535 || *w[5] == '-'))
 			why = "COST is not an integer in 0..65535";
 		else if (lmsd_config_find(c, r.src, r.group))
 			why = "a second replier for the same (SOURCE, GROUP)";

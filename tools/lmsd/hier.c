@@ -236,8 +236,9 @@ static bool take(const struct gc_lms_hier *m, uint32_t from, uint32_t ifindex, i
 		}
 		c = &H.c[H.n++];
 	}
-	*c = (struct cand){ m->src, m->group, m->replier, from, ifindex, ntohl(m->cost),
-			    now + hold * 1000000ull };
+	*c = (struct cand){
+		m->src, m->group, m->replier, from, ifindex, ntohl(m->cost), now + hold * 1000000ull
+	};
 	return changed;
 }
 
@@ -251,8 +252,12 @@ bool lmsd_hier_input(const struct lmsd_sg *sg, int nsg)
 		struct sockaddr_in from;
 		char ctl[256];
 		struct iovec iov = { &m, sizeof(m) };
-		struct msghdr h = { .msg_name = &from, .msg_namelen = sizeof(from), .msg_iov = &iov,
-				    .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof(ctl) };
+		struct msghdr h = { .msg_name = &from,
+				    .msg_namelen = sizeof(from),
+				    .msg_iov = &iov,
+				    .msg_iovlen = 1,
+				    .msg_control = ctl,
+				    .msg_controllen = sizeof(ctl) };
 		ssize_t n = recvmsg(H.fd, &h, MSG_DONTWAIT | MSG_TRUNC);
 		if (n < 0)
 			break;
@@ -303,8 +308,10 @@ bool lmsd_hier_best(const struct lmsd_sg *e, uint32_t cur_if, uint32_t cur_addr,
 			continue;
 		bool cur = c->ifindex == cur_if && c->replier == cur_addr;
 		if (!b || c->cost < b->cost ||
-		    (c->cost == b->cost && (cur || (!(b->ifindex == cur_if && b->replier == cur_addr) &&
-						     ntohl(c->replier) < ntohl(b->replier)))))
+		    (c->cost == b->cost &&
+		     (cur ||
+		      (!(b->ifindex == cur_if && b->replier == cur_addr) &&
+		       ntohl(c->replier) < ntohl(b->replier)))))
 			b = c;
 	}
 	if (!b)
@@ -318,11 +325,14 @@ bool lmsd_hier_best(const struct lmsd_sg *e, uint32_t cur_if, uint32_t cur_addr,
 void lmsd_hier_send(const struct lmsd_sg *e, uint32_t parent_addr, bool have, uint32_t replier,
 		    uint32_t cost)
 {
-	struct gc_lms_hier m = { .magic = { 'L', 'H' }, .version = GC_LMS_HIER_VERSION,
-				   .flags = have ? 0 : GC_LMS_HIER_LEAVE, .src = e->src,
-				   .group = e->group, .replier = replier,
-				   .cost = htonl(cost < UINT32_MAX ? cost + 1 : cost),
-				   .hold_ms = htonl(H.hold_ms) };
+	struct gc_lms_hier m = { .magic = { 'L', 'H' },
+				 .version = GC_LMS_HIER_VERSION,
+				 .flags = have ? 0 : GC_LMS_HIER_LEAVE,
+				 .src = e->src,
+				 .group = e->group,
+				 .replier = replier,
+				 .cost = htonl(cost < UINT32_MAX ? cost + 1 : cost),
+				 .hold_ms = htonl(H.hold_ms) };
 	struct sockaddr_in to = { .sin_family = AF_INET, .sin_port = htons(GC_LMS_HIER_PORT) };
 	struct in_addr ifa = { parent_addr };
 

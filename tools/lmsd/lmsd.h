@@ -54,8 +54,8 @@ int lmsd_mfc_read(const struct lmsd_vif *v, int nv, struct lmsd_sg *sg, int max)
 
 /* LMS-HIER (hier.c): replier reports from hosts and child routers. */
 struct lmsd_hier_stats {
-	uint64_t accepted, leaves, expired, sent_up;                  /* reports */
-	uint64_t ttl, offlink, rpf, notdown, limited, bad, full;      /* refused, by reason */
+	uint64_t accepted, leaves, expired, sent_up;		 /* reports */
+	uint64_t ttl, offlink, rpf, notdown, limited, bad, full; /* refused, by reason */
 };
 /* Open the report socket (port GC_LMS_HIER_PORT); hold_ms goes into the
  * reports sent up.  Returns the descriptor to poll, -1 with errno. */

@@ -55,7 +55,9 @@ static struct {
 	uint32_t attached[LMSD_MAX_VIFS];
 	int nattached;
 	int hier_fd;
-	struct { uint32_t src, group; } announced[LMSD_MAX_SG]; /* (S,G) reported up, with a replier */
+	struct {
+		uint32_t src, group;
+	} announced[LMSD_MAX_SG]; /* (S,G) reported up, with a replier */
 	int nannounced;
 } D;
 
@@ -332,7 +334,8 @@ static void write_state(FILE *f)
 {
 	static const char *names[GC_LMS_NSTATS] = { GC_LMS_STAT_NAMES };
 	int ncpu = libbpf_num_possible_cpus(), fd = bpf_map__fd(D.skel->maps.lms_stats);
-	char a[INET_ADDRSTRLEN], b[INET_ADDRSTRLEN], c[INET_ADDRSTRLEN], n1[IF_NAMESIZE], n2[IF_NAMESIZE];
+	char a[INET_ADDRSTRLEN], b[INET_ADDRSTRLEN], c[INET_ADDRSTRLEN], n1[IF_NAMESIZE],
+		n2[IF_NAMESIZE];
 	__u64 v[ncpu > 0 ? ncpu : 1];
 
 	fprintf(f, "{\"interfaces\": [");
@@ -340,7 +343,8 @@ static void write_state(FILE *f)
 		if (!D.vifs[i].ifindex)
 			continue;
 		const __u8 *m = D.ifs[i].mac;
-		fprintf(f, "%s\n  {\"vif\": %d, \"ifindex\": %u, \"name\": \"%s\", \"addr\": \"%s\", "
+		fprintf(f,
+			"%s\n  {\"vif\": %d, \"ifindex\": %u, \"name\": \"%s\", \"addr\": \"%s\", "
 			"\"mac\": \"%02x:%02x:%02x:%02x:%02x:%02x\", \"attached\": %s}",
 			first ? "" : ",", D.vifs[i].vif, D.vifs[i].ifindex, D.vifs[i].name,
 			ip4(D.ifs[i].addr, a), m[0], m[1], m[2], m[3], m[4], m[5],
@@ -350,23 +354,27 @@ static void write_state(FILE *f)
 	fprintf(f, "],\n \"routes\": [");
 	for (int i = 0; i < D.nsg; i++) {
 		const struct gc_lms_route *r = &D.route[i];
-		fprintf(f, "%s\n  {\"source\": \"%s\", \"group\": \"%s\", \"parent\": \"%s\", \"replier\": \"%s\", "
+		fprintf(f,
+			"%s\n  {\"source\": \"%s\", \"group\": \"%s\", \"parent\": \"%s\", \"replier\": \"%s\", "
 			"\"replier_addr\": \"%s\", \"cost\": %u, \"fallback\": %s, \"note\": \"%s\", \"downstream\": [",
-			i ? "," : "", ip4(D.sg[i].src, a), ip4(D.sg[i].group, b), ifname(r->parent, n1),
-			ifname(r->replier, n2), ip4(r->replier_addr, c), r->cost,
-			r->replier == r->parent ? "true" : "false", D.route_note[i] ? D.route_note[i] : "");
+			i ? "," : "", ip4(D.sg[i].src, a), ip4(D.sg[i].group, b),
+			ifname(r->parent, n1), ifname(r->replier, n2), ip4(r->replier_addr, c),
+			r->cost, r->replier == r->parent ? "true" : "false",
+			D.route_note[i] ? D.route_note[i] : "");
 		for (int j = 0; j < D.sg[i].noifs; j++)
 			fprintf(f, "%s\"%s\"", j ? ", " : "", ifname(D.sg[i].oifs[j], n1));
 		fprintf(f, "]}");
 	}
 	const struct lmsd_hier_stats *h = lmsd_hier_stats();
-	fprintf(f, "],\n \"hier\": {\"accepted\": %llu, \"leaves\": %llu, \"expired\": %llu, "
+	fprintf(f,
+		"],\n \"hier\": {\"accepted\": %llu, \"leaves\": %llu, \"expired\": %llu, "
 		"\"sent_up\": %llu, \"ttl\": %llu, \"offlink\": %llu, \"rpf\": %llu, \"notdown\": %llu, "
 		"\"limited\": %llu, \"bad\": %llu, \"full\": %llu}",
 		(unsigned long long)h->accepted, (unsigned long long)h->leaves,
-		(unsigned long long)h->expired, (unsigned long long)h->sent_up, (unsigned long long)h->ttl,
-		(unsigned long long)h->offlink, (unsigned long long)h->rpf, (unsigned long long)h->notdown,
-		(unsigned long long)h->limited, (unsigned long long)h->bad, (unsigned long long)h->full);
+		(unsigned long long)h->expired, (unsigned long long)h->sent_up,
+		(unsigned long long)h->ttl, (unsigned long long)h->offlink, (unsigned long long)h->rpf,
+		(unsigned long long)h->notdown, (unsigned long long)h->limited,
+		(unsigned long long)h->bad, (unsigned long long)h->full);
 	fprintf(f, ",\n \"stats\": {");
 	for (__u32 k = 0; k < GC_LMS_NSTATS; k++) {
 		__u64 sum = 0;
@@ -401,25 +409,28 @@ static void save_state(void)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: lmsd [-c CONFIG] [-s STATEFILE] [-t MS] [--hold MS] [-v] [--once] [--check]\n"
-		   "  -c, --config FILE   static repliers: replier SOURCE GROUP IFNAME ADDRESS [COST]\n"
-		   "  -s, --state FILE    write interfaces, routes and counters as JSON every refresh\n"
-		   "  -t, --interval MS   re-read the multicast forwarding state every MS ms (default 1000)\n"
-		   "      --hold MS       hold time of the replier reports sent up (default 3 intervals)\n"
-		   "      --once          one refresh, print the state to stdout, detach, exit\n"
-		   "      --check         only check the configuration file\n"
-		   "  -v, --verbose       libbpf debug messages\n");
+	fprintf(f,
+		"usage: lmsd [-c CONFIG] [-s STATEFILE] [-t MS] [--hold MS] [-v] [--once] [--check]\n"
+		"  -c, --config FILE   static repliers: replier SOURCE GROUP IFNAME ADDRESS [COST]\n"
+		"  -s, --state FILE    write interfaces, routes and counters as JSON every refresh\n"
+		"  -t, --interval MS   re-read the multicast forwarding state every MS ms (default 1000)\n"
+		"      --hold MS       hold time of the replier reports sent up (default 3 intervals)\n"
+		"      --once          one refresh, print the state to stdout, detach, exit\n"
+		"      --check         only check the configuration file\n"
+		"  -v, --verbose       libbpf debug messages\n");
 }
 
 int main(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "config", required_argument, 0, 'c' }, { "state", required_argument, 0, 's' },
-		{ "interval", required_argument, 0, 't' }, { "once", no_argument, 0, 'o' },
-		{ "check", no_argument, 0, 'k' }, { "verbose", no_argument, 0, 'v' },
-		{ "hold", required_argument, 0, 'H' },
-		{ "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 }
-	};
+	static const struct option opts[] = { { "config", required_argument, 0, 'c' },
+					      { "state", required_argument, 0, 's' },
+					      { "interval", required_argument, 0, 't' },
+					      { "once", no_argument, 0, 'o' },
+					      { "check", no_argument, 0, 'k' },
+					      { "verbose", no_argument, 0, 'v' },
+					      { "hold", required_argument, 0, 'H' },
+					      { "help", no_argument, 0, 'h' },
+					      { 0, 0, 0, 0 } };
 	long interval = 1000, hold_ms = 0;
 	bool once = false, check = false;
 	int ch;
@@ -433,7 +444,8 @@ int main(int argc, char **argv)
 			errno = 0;
 			interval = strtol(optarg, &end, 10);
 			if (errno || *end || interval < 10 || interval > 3600000) {
-				fprintf(stderr, "lmsd: --interval %s: not a number of ms in 10..3600000\n", optarg);
+				fprintf(stderr, "lmsd: --interval %s: not a number of ms in 10..3600000\n",
+					optarg);
 				return 2;
 			}
 			break;
@@ -441,7 +453,8 @@ int main(int argc, char **argv)
 			errno = 0;
 			hold_ms = strtol(optarg, &end, 10);
 			if (errno || *end || hold_ms < 100 || hold_ms > 60000) {
-				fprintf(stderr, "lmsd: --hold %s: not a number of ms in 100..60000\n", optarg);
+				fprintf(stderr, "lmsd: --hold %s: not a number of ms in 100..60000\n",
+					optarg);
 				return 2;
 			}
 			break;
@@ -470,7 +483,8 @@ int main(int argc, char **argv)
 	libbpf_set_print(libbpf_log);
 	D.skel = lms__open_and_load();
 	if (!D.skel) {
-		fprintf(stderr, "lmsd: cannot load the LMS program: %s (needs CAP_BPF and CAP_NET_ADMIN)\n",
+		fprintf(stderr,
+			"lmsd: cannot load the LMS program: %s (needs CAP_BPF and CAP_NET_ADMIN)\n",
 			strerror(errno));
 		return 1;
 	}
@@ -509,7 +523,8 @@ int main(int argc, char **argv)
 				save_state();
 			}
 			clock_gettime(CLOCK_MONOTONIC, &t1);
-			left = interval - ((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000);
+			left = interval -
+				((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000);
 		}
 		if (lmsd_hier_input(D.sg, D.nsg)) /* expiries */
 			continue;

@@ -65,8 +65,7 @@ static const char *show(const char *s, size_t n, char *buf, size_t cap)
 }
 
 /* Unsigned decimal s[0..n) in [min, max]; no sign, no spaces. */
-static bool parse_uint(const char *s, size_t n, unsigned long min, unsigned long max,
-		       unsigned long *out)
+static bool parse_uint(const char *s, size_t n, unsigned long min, unsigned long max, unsigned long *out)
 {
 	unsigned long v = 0;
 	if (n == 0 || n > 10)
@@ -91,9 +90,11 @@ static int parse_host(const char *s, size_t n, const struct rc_opts *o, struct s
 {
 	char buf[256], sh[80];
 	if (n == 0)
-		return fail(err, errlen, "%s: empty address: expected an IPv4 address, [IPv6] or a host name", what);
+		return fail(err, errlen,
+			    "%s: empty address: expected an IPv4 address, [IPv6] or a host name", what);
 	if (n >= sizeof(buf))
-		return fail(err, errlen, "%s: address '%s' is too long", what, show(s, n, sh, sizeof(sh)));
+		return fail(err, errlen, "%s: address '%s' is too long", what,
+			    show(s, n, sh, sizeof(sh)));
 	memcpy(buf, s, n);
 	buf[n] = '\0';
 	if (memchr(buf, '\0', n))
@@ -107,14 +108,17 @@ static int parse_host(const char *s, size_t n, const struct rc_opts *o, struct s
 		ss->ss_family = AF_INET6;
 	} else {
 		if (o->numeric)
-			return fail(err, errlen, "%s: '%s' is not an IPv4 or IPv6 address: expected a.b.c.d or [IPv6]",
+			return fail(err, errlen,
+				    "%s: '%s' is not an IPv4 or IPv6 address: expected a.b.c.d or [IPv6]",
 				    what, show(s, n, sh, sizeof(sh)));
 		struct addrinfo hints = { .ai_family = o->family, .ai_socktype = SOCK_DGRAM };
 		struct addrinfo *res = NULL;
 		int rc = getaddrinfo(buf, NULL, &hints, &res);
 		if (rc != 0 || !res)
-			return fail(err, errlen, "%s: cannot resolve '%s' (%s): expected an IPv4 address, [IPv6] or a host name",
-				    what, show(s, n, sh, sizeof(sh)), rc ? gai_strerror(rc) : "no address");
+			return fail(err, errlen,
+				    "%s: cannot resolve '%s' (%s): expected an IPv4 address, [IPv6] or a host name",
+				    what, show(s, n, sh, sizeof(sh)),
+				    rc ? gai_strerror(rc) : "no address");
 		if (res->ai_addrlen > sizeof(*ss) ||
 		    (res->ai_family != AF_INET && res->ai_family != AF_INET6)) {
 			freeaddrinfo(res);
@@ -125,9 +129,11 @@ static int parse_host(const char *s, size_t n, const struct rc_opts *o, struct s
 		freeaddrinfo(res);
 	}
 	if (o->family == AF_INET && ss->ss_family != AF_INET)
-		return fail(err, errlen, "%s: '%s' is IPv6 but -4 is in force", what, show(s, n, sh, sizeof(sh)));
+		return fail(err, errlen, "%s: '%s' is IPv6 but -4 is in force", what,
+			    show(s, n, sh, sizeof(sh)));
 	if (o->family == AF_INET6 && ss->ss_family != AF_INET6)
-		return fail(err, errlen, "%s: '%s' is IPv4 but -6 is in force", what, show(s, n, sh, sizeof(sh)));
+		return fail(err, errlen, "%s: '%s' is IPv4 but -6 is in force", what,
+			    show(s, n, sh, sizeof(sh)));
 	return 0;
 }
 
@@ -139,22 +145,25 @@ static int parse_ports(const char *s, size_t n, const struct rc_opts *o, unsigne
 	const char *dash = memchr(s, '-', n), *plus = memchr(s, '+', n);
 	unsigned long a, b;
 	if (n == 0)
-		return fail(err, errlen, "%s: empty port: expected 1..65535, FIRST-LAST or FIRST+COUNT", what);
+		return fail(err, errlen,
+			    "%s: empty port: expected 1..65535, FIRST-LAST or FIRST+COUNT", what);
 	size_t digits = 0;
 	while (digits < n && s[digits] >= '0' && s[digits] <= '9')
 		digits++;
 	if (digits == n) {
 		if (!parse_uint(s, n, 0, ULONG_MAX, &a) || a < 1 || a > 65535)
-			return fail(err, errlen, "%s: port %s is out of range: expected 1..65535", what,
-				    show(s, n, sh, sizeof(sh)));
+			return fail(err, errlen, "%s: port %s is out of range: expected 1..65535",
+				    what, show(s, n, sh, sizeof(sh)));
 		*first = a;
 		*count = 1;
 		return 0;
 	}
 	if (dash && !plus) {
 		size_t k = (size_t)(dash - s);
-		if (!parse_uint(s, k, 1, 65535, &a) || !parse_uint(dash + 1, n - k - 1, 1, 65535, &b) || b < a)
-			return fail(err, errlen, "%s: bad port range '%s': expected FIRST-LAST with 1 <= FIRST <= LAST <= 65535",
+		if (!parse_uint(s, k, 1, 65535, &a) ||
+		    !parse_uint(dash + 1, n - k - 1, 1, 65535, &b) || b < a)
+			return fail(err, errlen,
+				    "%s: bad port range '%s': expected FIRST-LAST with 1 <= FIRST <= LAST <= 65535",
 				    what, show(s, n, sh, sizeof(sh)));
 		*first = a;
 		*count = b - a + 1;
@@ -162,9 +171,10 @@ static int parse_ports(const char *s, size_t n, const struct rc_opts *o, unsigne
 	}
 	if (plus && !dash) {
 		size_t k = (size_t)(plus - s);
-		if (!parse_uint(s, k, 1, 65535, &a) || !parse_uint(plus + 1, n - k - 1, 1, 65535, &b) ||
-		    a + b - 1 > 65535)
-			return fail(err, errlen, "%s: bad port range '%s': expected FIRST+COUNT with ports up to 65535",
+		if (!parse_uint(s, k, 1, 65535, &a) ||
+		    !parse_uint(plus + 1, n - k - 1, 1, 65535, &b) || a + b - 1 > 65535)
+			return fail(err, errlen,
+				    "%s: bad port range '%s': expected FIRST+COUNT with ports up to 65535",
 				    what, show(s, n, sh, sizeof(sh)));
 		*first = a;
 		*count = b;
@@ -185,10 +195,11 @@ static int parse_ports(const char *s, size_t n, const struct rc_opts *o, unsigne
 				return fail(err, errlen, "%s: service '%s' has port 0", what, buf);
 			return 0;
 		}
-		return fail(err, errlen, "%s: unknown UDP service '%s': expected a port number 1..65535", what, buf);
+		return fail(err, errlen,
+			    "%s: unknown UDP service '%s': expected a port number 1..65535", what, buf);
 	}
-	return fail(err, errlen, "%s: bad port '%s': expected 1..65535, FIRST-LAST or FIRST+COUNT", what,
-		    show(s, n, sh, sizeof(sh)));
+	return fail(err, errlen, "%s: bad port '%s': expected 1..65535, FIRST-LAST or FIRST+COUNT",
+		    what, show(s, n, sh, sizeof(sh)));
 }
 
 struct source *rc_add_source(struct rc_conf *c, const char *file, unsigned line)
@@ -208,8 +219,8 @@ struct source *rc_add_source(struct rc_conf *c, const char *file, unsigned line)
 	return s;
 }
 
-int rc_parse_receiver(struct rc_conf *c, struct source *s, const char *arg,
-		      const struct rc_opts *o, char *err, size_t errlen)
+int rc_parse_receiver(struct rc_conf *c, struct source *s, const char *arg, const struct rc_opts *o,
+		      char *err, size_t errlen)
 {
 	char what[128], sh[80];
 	size_t n = strlen(arg);
@@ -227,20 +238,23 @@ int rc_parse_receiver(struct rc_conf *c, struct source *s, const char *arg,
 			return fail(err, errlen, "%s: missing ']': expected [IPv6]/PORT", what);
 		p = host_end + 1;
 		if (p < end && *p != '/')
-			return fail(err, errlen, "%s: unexpected '%c' after ']': expected '/' and a port", what, *p);
+			return fail(err, errlen,
+				    "%s: unexpected '%c' after ']': expected '/' and a port", what, *p);
 	} else {
 		host = p;
 		while (p < end && *p != '/')
 			p++;
 		host_end = p;
-		if (memchr(host, ':', (size_t)(host_end - host)) && memchr(host, '.', (size_t)(host_end - host)) &&
+		if (memchr(host, ':', (size_t)(host_end - host)) &&
+		    memchr(host, '.', (size_t)(host_end - host)) &&
 		    !memchr(host, ']', (size_t)(host_end - host))) {
 			/* "10.0.0.1:2000" is a common slip: samplicator's separator is '/' */
 			struct sockaddr_storage tmp;
 			struct rc_opts num = *o;
 			num.numeric = true;
 			if (parse_host(host, (size_t)(host_end - host), &num, &tmp, what, NULL, 0) != 0)
-				return fail(err, errlen, "%s: ':' is not a port separator: expected ADDR/PORT (or [IPv6]/PORT)",
+				return fail(err, errlen,
+					    "%s: ':' is not a port separator: expected ADDR/PORT (or [IPv6]/PORT)",
 					    what);
 		}
 	}
@@ -256,7 +270,8 @@ int rc_parse_receiver(struct rc_conf *c, struct source *s, const char *arg,
 		if (p == end) {
 			/* samplicator reads ",TTL" only after an interval slash */
 			if (memchr(ps, ',', (size_t)(end - ps)))
-				return fail(err, errlen, "%s: a TTL needs the interval field first: expected ADDR/PORT/INTERVAL,TTL or ADDR/PORT/,TTL",
+				return fail(err, errlen,
+					    "%s: a TTL needs the interval field first: expected ADDR/PORT/INTERVAL,TTL or ADDR/PORT/,TTL",
 					    what);
 		}
 		if (parse_ports(ps, (size_t)(p - ps), o, &first, &count, what, err, errlen))
@@ -266,12 +281,14 @@ int rc_parse_receiver(struct rc_conf *c, struct source *s, const char *arg,
 			while (p < end && *p != ',')
 				p++;
 			if (p > fs && !parse_uint(fs, (size_t)(p - fs), 1, INT_MAX, &freq))
-				return fail(err, errlen, "%s: bad interval '%s': expected an integer 1..%d (1 in N datagrams)",
+				return fail(err, errlen,
+					    "%s: bad interval '%s': expected an integer 1..%d (1 in N datagrams)",
 					    what, show(fs, (size_t)(p - fs), sh, sizeof(sh)), INT_MAX);
 			if (p < end) {
 				const char *ts = ++p;
 				if (!parse_uint(ts, (size_t)(end - ts), 1, 255, &ttl))
-					return fail(err, errlen, "%s: bad TTL '%s': expected an integer 1..255", what,
+					return fail(err, errlen,
+						    "%s: bad TTL '%s': expected an integer 1..255", what,
 						    show(ts, (size_t)(end - ts), sh, sizeof(sh)));
 			}
 		}
@@ -342,7 +359,9 @@ static int parse_source(struct source *src, const char *s, size_t n, const struc
 			return fail(err, errlen, "source: missing ']': expected [IPv6][/PREFIX]");
 		p = host_end + 1;
 		if (p < end && *p != '/')
-			return fail(err, errlen, "source: unexpected '%c' after ']': expected '/' and a prefix length", *p);
+			return fail(err, errlen,
+				    "source: unexpected '%c' after ']': expected '/' and a prefix length",
+				    *p);
 	} else {
 		host_end = memchr(s, '/', (size_t)(end - s));
 		if (!host_end)
@@ -360,12 +379,14 @@ static int parse_source(struct source *src, const char *s, size_t n, const struc
 			char buf[32];
 			struct in_addr m;
 			if (ml >= sizeof(buf))
-				return fail(err, errlen, "source: bad mask '%s': expected a dotted mask or a prefix length 0..32",
+				return fail(err, errlen,
+					    "source: bad mask '%s': expected a dotted mask or a prefix length 0..32",
 					    show(ms, ml, sh, sizeof(sh)));
 			memcpy(buf, ms, ml);
 			buf[ml] = '\0';
 			if (inet_pton(AF_INET, buf, &m) != 1)
-				return fail(err, errlen, "source: bad mask '%s': expected a dotted mask or a prefix length 0..32",
+				return fail(err, errlen,
+					    "source: bad mask '%s': expected a dotted mask or a prefix length 0..32",
 					    show(ms, ml, sh, sizeof(sh)));
 			memset(&src->mask, 0, sizeof(src->mask));
 			src->mask.ss_family = AF_INET;
@@ -373,8 +394,10 @@ static int parse_source(struct source *src, const char *s, size_t n, const struc
 		} else if (parse_uint(ms, ml, 0, fam == AF_INET ? 32 : 128, &plen)) {
 			prefix_mask(&src->mask, fam, plen);
 		} else {
-			return fail(err, errlen, "source: bad mask '%s': expected %s", show(ms, ml, sh, sizeof(sh)),
-				    fam == AF_INET ? "a dotted mask or a prefix length 0..32" : "a prefix length 0..128");
+			return fail(err, errlen, "source: bad mask '%s': expected %s",
+				    show(ms, ml, sh, sizeof(sh)),
+				    fam == AF_INET ? "a dotted mask or a prefix length 0..32"
+						   : "a prefix length 0..128");
 		}
 	} else {
 		prefix_mask(&src->mask, fam, fam == AF_INET ? 32 : 128);
@@ -422,7 +445,8 @@ int rc_parse_line(struct rc_conf *c, const char *line, size_t len, const char *f
 		colon = memchr(start, ':', (size_t)(end - start));
 	}
 	if (!colon)
-		return fail(err, errlen, "missing ':' after the source: expected SRC[/MASK]: RECEIVER ...");
+		return fail(err, errlen,
+			    "missing ':' after the source: expected SRC[/MASK]: RECEIVER ...");
 	struct source *s = rc_add_source(c, file, lineno);
 	if (!s)
 		return fail(err, errlen, "out of memory");
@@ -440,7 +464,8 @@ int rc_parse_line(struct rc_conf *c, const char *line, size_t len, const char *f
 			p++;
 		size_t tl = (size_t)(p - t);
 		if (tl >= sizeof(tok))
-			return fail(err, errlen, "receiver '%s': too long: expected ADDR[/PORT[/INTERVAL][,TTL]]",
+			return fail(err, errlen,
+				    "receiver '%s': too long: expected ADDR[/PORT[/INTERVAL][,TTL]]",
 				    show(t, tl, sh, sizeof(sh)));
 		memcpy(tok, t, tl);
 		tok[tl] = '\0';
@@ -461,7 +486,8 @@ int rc_parse_buffer(struct rc_conf *c, const char *file, const char *buf, size_t
 		size_t l = nl ? (size_t)(nl - (buf + i)) : len - i;
 		lineno++;
 		if (l > RELAY_MAX_LINE)
-			return fail(err, errlen, "%s:%u: line longer than %u bytes", file, lineno, RELAY_MAX_LINE);
+			return fail(err, errlen, "%s:%u: line longer than %u bytes", file, lineno,
+				    RELAY_MAX_LINE);
 		size_t ll = l;
 		if (ll && buf[i + ll - 1] == '\r')
 			ll--;

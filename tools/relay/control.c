@@ -189,7 +189,8 @@ static void ssrc_unlink(struct subs *t, struct sub *s)
 	if (!s->ssrc_ours)
 		return;
 	int32_t i = (int32_t)(s - t->slot);
-	for (int32_t *pp = &t->ssrc_bucket[ssrc_hash(t, s->ssrc)]; *pp >= 0; pp = &t->slot[*pp].ssrc_next) {
+	for (int32_t *pp = &t->ssrc_bucket[ssrc_hash(t, s->ssrc)]; *pp >= 0;
+	     pp = &t->slot[*pp].ssrc_next) {
 		if (*pp == i) {
 			*pp = s->ssrc_next;
 			break;
@@ -343,7 +344,8 @@ uint32_t subs_expire(struct subs *t, uint64_t now_ns, uint64_t ttl_ns)
 static bool listed(const struct sockaddr_storage *v, size_t n, const struct sockaddr *a)
 {
 	struct sockaddr_storage ss = { 0 };
-	memcpy(&ss, a, a->sa_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6));
+	memcpy(&ss, a,
+	       a->sa_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6));
 	for (size_t i = 0; i < n; i++)
 		if (addr_same_host(&v[i], &ss))
 			return true;
@@ -359,7 +361,8 @@ int control_local_addrs(struct relay *r)
 		return -1;
 	size_t n = 0;
 	for (struct ifaddrs *i = ifa; i; i = i->ifa_next)
-		if (i->ifa_addr && (i->ifa_addr->sa_family == AF_INET || i->ifa_addr->sa_family == AF_INET6))
+		if (i->ifa_addr &&
+		    (i->ifa_addr->sa_family == AF_INET || i->ifa_addr->sa_family == AF_INET6))
 			n += 2;
 	struct sockaddr_storage *v = calloc(n ? n : 1, sizeof(*v));
 	if (!v) {
@@ -370,13 +373,16 @@ int control_local_addrs(struct relay *r)
 	size_t k = 0, b = 0;
 	for (int pass = 0; pass < 2; pass++) {
 		for (struct ifaddrs *i = ifa; i && k < n; i = i->ifa_next) {
-			if (!i->ifa_addr || (i->ifa_addr->sa_family != AF_INET && i->ifa_addr->sa_family != AF_INET6))
+			if (!i->ifa_addr ||
+			    (i->ifa_addr->sa_family != AF_INET && i->ifa_addr->sa_family != AF_INET6))
 				continue;
 			if (pass == 0)
-				memcpy(&v[k++], i->ifa_addr, i->ifa_addr->sa_family == AF_INET ? sizeof(struct sockaddr_in)
-												  : sizeof(struct sockaddr_in6));
+				memcpy(&v[k++], i->ifa_addr,
+				       i->ifa_addr->sa_family == AF_INET ? sizeof(struct sockaddr_in)
+									 : sizeof(struct sockaddr_in6));
 			else if ((i->ifa_flags & IFF_BROADCAST) && i->ifa_broadaddr &&
-				 i->ifa_broadaddr->sa_family == AF_INET && !listed(v, k - b, i->ifa_broadaddr)) {
+				 i->ifa_broadaddr->sa_family == AF_INET &&
+				 !listed(v, k - b, i->ifa_broadaddr)) {
 				/* an address with no brd set shows its own address here */
 				memcpy(&v[k++], i->ifa_broadaddr, sizeof(struct sockaddr_in));
 				b++;
@@ -401,7 +407,8 @@ static bool is_bcast(const struct relay *r, const struct sockaddr_storage *a)
 
 static bool is_local(const struct relay *r, const struct sockaddr_storage *a)
 {
-	if (a->ss_family == AF_INET && (ntohl(((const struct sockaddr_in *)a)->sin_addr.s_addr) >> 24) == 127)
+	if (a->ss_family == AF_INET &&
+	    (ntohl(((const struct sockaddr_in *)a)->sin_addr.s_addr) >> 24) == 127)
 		return true;
 	if (a->ss_family == AF_INET6 && IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)a)->sin6_addr))
 		return true;
@@ -456,7 +463,8 @@ int control_check_subscriber(const struct relay *r, const struct sockaddr_storag
 		if (is_own(r, a))
 			return refuse(why, len, "one of the relay's own sockets");
 		if (!r->allow_local)
-			return refuse(why, len, "a local address of this host (--allow-local-subscribers)");
+			return refuse(why, len,
+				      "a local address of this host (--allow-local-subscribers)");
 	}
 	return 0;
 }
@@ -527,9 +535,10 @@ static bool parse_hex(const char *s, unsigned digits, uint64_t *out)
 	if (!*s || strlen(s) > digits)
 		return false;
 	for (; *s; s++) {
-		int d = (*s >= '0' && *s <= '9') ? *s - '0'
-		      : (*s >= 'a' && *s <= 'f') ? *s - 'a' + 10
-		      : (*s >= 'A' && *s <= 'F') ? *s - 'A' + 10 : -1;
+		int d = (*s >= '0' && *s <= '9')   ? *s - '0'
+			: (*s >= 'a' && *s <= 'f') ? *s - 'a' + 10
+			: (*s >= 'A' && *s <= 'F') ? *s - 'A' + 10
+						   : -1;
 		if (d < 0)
 			return false;
 		v = v * 16 + (uint64_t)d;
@@ -568,7 +577,8 @@ static size_t handle(struct relay *r, const char *msg, size_t len, const struct 
 			return 0;
 		}
 	}
-	for (char *save = NULL, *t = strtok_r(buf, " \t\r\n", &save); t; t = strtok_r(NULL, " \t\r\n", &save)) {
+	for (char *save = NULL, *t = strtok_r(buf, " \t\r\n", &save); t;
+	     t = strtok_r(NULL, " \t\r\n", &save)) {
 		if (nw == CTL_MAX_WORDS) {
 			r->c.ctl_bad++;
 			return reply(out, cap, "ERR too many words\n");
@@ -610,14 +620,16 @@ static size_t handle(struct relay *r, const char *msg, size_t len, const struct 
 		} else if (!strncasecmp(w[i], "cookie=", 7)) {
 			if (!parse_hex(w[i] + 7, 16, &cookie)) {
 				r->c.ctl_bad++;
-				return reply(out, cap, "ERR bad cookie= (expected the 16 hex digits of COOKIE)\n");
+				return reply(out, cap,
+					     "ERR bad cookie= (expected the 16 hex digits of COOKIE)\n");
 			}
 			cookie_set = true;
 		} else {
 			r->c.ctl_bad++;
 			return reply(out, cap, "ERR unexpected '%.40s' (expected %s)\n", w[i],
 				     join ? "JOIN [PORT] [rtcp=PORT|none] [ssrc=HEX] [cookie=HEX]"
-					  : leave ? "LEAVE [PORT] cookie=HEX" : "KEEPALIVE [PORT] cookie=HEX");
+					     : leave ? "LEAVE [PORT] cookie=HEX"
+						     : "KEEPALIVE [PORT] cookie=HEX");
 		}
 	}
 	if (dest.ss_family == AF_INET)
@@ -636,9 +648,10 @@ static size_t handle(struct relay *r, const char *msg, size_t len, const struct 
 		*sp = ' '; /* "ADDR PORT" */
 	struct sub *s = subs_find(&r->subs, &dest);
 	uint64_t bucket = now / ((uint64_t)r->cookie_s * 1000000000u);
-	*verified = cookie_set && ((s && s->cookie && cookie_eq(cookie, s->cookie)) ||
-				   cookie_eq(cookie, control_cookie(r, &dest, bucket)) ||
-				   (bucket && cookie_eq(cookie, control_cookie(r, &dest, bucket - 1))));
+	*verified = cookie_set &&
+		((s && s->cookie && cookie_eq(cookie, s->cookie)) ||
+		 cookie_eq(cookie, control_cookie(r, &dest, bucket)) ||
+		 (bucket && cookie_eq(cookie, control_cookie(r, &dest, bucket - 1))));
 	if (join) {
 		r->c.ctl_join++;
 		if (!cookie_set) {
@@ -658,7 +671,9 @@ static size_t handle(struct relay *r, const char *msg, size_t len, const struct 
 			uint32_t k = subs_per_source(&r->subs, &dest);
 			if (k >= r->max_per_source) {
 				r->c.ctl_per_source++;
-				return reply(out, cap, "ERR too many subscribers from this address (%u, --max-per-source)\n", k);
+				return reply(out, cap,
+					     "ERR too many subscribers from this address (%u, --max-per-source)\n",
+					     k);
 			}
 			s = subs_add(&r->subs, &dest, now);
 			if (!s) {

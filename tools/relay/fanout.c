@@ -126,7 +126,8 @@ int fanout_sendsock(struct relay *r, int family, int ttl, bool raw, char *err, s
 		(void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
 	int lvl = family == AF_INET ? IPPROTO_IP : IPPROTO_IPV6;
 	if (setsockopt(fd, lvl, family == AF_INET ? IP_TTL : IPV6_UNICAST_HOPS, &v, sizeof(v)) != 0 ||
-	    setsockopt(fd, lvl, family == AF_INET ? IP_MULTICAST_TTL : IPV6_MULTICAST_HOPS, &v, sizeof(v)) != 0) {
+	    setsockopt(fd, lvl, family == AF_INET ? IP_MULTICAST_TTL : IPV6_MULTICAST_HOPS, &v,
+		       sizeof(v)) != 0) {
 		snprintf(err, errlen, "TTL %d: %s", ttl, strerror(errno));
 		close(fd);
 		return -1;
@@ -179,8 +180,8 @@ static uint64_t rcv_hash(const struct receiver *v, uint64_t seed)
 
 static bool rcv_same(const struct receiver *a, const struct receiver *b)
 {
-	return memcmp(&a->addr, &b->addr, sizeof(a->addr)) == 0 && a->freq == b->freq && a->flags == b->flags &&
-	       a->ttl == b->ttl;
+	return memcmp(&a->addr, &b->addr, sizeof(a->addr)) == 0 && a->freq == b->freq &&
+		a->flags == b->flags && a->ttl == b->ttl;
 }
 
 /*
@@ -324,8 +325,8 @@ static void send_one(struct relay *r, struct receiver *v, const uint8_t *d, size
 	if (v->path == PATH_RAW) {
 		uint64_t t0 = send_clock(r);
 		e = from->ss_family == v->addr.ss_family
-			    ? spoof_send(s->fd, d, len, from, &v->addr, v->ttl, v->flags & RCV_CHECKSUM)
-			    : EAFNOSUPPORT; /* cannot spoof an IPv4 source to an IPv6 receiver */
+			? spoof_send(s->fd, d, len, from, &v->addr, v->ttl, v->flags & RCV_CHECKSUM)
+			: EAFNOSUPPORT; /* cannot spoof an IPv4 source to an IPv6 receiver */
 		r->c.send_ns += send_clock(r) - t0;
 		if (!e)
 			r->c.raw_out++;

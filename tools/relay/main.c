@@ -33,80 +33,80 @@ enum { TAG_LS = 1, TAG_SIG, TAG_TIMER, TAG_STATS };
 #define TAG(kind, i) (((uint64_t)(kind) << 32) | (uint32_t)(i))
 #define TICK_MS 200
 #define CTL_BATCH 32
-#define LOCAL_ADDRS_NS 5000000000u  /* broadcast mode: re-read the host's addresses this often */
+#define LOCAL_ADDRS_NS 5000000000u /* broadcast mode: re-read the host's addresses this often */
 
 static void relay_usage(FILE *f)
 {
 	fprintf(f,
-"Usage: groupcast relay [OPTION...] [RECEIVER...]\n"
-"Receive UDP datagrams on a port and send each to many receivers with one\n"
-"gc_sendgroup() per batch of receivers.  A drop-in for samplicator: the same\n"
-"options, receivers and config file (differences: groupcast-relay(1)).\n"
-"\n"
-"samplicator options:\n"
-"  -p PORT        UDP port to listen on (default 2000)\n"
-"  -s ADDRESS     address to listen on (default: every IPv4 and IPv6 address)\n"
-"  -b BYTES       receive buffer of the listening socket (default 4194304)\n"
-"  -c FILE        config file: lines 'a.b.c.d[/mask]: RECEIVER ...'; datagrams\n"
-"                 from a matching source go to that line's receivers\n"
-"  -S             keep (spoof) the original source address and port (raw\n"
-"                 sockets, CAP_NET_RAW; these sends bypass gc_sendgroup)\n"
-"  -n             with -S: leave the UDP checksum 0 (IPv4)\n"
-"  -x MICROS      wait MICROS after each command-line receiver (sends them\n"
-"                 one at a time, as samplicator does)\n"
-"  -u BYTES       largest datagram relayed (default 65536); larger ones are\n"
-"                 counted and dropped\n"
-"  -t MILLIS      exit with status 5 when nothing arrives for MILLIS\n"
-"  -d LEVEL       debug: 1 each datagram received, 2 each datagram sent\n"
-"  -f             fork into the background\n"
-"  -m FILE        write the process ID to FILE (created exclusively; a stale\n"
-"                 one, naming a process that is gone, is replaced)\n"
-"  -4, -6         IPv4 only, IPv6 only\n"
-"  -h, --help     this text\n"
-"\n"
-"RECEIVER is ADDR[/PORT[/INTERVAL][,TTL]]: ADDR an IPv4 address, [IPv6] or a\n"
-"host name; PORT (default 2000) a number, a service, FIRST-LAST or FIRST+COUNT;\n"
-"INTERVAL N sends 1 in N datagrams; TTL 1..255 (default 64).  Command-line\n"
-"receivers get every datagram.\n"
-"\n"
-"groupcast options:\n"
-"  --engine NAME         auto (default), loop, mmsg, uring, uring_zc, kernel\n"
-"  --cpu CPU             pin the relay to CPU (default: not pinned)\n"
-"  --status SECONDS      status line on stderr every SECONDS (default 60; 0 off)\n"
-"  --stats-socket PATH   serve JSON counters on a Unix socket at PATH\n"
-"  --query PATH          print the JSON of the relay serving PATH, and exit\n"
-"  --json                print the final counters as JSON on stdout at exit\n"
-"  --time-sends          measure the CPU time inside the sends (send_ns; costs two clock calls per send)\n"
-"  --duration SECONDS    exit cleanly after SECONDS\n"
-"  --max-size BYTES      same as -u\n"
-"  --sndbuf BYTES        send buffer of every send socket (default 8388608)\n"
-"  --user NAME           after setup, run as user NAME (capabilities other than\n"
-"                        CAP_NET_ADMIN, CAP_BPF and, with -S, CAP_NET_RAW are\n"
-"                        always dropped after setup)\n"
-"\n"
-"Broadcast mode (the live-broadcast relay):\n"
-"  --rtp                 an RTP stream arrives on -p (RTCP on --rtcp-port);\n"
-"                        subscribers join on --control; each gets its own SSRC,\n"
-"                        sequence numbers and timestamp offset; RECEIVERs are\n"
-"                        static subscribers (ADDR[/PORT] only)\n"
-"  --control PORT        control port: JOIN/LEAVE/KEEPALIVE (default -p + 2)\n"
-"  --rtcp-port PORT      RTCP port (default -p + 1)\n"
-"  --max-subscribers N   at most N subscribers (default 4096, up to 65536)\n"
-"  --expire SECONDS      drop a subscriber silent for SECONDS (default 30; 0 never)\n"
-"  --clock-rate HZ       RTP clock of the stream (default 90000)\n"
-"  --producer ADDR[/MASK]  accept RTP and RTCP only from there (required, or:)\n"
-"  --any-producer        accept RTP from anyone (anyone can then feed your\n"
-"                        subscribers: see SECURITY in groupcast-relay(1))\n"
-"  --allow-local-subscribers  let addresses of this host subscribe (never the\n"
-"                        relay's own ports)\n"
-"  --max-per-source N    subscribers per IPv4 address or IPv6 /64 (default 64)\n"
-"  --control-rate N      control requests a second per source (default 200)\n"
-"  --cookie-lifetime S   a JOIN cookie is good for S to 2*S seconds (default 30)\n"
-"\n"
-"Signals: SIGHUP reloads the config files (the old configuration stays when\n"
-"they are bad; host names are refused on reload) or, with --rtp, re-reads the\n"
-"host's addresses; SIGUSR1 prints a status line; SIGTERM and SIGINT stop.\n"
-"Exit status: 0 done, 1 failure, 2 bad arguments or config, 5 -t timeout.\n");
+		"Usage: groupcast relay [OPTION...] [RECEIVER...]\n"
+		"Receive UDP datagrams on a port and send each to many receivers with one\n"
+		"gc_sendgroup() per batch of receivers.  A drop-in for samplicator: the same\n"
+		"options, receivers and config file (differences: groupcast-relay(1)).\n"
+		"\n"
+		"samplicator options:\n"
+		"  -p PORT        UDP port to listen on (default 2000)\n"
+		"  -s ADDRESS     address to listen on (default: every IPv4 and IPv6 address)\n"
+		"  -b BYTES       receive buffer of the listening socket (default 4194304)\n"
+		"  -c FILE        config file: lines 'a.b.c.d[/mask]: RECEIVER ...'; datagrams\n"
+		"                 from a matching source go to that line's receivers\n"
+		"  -S             keep (spoof) the original source address and port (raw\n"
+		"                 sockets, CAP_NET_RAW; these sends bypass gc_sendgroup)\n"
+		"  -n             with -S: leave the UDP checksum 0 (IPv4)\n"
+		"  -x MICROS      wait MICROS after each command-line receiver (sends them\n"
+		"                 one at a time, as samplicator does)\n"
+		"  -u BYTES       largest datagram relayed (default 65536); larger ones are\n"
+		"                 counted and dropped\n"
+		"  -t MILLIS      exit with status 5 when nothing arrives for MILLIS\n"
+		"  -d LEVEL       debug: 1 each datagram received, 2 each datagram sent\n"
+		"  -f             fork into the background\n"
+		"  -m FILE        write the process ID to FILE (created exclusively; a stale\n"
+		"                 one, naming a process that is gone, is replaced)\n"
+		"  -4, -6         IPv4 only, IPv6 only\n"
+		"  -h, --help     this text\n"
+		"\n"
+		"RECEIVER is ADDR[/PORT[/INTERVAL][,TTL]]: ADDR an IPv4 address, [IPv6] or a\n"
+		"host name; PORT (default 2000) a number, a service, FIRST-LAST or FIRST+COUNT;\n"
+		"INTERVAL N sends 1 in N datagrams; TTL 1..255 (default 64).  Command-line\n"
+		"receivers get every datagram.\n"
+		"\n"
+		"groupcast options:\n"
+		"  --engine NAME         auto (default), loop, mmsg, uring, uring_zc, kernel\n"
+		"  --cpu CPU             pin the relay to CPU (default: not pinned)\n"
+		"  --status SECONDS      status line on stderr every SECONDS (default 60; 0 off)\n"
+		"  --stats-socket PATH   serve JSON counters on a Unix socket at PATH\n"
+		"  --query PATH          print the JSON of the relay serving PATH, and exit\n"
+		"  --json                print the final counters as JSON on stdout at exit\n"
+		"  --time-sends          measure the CPU time inside the sends (send_ns; costs two clock calls per send)\n"
+		"  --duration SECONDS    exit cleanly after SECONDS\n"
+		"  --max-size BYTES      same as -u\n"
+		"  --sndbuf BYTES        send buffer of every send socket (default 8388608)\n"
+		"  --user NAME           after setup, run as user NAME (capabilities other than\n"
+		"                        CAP_NET_ADMIN, CAP_BPF and, with -S, CAP_NET_RAW are\n"
+		"                        always dropped after setup)\n"
+		"\n"
+		"Broadcast mode (the live-broadcast relay):\n"
+		"  --rtp                 an RTP stream arrives on -p (RTCP on --rtcp-port);\n"
+		"                        subscribers join on --control; each gets its own SSRC,\n"
+		"                        sequence numbers and timestamp offset; RECEIVERs are\n"
+		"                        static subscribers (ADDR[/PORT] only)\n"
+		"  --control PORT        control port: JOIN/LEAVE/KEEPALIVE (default -p + 2)\n"
+		"  --rtcp-port PORT      RTCP port (default -p + 1)\n"
+		"  --max-subscribers N   at most N subscribers (default 4096, up to 65536)\n"
+		"  --expire SECONDS      drop a subscriber silent for SECONDS (default 30; 0 never)\n"
+		"  --clock-rate HZ       RTP clock of the stream (default 90000)\n"
+		"  --producer ADDR[/MASK]  accept RTP and RTCP only from there (required, or:)\n"
+		"  --any-producer        accept RTP from anyone (anyone can then feed your\n"
+		"                        subscribers: see SECURITY in groupcast-relay(1))\n"
+		"  --allow-local-subscribers  let addresses of this host subscribe (never the\n"
+		"                        relay's own ports)\n"
+		"  --max-per-source N    subscribers per IPv4 address or IPv6 /64 (default 64)\n"
+		"  --control-rate N      control requests a second per source (default 200)\n"
+		"  --cookie-lifetime S   a JOIN cookie is good for S to 2*S seconds (default 30)\n"
+		"\n"
+		"Signals: SIGHUP reloads the config files (the old configuration stays when\n"
+		"they are bad; host names are refused on reload) or, with --rtp, re-reads the\n"
+		"host's addresses; SIGUSR1 prints a status line; SIGTERM and SIGINT stop.\n"
+		"Exit status: 0 done, 1 failure, 2 bad arguments or config, 5 -t timeout.\n");
 }
 
 /* ---- options ----------------------------------------------------------------- */
@@ -119,9 +119,31 @@ struct args {
 
 static void parse_args(struct relay *r, struct args *a, int argc, char **argv)
 {
-	enum { O_ENGINE = 256, O_CPU, O_STATUS, O_STATS, O_QUERY, O_JSON, O_TIME_SENDS, O_DURATION, O_MAXSIZE,
-	       O_SNDBUF, O_RTP, O_CONTROL, O_RTCP, O_MAXSUBS, O_EXPIRE, O_CLOCK, O_PRODUCER, O_ANYPROD,
-	       O_ALLOWLOCAL, O_PERSOURCE, O_CTLRATE, O_COOKIE, O_USER };
+	enum {
+		O_ENGINE = 256,
+		O_CPU,
+		O_STATUS,
+		O_STATS,
+		O_QUERY,
+		O_JSON,
+		O_TIME_SENDS,
+		O_DURATION,
+		O_MAXSIZE,
+		O_SNDBUF,
+		O_RTP,
+		O_CONTROL,
+		O_RTCP,
+		O_MAXSUBS,
+		O_EXPIRE,
+		O_CLOCK,
+		O_PRODUCER,
+		O_ANYPROD,
+		O_ALLOWLOCAL,
+		O_PERSOURCE,
+		O_CTLRATE,
+		O_COOKIE,
+		O_USER
+	};
 	static const struct option lo[] = {
 		{ "engine", required_argument, NULL, O_ENGINE },
 		{ "cpu", required_argument, NULL, O_CPU },
@@ -158,7 +180,9 @@ static void parse_args(struct relay *r, struct args *a, int argc, char **argv)
 		case 's': r->listen_addr = optarg; break;
 		case 'b': r->rcvbuf = (long)cli_u64("-b", optarg, 0, INT32_MAX / 2); break;
 		case 'u':
-		case O_MAXSIZE: r->max_size = cli_u64(ch == 'u' ? "-u" : "--max-size", optarg, 1, 65536); break;
+		case O_MAXSIZE:
+			r->max_size = cli_u64(ch == 'u' ? "-u" : "--max-size", optarg, 1, 65536);
+			break;
 		case 'd': r->debug = (int)cli_u64("-d", optarg, 0, 9); break;
 		case 't': r->timeout_ms = (unsigned)cli_u64("-t", optarg, 1, UINT32_MAX / 2); break;
 		case 'm': r->pidfile = optarg; break;
@@ -206,19 +230,33 @@ static void parse_args(struct relay *r, struct args *a, int argc, char **argv)
 				cli_usage_error("--duration: expected seconds > 0, got '%s'", optarg);
 			break;
 		}
-		case O_SNDBUF: r->sndbuf = (long)cli_u64("--sndbuf", optarg, 4096, INT32_MAX / 2); break;
+		case O_SNDBUF:
+			r->sndbuf = (long)cli_u64("--sndbuf", optarg, 4096, INT32_MAX / 2);
+			break;
 		case O_RTP: r->rtp = true; break;
 		case O_CONTROL: r->control_port = optarg; break;
 		case O_RTCP: r->rtcp_port_opt = optarg; break;
-		case O_MAXSUBS: r->max_subs = (uint32_t)cli_u64("--max-subscribers", optarg, 1, 65536); break;
-		case O_EXPIRE: r->expire_s = (unsigned)cli_u64("--expire", optarg, 0, 86400 * 365); break;
-		case O_CLOCK: r->clock_rate = (uint32_t)cli_u64("--clock-rate", optarg, 1, 1000000000); break;
+		case O_MAXSUBS:
+			r->max_subs = (uint32_t)cli_u64("--max-subscribers", optarg, 1, 65536);
+			break;
+		case O_EXPIRE:
+			r->expire_s = (unsigned)cli_u64("--expire", optarg, 0, 86400 * 365);
+			break;
+		case O_CLOCK:
+			r->clock_rate = (uint32_t)cli_u64("--clock-rate", optarg, 1, 1000000000);
+			break;
 		case O_PRODUCER: a->producer = optarg; break;
 		case O_ANYPROD: r->any_producer = true; break;
 		case O_ALLOWLOCAL: r->allow_local = true; break;
-		case O_PERSOURCE: r->max_per_source = (uint32_t)cli_u64("--max-per-source", optarg, 1, 65536); break;
-		case O_CTLRATE: r->ctl_rate = (uint32_t)cli_u64("--control-rate", optarg, 1, 1000000); break;
-		case O_COOKIE: r->cookie_s = (unsigned)cli_u64("--cookie-lifetime", optarg, 1, 3600); break;
+		case O_PERSOURCE:
+			r->max_per_source = (uint32_t)cli_u64("--max-per-source", optarg, 1, 65536);
+			break;
+		case O_CTLRATE:
+			r->ctl_rate = (uint32_t)cli_u64("--control-rate", optarg, 1, 1000000);
+			break;
+		case O_COOKIE:
+			r->cookie_s = (unsigned)cli_u64("--cookie-lifetime", optarg, 1, 3600);
+			break;
 		case O_USER: r->user = optarg; break;
 		default: cli_getopt_error(ch, argv);
 		}
@@ -227,10 +265,14 @@ static void parse_args(struct relay *r, struct args *a, int argc, char **argv)
 	a->nrcv = argc - optind;
 	if (r->rtp && (r->ncfile || seen_S || seen_n || seen_x))
 		cli_usage_error("%s does not apply with --rtp (broadcast mode has no config file, spoofing or delay)",
-				r->ncfile ? "-c" : seen_S ? "-S" : seen_n ? "-n" : "-x");
-	if (!r->rtp && (r->control_port || r->rtcp_port_opt || a->producer || r->max_subs || r->expire_s != 30 ||
-			r->clock_rate || r->any_producer || r->allow_local || r->max_per_source || r->ctl_rate ||
-			r->cookie_s))
+				r->ncfile	 ? "-c"
+					: seen_S ? "-S"
+					: seen_n ? "-n"
+						 : "-x");
+	if (!r->rtp &&
+	    (r->control_port || r->rtcp_port_opt || a->producer || r->max_subs ||
+	     r->expire_s != 30 || r->clock_rate || r->any_producer || r->allow_local ||
+	     r->max_per_source || r->ctl_rate || r->cookie_s))
 		cli_usage_error("--control, --rtcp-port, --producer, --any-producer, --allow-local-subscribers, "
 				"--max-subscribers, --max-per-source, --control-rate, --cookie-lifetime, --expire and "
 				"--clock-rate need --rtp");
@@ -293,8 +335,10 @@ static void open_listeners(struct relay *r, int kind, uint16_t port, const char 
 	struct sockaddr_storage ss[2];
 	int n = 0;
 	if (r->listen_addr) {
-		struct addrinfo hints = { .ai_family = r->family, .ai_socktype = SOCK_DGRAM,
-					  .ai_flags = AI_PASSIVE }, *res = NULL;
+		struct addrinfo hints = { .ai_family = r->family,
+					  .ai_socktype = SOCK_DGRAM,
+					  .ai_flags = AI_PASSIVE },
+				*res = NULL;
 		int rc = getaddrinfo(r->listen_addr, NULL, &hints, &res);
 		if (rc != 0 || !res)
 			cli_usage_error("-s: cannot resolve '%s': %s", r->listen_addr,
@@ -321,10 +365,12 @@ static void open_listeners(struct relay *r, int kind, uint16_t port, const char 
 			((struct sockaddr_in *)&ss[i])->sin_port = htons(port);
 		else
 			((struct sockaddr_in6 *)&ss[i])->sin6_port = htons(port);
-		int fd = bind_one(&ss[i], kind == LS_CONTROL ? 0 : r->rcvbuf, kind != LS_CONTROL, err, sizeof(err));
+		int fd = bind_one(&ss[i], kind == LS_CONTROL ? 0 : r->rcvbuf, kind != LS_CONTROL,
+				  err, sizeof(err));
 		if (fd < 0) {
 			/* the wildcard of a family this host does not have is not an error */
-			if (!r->listen_addr && !r->family && n == 2 && (errno == EAFNOSUPPORT || errno == EADDRNOTAVAIL))
+			if (!r->listen_addr && !r->family && n == 2 &&
+			    (errno == EAFNOSUPPORT || errno == EADDRNOTAVAIL))
 				continue;
 			cli_fail("%s: %s", opt, err);
 		}
@@ -389,8 +435,10 @@ static void attach_engines(struct relay *r)
 		if (gc_get_engine(fds[i]) != GC_ENGINE_KERNEL)
 			continue;
 		if (gc_set_engine(fds[i], GC_ENGINE_KERNEL) != 0)
-			fprintf(stderr, "relay: --user: the kernel engine could not attach before the switch (%s); "
-					"sends use the user path if it cannot later\n", gc_errmsg());
+			fprintf(stderr,
+				"relay: --user: the kernel engine could not attach before the switch (%s); "
+				"sends use the user path if it cannot later\n",
+				gc_errmsg());
 		(void)gc_set_engine(fds[i], GC_ENGINE_AUTO);
 	}
 }
@@ -403,8 +451,8 @@ static void attach_engines(struct relay *r)
  * On reload (from != NULL) the command line's receivers are copied from the
  * configuration in force instead of parsed again: their names were resolved
  * at start. */
-static int build_conf(struct relay *r, const struct args *a, const struct rc_conf *from, struct rc_conf *c, char *err,
-		      size_t errlen)
+static int build_conf(struct relay *r, const struct args *a, const struct rc_conf *from,
+		      struct rc_conf *c, char *err, size_t errlen)
 {
 	memset(c, 0, sizeof(*c));
 	for (size_t i = 0; i < r->ncfile; i++)
@@ -463,7 +511,8 @@ static void reload(struct relay *r, const struct args *a)
 		numeric[i] = r->cfile[i].o.numeric;
 		r->cfile[i].o.numeric = true;
 	}
-	int bad = build_conf(r, a, &r->conf, &c, err, sizeof(err)) || fanout_install(r, &c, err, sizeof(err));
+	int bad = build_conf(r, a, &r->conf, &c, err, sizeof(err)) ||
+		fanout_install(r, &c, err, sizeof(err));
 	for (size_t i = 0; i < r->ncfile; i++)
 		r->cfile[i].o.numeric = numeric[i];
 	if (bad) {
@@ -476,8 +525,8 @@ static void reload(struct relay *r, const struct args *a)
 		return;
 	}
 	r->c.reloads++;
-	fprintf(stderr, "relay: reloaded: %zu sources, %zu receivers in %.1f ms\n", r->conf.n, r->conf.receivers,
-		(double)(relay_now_ns() - t0) / 1e6);
+	fprintf(stderr, "relay: reloaded: %zu sources, %zu receivers in %.1f ms\n", r->conf.n,
+		r->conf.receivers, (double)(relay_now_ns() - t0) / 1e6);
 }
 
 /* ---- the loop ------------------------------------------------------------------ */
@@ -489,7 +538,7 @@ struct inbuf {
 	char cmsg[RELAY_BATCH][CMSG_SPACE(sizeof(uint32_t))];
 	uint8_t *data;
 	size_t size;
-	uint32_t ovfl[8];            /* last SO_RXQ_OVFL value per listener */
+	uint32_t ovfl[8]; /* last SO_RXQ_OVFL value per listener */
 };
 
 static uint64_t last_data_ns;
@@ -500,8 +549,10 @@ static void read_data(struct relay *r, struct inbuf *b, size_t li)
 	for (int round = 0; round < 8; round++) {
 		for (int i = 0; i < RELAY_BATCH; i++) {
 			b->iov[i] = (struct iovec){ b->data + (size_t)i * b->size, b->size };
-			b->mv[i].msg_hdr = (struct msghdr){ .msg_name = &b->from[i], .msg_namelen = sizeof(b->from[i]),
-							    .msg_iov = &b->iov[i], .msg_iovlen = 1,
+			b->mv[i].msg_hdr = (struct msghdr){ .msg_name = &b->from[i],
+							    .msg_namelen = sizeof(b->from[i]),
+							    .msg_iov = &b->iov[i],
+							    .msg_iovlen = 1,
 							    .msg_control = b->cmsg[i],
 							    .msg_controllen = sizeof(b->cmsg[i]) };
 			b->mv[i].msg_len = 0;
@@ -527,7 +578,8 @@ static void read_data(struct relay *r, struct inbuf *b, size_t li)
 			const struct sockaddr_storage *from = &b->from[i];
 			if (r->debug) {
 				char a[80];
-				fprintf(stderr, "received %zu bytes from %s\n", len, addr_str(from, a, sizeof(a)));
+				fprintf(stderr, "received %zu bytes from %s\n", len,
+					addr_str(from, a, sizeof(a)));
 			}
 			if ((h->msg_flags & MSG_TRUNC) || len > r->max_size) {
 				r->c.oversize++;
@@ -555,8 +607,10 @@ static void read_control(struct relay *r, int fd)
 	for (int round = 0; round < 4; round++) { /* bounded work per wakeup: data goes first */
 		for (int i = 0; i < CTL_BATCH; i++) {
 			iov[i] = (struct iovec){ buf[i], sizeof(buf[i]) };
-			mv[i].msg_hdr = (struct msghdr){ .msg_name = &from[i], .msg_namelen = sizeof(from[i]),
-							 .msg_iov = &iov[i], .msg_iovlen = 1 };
+			mv[i].msg_hdr = (struct msghdr){ .msg_name = &from[i],
+							 .msg_namelen = sizeof(from[i]),
+							 .msg_iov = &iov[i],
+							 .msg_iovlen = 1 };
 		}
 		int n = recvmmsg(fd, mv, CTL_BATCH, MSG_DONTWAIT, NULL);
 		if (n <= 0)
@@ -567,8 +621,8 @@ static void read_control(struct relay *r, int fd)
 				len = sizeof(buf[i]); /* > 512: counted as unknown */
 			size_t rl = control_handle(r, buf[i], len, &from[i], out, sizeof(out));
 			if (rl)
-				(void)sendto(fd, out, rl, MSG_DONTWAIT | MSG_NOSIGNAL, (struct sockaddr *)&from[i],
-					     addr_len(&from[i]));
+				(void)sendto(fd, out, rl, MSG_DONTWAIT | MSG_NOSIGNAL,
+					     (struct sockaddr *)&from[i], addr_len(&from[i]));
 		}
 		if (n < CTL_BATCH)
 			return;
@@ -609,11 +663,11 @@ static void daemonize(void)
 
 /* What the loop owns besides struct relay: its descriptors and receive buffers. */
 struct loop {
-	struct args a;               /* kept for reload() */
-	int sfd, tfd, stats_fd;      /* signalfd, the TICK_MS timer, --stats-socket */
+	struct args a;		/* kept for reload() */
+	int sfd, tfd, stats_fd; /* signalfd, the TICK_MS timer, --stats-socket */
 	struct inbuf in;
 	uint64_t last_status, last_expire, last_addrs;
-	int rc;                      /* exit status */
+	int rc; /* exit status */
 	bool stop;
 };
 
@@ -663,7 +717,8 @@ static void check_config(struct relay *r, const struct args *a, struct rc_conf *
 			char line[300];
 			snprintf(line, sizeof(line), "%s:", a->producer);
 			struct rc_opts po = { .family = r->family, .numeric = true };
-			if (rc_parse_line(&pc, line, strlen(line), "--producer", 0, &po, err, sizeof(err)) || pc.n != 1) {
+			if (rc_parse_line(&pc, line, strlen(line), "--producer", 0, &po, err, sizeof(err)) ||
+			    pc.n != 1) {
 				rc_free(&pc);
 				cli_usage_error("--producer: %s", err);
 			}
@@ -674,7 +729,8 @@ static void check_config(struct relay *r, const struct args *a, struct rc_conf *
 		}
 		for (size_t i = 0; i < conf->n; i++)
 			for (size_t k = 0; k < conf->src[i].n; k++)
-				if (conf->src[i].rcv[k].freq != 1 || conf->src[i].rcv[k].ttl != RELAY_DEFAULT_TTL)
+				if (conf->src[i].rcv[k].freq != 1 ||
+				    conf->src[i].rcv[k].ttl != RELAY_DEFAULT_TTL)
 					cli_usage_error("argument %zu: an interval or TTL does not apply to --rtp subscribers (ADDR[/PORT])",
 							k + 1);
 	} else if (conf->receivers == 0) {
@@ -691,16 +747,18 @@ static void open_ports(struct relay *r)
 {
 	uint16_t port = port_number("-p", r->listen_port);
 	if (r->rtp && ((!r->rtcp_port_opt && port > 65534) || (!r->control_port && port > 65533)))
-		cli_usage_error("-p %u: the %s port (-p + %d) would be past 65535; give a lower port or %s", port,
-				!r->rtcp_port_opt && port > 65534 ? "RTCP" : "control",
+		cli_usage_error("-p %u: the %s port (-p + %d) would be past 65535; give a lower port or %s",
+				port, !r->rtcp_port_opt && port > 65534 ? "RTCP" : "control",
 				!r->rtcp_port_opt && port > 65534 ? 1 : 2,
 				!r->rtcp_port_opt && port > 65534 ? "--rtcp-port" : "--control");
 	uint16_t rp = 0, cp = 0;
 	if (r->rtp) {
-		rp = r->rtcp_port_opt ? port_number("--rtcp-port", r->rtcp_port_opt) : (uint16_t)(port + 1);
+		rp = r->rtcp_port_opt ? port_number("--rtcp-port", r->rtcp_port_opt)
+				      : (uint16_t)(port + 1);
 		cp = r->control_port ? port_number("--control", r->control_port) : (uint16_t)(port + 2);
 		if (rp == port || cp == port || cp == rp)
-			cli_usage_error("-p %u, --rtcp-port %u and --control %u must differ", port, rp, cp);
+			cli_usage_error("-p %u, --rtcp-port %u and --control %u must differ", port,
+					rp, cp);
 	}
 	open_listeners(r, LS_DATA, port, "-p");
 	if (!r->rtp)
@@ -748,8 +806,8 @@ static void relay_setup(struct relay *r, struct loop *lp, struct rc_conf *conf)
 	for (size_t i = 0; i < conf->n; i++)
 		for (size_t k = 0; k < conf->src[i].n; k++)
 			if (conf->src[i].rcv[k].flags & RCV_SPOOF &&
-			    fanout_sendsock(r, conf->src[i].rcv[k].addr.ss_family, conf->src[i].rcv[k].ttl, true, err,
-					    sizeof(err)) < 0)
+			    fanout_sendsock(r, conf->src[i].rcv[k].addr.ss_family,
+					    conf->src[i].rcv[k].ttl, true, err, sizeof(err)) < 0)
 				cli_fail("%s", err);
 	lp->stats_fd = -1;
 	if (r->stats_socket && (lp->stats_fd = stats_listen(r, r->stats_socket)) < 0)
@@ -829,11 +887,13 @@ static void print_banner(const struct relay *r)
 		socklen_t sl = sizeof(ss);
 		getsockname(r->ls[i].fd, (struct sockaddr *)&ss, &sl);
 		off += (size_t)snprintf(lst + off, sizeof(lst) - off, "%s%s%s", i ? " " : "",
-					r->ls[i].kind == LS_DATA ? "" : r->ls[i].kind == LS_RTCP ? "rtcp=" : "control=",
+					r->ls[i].kind == LS_DATA	   ? ""
+						: r->ls[i].kind == LS_RTCP ? "rtcp="
+									   : "control=",
 					addr_str(&ss, s, sizeof(s)));
 	}
-	fprintf(stderr, "relay: %s mode on %s, %s %zu, engine %s\n", r->rtp ? "broadcast" : "replicate", lst,
-		r->rtp ? "static subscribers" : "receivers",
+	fprintf(stderr, "relay: %s mode on %s, %s %zu, engine %s\n",
+		r->rtp ? "broadcast" : "replicate", lst, r->rtp ? "static subscribers" : "receivers",
 		r->rtp ? (size_t)r->subs.nactive : r->conf.receivers, gc_engine_name(r->engine));
 }
 
@@ -846,9 +906,11 @@ static void on_signals(struct relay *r, struct loop *lp)
 		if (si.ssi_signo == SIGHUP && !r->rtp)
 			reload(r, &lp->a);
 		else if (si.ssi_signo == SIGHUP && control_local_addrs(r) == 0)
-			fprintf(stderr, "relay: SIGHUP: %zu local addresses (refused as subscribers)\n", r->nlocal);
+			fprintf(stderr, "relay: SIGHUP: %zu local addresses (refused as subscribers)\n",
+				r->nlocal);
 		else if (si.ssi_signo == SIGHUP)
-			fprintf(stderr, "relay: SIGHUP: cannot list the host's addresses: %s\n", strerror(errno));
+			fprintf(stderr, "relay: SIGHUP: cannot list the host's addresses: %s\n",
+				strerror(errno));
 		else if (si.ssi_signo == SIGUSR1)
 			stats_status_line(r, stderr);
 		else

@@ -89,7 +89,8 @@ void relay_write_pidfile(const char *path)
 		 * O_EXCL create after it fails if anything is back. */
 		if (unlink(path) != 0 && errno != ENOENT)
 			cli_fail("-m: cannot remove the stale PID file '%s': %s", path, strerror(errno));
-		fprintf(stderr, "relay: -m: replaced the stale PID file '%s' (process %ld is gone)\n", path, pid);
+		fprintf(stderr, "relay: -m: replaced the stale PID file '%s' (process %ld is gone)\n",
+			path, pid);
 	}
 	cli_fail("-m: PID file '%s' keeps coming back: refusing to touch it", path);
 }
@@ -103,7 +104,8 @@ void relay_drop_privileges(const char *user, bool raw)
 		errno = 0;
 		pw = getpwnam(user);
 		if (!pw)
-			cli_usage_error("--user: no user '%s'%s%s", user, errno ? ": " : "", errno ? strerror(errno) : "");
+			cli_usage_error("--user: no user '%s'%s%s", user, errno ? ": " : "",
+					errno ? strerror(errno) : "");
 	}
 	cap_t now = cap_get_proc();
 	if (!now)
@@ -113,7 +115,8 @@ void relay_drop_privileges(const char *user, bool raw)
 	int nkeep = 0;
 	for (size_t i = 0; i < nwant; i++) {
 		cap_flag_value_t v = CAP_CLEAR;
-		if (CAP_IS_SUPPORTED(want[i]) && cap_get_flag(now, want[i], CAP_PERMITTED, &v) == 0 && v == CAP_SET)
+		if (CAP_IS_SUPPORTED(want[i]) &&
+		    cap_get_flag(now, want[i], CAP_PERMITTED, &v) == 0 && v == CAP_SET)
 			keep[nkeep++] = want[i];
 	}
 	cap_flag_value_t setpcap = CAP_CLEAR;
@@ -125,19 +128,22 @@ void relay_drop_privileges(const char *user, bool raw)
 			for (int i = 0; i < nkeep; i++)
 				kept |= keep[i] == c;
 			if (!kept && CAP_IS_SUPPORTED(c) && cap_drop_bound(c) != 0 && errno != EINVAL)
-				cli_fail("cannot drop capability %d from the bounding set: %s", (int)c, strerror(errno));
+				cli_fail("cannot drop capability %d from the bounding set: %s",
+					 (int)c, strerror(errno));
 		}
 	}
 	if (pw) {
-		if (prctl(PR_SET_KEEPCAPS, 1L, 0L, 0L, 0L) != 0 || setgroups(0, NULL) != 0 || setgid(pw->pw_gid) != 0 ||
-		    setuid(pw->pw_uid) != 0)
-			cli_fail("--user %s: cannot become uid %ld gid %ld: %s", user, (long)pw->pw_uid, (long)pw->pw_gid,
-				 strerror(errno));
+		if (prctl(PR_SET_KEEPCAPS, 1L, 0L, 0L, 0L) != 0 || setgroups(0, NULL) != 0 ||
+		    setgid(pw->pw_gid) != 0 || setuid(pw->pw_uid) != 0)
+			cli_fail("--user %s: cannot become uid %ld gid %ld: %s", user,
+				 (long)pw->pw_uid, (long)pw->pw_gid, strerror(errno));
 		(void)prctl(PR_SET_KEEPCAPS, 0L, 0L, 0L, 0L);
 	}
 	cap_t c = cap_init();
-	if (!c || (nkeep && (cap_set_flag(c, CAP_PERMITTED, nkeep, keep, CAP_SET) != 0 ||
-			     cap_set_flag(c, CAP_EFFECTIVE, nkeep, keep, CAP_SET) != 0)) ||
+	if (!c ||
+	    (nkeep &&
+	     (cap_set_flag(c, CAP_PERMITTED, nkeep, keep, CAP_SET) != 0 ||
+	      cap_set_flag(c, CAP_EFFECTIVE, nkeep, keep, CAP_SET) != 0)) ||
 	    cap_set_proc(c) != 0)
 		cli_fail("cannot drop capabilities: %s", strerror(errno));
 	cap_free(c);

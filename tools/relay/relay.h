@@ -35,11 +35,11 @@
 
 #include "addr.h" /* addr_port(), addr_str(), addr_same_host() ... */
 
-#define RELAY_DEFAULT_PORT "2000"   /* samplicator's default listen and receiver port */
+#define RELAY_DEFAULT_PORT "2000" /* samplicator's default listen and receiver port */
 #define RELAY_DEFAULT_TTL 64
-#define RELAY_MAX_RECEIVERS 65536u  /* receivers in all, after port ranges */
-#define RELAY_MAX_LINE 65536u       /* config file line length */
-#define RELAY_BATCH 64              /* datagrams per recvmmsg() */
+#define RELAY_MAX_RECEIVERS 65536u /* receivers in all, after port ranges */
+#define RELAY_MAX_LINE 65536u	   /* config file line length */
+#define RELAY_BATCH 64		   /* datagrams per recvmmsg() */
 
 /* ---- config.c: samplicator syntax ------------------------------------- */
 
@@ -48,54 +48,54 @@ enum rcv_path { PATH_GROUP, PATH_DIRECT, PATH_RAW };
 
 struct rcv_stats {
 	uint64_t packets, octets; /* datagrams handed to the kernel, their bytes */
-	uint64_t errors;          /* datagrams that failed */
-	uint64_t skipped;         /* not sent because of the sampling interval */
+	uint64_t errors;	  /* datagrams that failed */
+	uint64_t skipped;	  /* not sent because of the sampling interval */
 	int last_errno;
 };
 
 struct receiver {
 	struct sockaddr_storage addr;
-	uint32_t freq, freqcount;  /* send 1 in freq; freqcount counts down to the next */
-	uint8_t ttl, flags;        /* RCV_* */
+	uint32_t freq, freqcount; /* send 1 in freq; freqcount counts down to the next */
+	uint8_t ttl, flags;	  /* RCV_* */
 	/* set by fanout.c */
-	uint8_t path;              /* enum rcv_path */
-	int sock;                  /* index into the send socket table */
+	uint8_t path; /* enum rcv_path */
+	int sock;     /* index into the send socket table */
 	struct rcv_stats st;
 };
 
 struct source {
 	struct sockaddr_storage addr, mask;
-	bool any;                  /* the command line's receivers: every datagram */
-	const char *file;          /* where it was read ("<command line>" for argv) */
+	bool any;	  /* the command line's receivers: every datagram */
+	const char *file; /* where it was read ("<command line>" for argv) */
 	unsigned line;
 	struct receiver *rcv;
 	size_t n, cap;
-	unsigned tx_delay_us;      /* -x: only the command line's source has it, as in samplicator */
+	unsigned tx_delay_us; /* -x: only the command line's source has it, as in samplicator */
 	uint64_t matched, matched_octets;
 	/* set by fanout.c */
-	struct gc_giovec *pre;     /* prebuilt recipients when plain */
-	bool plain;                /* all receivers freq 1, PATH_GROUP, one socket, no delay */
+	struct gc_giovec *pre; /* prebuilt recipients when plain */
+	bool plain;	       /* all receivers freq 1, PATH_GROUP, one socket, no delay */
 	int plain_sock;
 };
 
 struct rc_conf {
 	struct source *src;
 	size_t n, cap;
-	size_t receivers;          /* in all sources */
+	size_t receivers; /* in all sources */
 };
 
 struct rc_opts {
-	int family;                /* AF_UNSPEC, or AF_INET / AF_INET6 for -4 / -6 */
-	uint8_t flags;             /* RCV_* given to the receivers parsed now (-S, -n) */
-	bool numeric;              /* numeric addresses and ports only (no name lookups) */
-	size_t max_receivers;      /* 0: RELAY_MAX_RECEIVERS */
+	int family;	      /* AF_UNSPEC, or AF_INET / AF_INET6 for -4 / -6 */
+	uint8_t flags;	      /* RCV_* given to the receivers parsed now (-S, -n) */
+	bool numeric;	      /* numeric addresses and ports only (no name lookups) */
+	size_t max_receivers; /* 0: RELAY_MAX_RECEIVERS */
 };
 
 /* Receiver ADDR[/PORT[/INTERVAL][,TTL]] appended to s.  PORT may be a
  * number, a service name, FIRST-LAST or FIRST+COUNT.  Returns 0, or -1 with a
  * message "receiver 'ARG': what: expected ..." in err. */
-int rc_parse_receiver(struct rc_conf *c, struct source *s, const char *arg,
-		      const struct rc_opts *o, char *err, size_t errlen);
+int rc_parse_receiver(struct rc_conf *c, struct source *s, const char *arg, const struct rc_opts *o,
+		      char *err, size_t errlen);
 /* One config line (without the newline): "SRC[/MASK]: receiver ...", a
  * comment or blank.  Appends a source (file/line as given).  0 or -1. */
 int rc_parse_line(struct rc_conf *c, const char *line, size_t len, const char *file,
@@ -104,41 +104,39 @@ int rc_parse_line(struct rc_conf *c, const char *line, size_t len, const char *f
  * the lines before the bad one: free it). */
 int rc_parse_buffer(struct rc_conf *c, const char *file, const char *buf, size_t len,
 		    const struct rc_opts *o, char *err, size_t errlen);
-int rc_parse_file(struct rc_conf *c, const char *path, const struct rc_opts *o,
-		  char *err, size_t errlen);
+int rc_parse_file(struct rc_conf *c, const char *path, const struct rc_opts *o, char *err, size_t errlen);
 /* A new empty source at the end of c (NULL if out of memory). */
 struct source *rc_add_source(struct rc_conf *c, const char *file, unsigned line);
 void rc_free(struct rc_conf *c);
 /* Whether a datagram from `from` matches s (samplicator rules, see config.c). */
 bool rc_match(const struct source *s, const struct sockaddr_storage *from);
 
-
 /* ---- counters (stats.c) ------------------------------------------------ */
 
 struct relay_counters {
-	uint64_t in, in_octets;         /* datagrams read from the listen sockets */
-	uint64_t out, out_octets;       /* datagrams handed to the kernel */
-	uint64_t errors;                /* datagrams that failed (per recipient) */
-	uint64_t oversize;              /* dropped: larger than -u / --max-size */
-	uint64_t ingest_drops;          /* dropped by the kernel before we read them (SO_RXQ_OVFL) */
-	uint64_t unmatched;             /* replicate: no source line matched */
-	uint64_t skipped;               /* replicate: not due by the sampling interval */
-	uint64_t group_sends;           /* gc_sendgroup() calls */
-	uint64_t send_ns;               /* thread CPU time inside gc_sendgroup() and raw sends */
-	uint64_t raw_out, direct_out;   /* replicate: -S raw sends, multicast/broadcast sendto() */
-	uint64_t rtp_invalid;           /* broadcast: not RTP version 2, or too short */
-	uint64_t rtp_rejected;          /* broadcast: not from --producer */
-	uint64_t rtp_loops;             /* broadcast: from a subscriber, or an SSRC the relay generated */
-	uint64_t producer_changes;      /* broadcast: SSRC changes and sequence jumps */
+	uint64_t in, in_octets;	      /* datagrams read from the listen sockets */
+	uint64_t out, out_octets;     /* datagrams handed to the kernel */
+	uint64_t errors;	      /* datagrams that failed (per recipient) */
+	uint64_t oversize;	      /* dropped: larger than -u / --max-size */
+	uint64_t ingest_drops;	      /* dropped by the kernel before we read them (SO_RXQ_OVFL) */
+	uint64_t unmatched;	      /* replicate: no source line matched */
+	uint64_t skipped;	      /* replicate: not due by the sampling interval */
+	uint64_t group_sends;	      /* gc_sendgroup() calls */
+	uint64_t send_ns;	      /* thread CPU time inside gc_sendgroup() and raw sends */
+	uint64_t raw_out, direct_out; /* replicate: -S raw sends, multicast/broadcast sendto() */
+	uint64_t rtp_invalid;	      /* broadcast: not RTP version 2, or too short */
+	uint64_t rtp_rejected;	      /* broadcast: not from --producer */
+	uint64_t rtp_loops; /* broadcast: from a subscriber, or an SSRC the relay generated */
+	uint64_t producer_changes; /* broadcast: SSRC changes and sequence jumps */
 	uint64_t rtcp_in, rtcp_out, rtcp_invalid, rtcp_rejected, rtcp_from_subscribers;
 	uint64_t ctl_in, ctl_join, ctl_leave, ctl_keepalive, ctl_unknown, ctl_bad, ctl_refused;
-	uint64_t ctl_cookies;           /* cookie replies to a first JOIN */
-	uint64_t ctl_short;             /* first JOIN shorter than CTL_JOIN_MIN: no answer */
-	uint64_t ctl_bad_cookie;        /* JOIN/LEAVE/KEEPALIVE with a wrong or expired cookie */
-	uint64_t ctl_bad_addr;          /* subscriber address refused (port 0, not unicast, family, local) */
-	uint64_t ctl_per_source;        /* JOIN refused: --max-per-source reached */
-	uint64_t ctl_rate_limited;      /* dropped: over --control-rate for its source */
-	uint64_t ctl_truncated;         /* reply to an unverified request cut to its length */
+	uint64_t ctl_cookies;	 /* cookie replies to a first JOIN */
+	uint64_t ctl_short;	 /* first JOIN shorter than CTL_JOIN_MIN: no answer */
+	uint64_t ctl_bad_cookie; /* JOIN/LEAVE/KEEPALIVE with a wrong or expired cookie */
+	uint64_t ctl_bad_addr; /* subscriber address refused (port 0, not unicast, family, local) */
+	uint64_t ctl_per_source;   /* JOIN refused: --max-per-source reached */
+	uint64_t ctl_rate_limited; /* dropped: over --control-rate for its source */
+	uint64_t ctl_truncated;	   /* reply to an unverified request cut to its length */
 	uint64_t expired;
 	uint64_t reloads, reload_failures;
 	uint64_t stats_queries, stats_refused;
@@ -146,22 +144,22 @@ struct relay_counters {
 
 /* ---- control.c: subscribers -------------------------------------------- */
 
-#define CTL_MAX_LEN 512        /* longest control request */
-#define CTL_JOIN_MIN 64        /* a JOIN without cookie= shorter than this gets no answer */
-#define CTL_RATE_SLOTS 4096    /* per-source request budgets, indexed by a keyed hash */
-#define SUBS_KEY_BYTES 16      /* crypto_shorthash_KEYBYTES (SipHash-2-4) */
+#define CTL_MAX_LEN 512	    /* longest control request */
+#define CTL_JOIN_MIN 64	    /* a JOIN without cookie= shorter than this gets no answer */
+#define CTL_RATE_SLOTS 4096 /* per-source request budgets, indexed by a keyed hash */
+#define SUBS_KEY_BYTES 16   /* crypto_shorthash_KEYBYTES (SipHash-2-4) */
 
 struct sub {
-	struct sockaddr_storage addr;   /* RTP destination */
-	uint16_t rtcp_port;             /* 0: no RTCP */
-	bool used, is_static, fresh;    /* fresh: seq_off set on its first packet */
-	bool ssrc_ours;                 /* ssrc was generated here (not ssrc= in JOIN) */
+	struct sockaddr_storage addr; /* RTP destination */
+	uint16_t rtcp_port;	      /* 0: no RTCP */
+	bool used, is_static, fresh;  /* fresh: seq_off set on its first packet */
+	bool ssrc_ours;		      /* ssrc was generated here (not ssrc= in JOIN) */
 	uint32_t ssrc, ts_off;
 	uint16_t seq_base, seq_off;
-	uint64_t cookie;                /* the cookie it joined with: LEAVE and KEEPALIVE show it */
-	uint8_t hdr[12];                /* the RTP header of the datagram being sent */
-	int32_t next;                   /* hash chain */
-	int32_t ssrc_next;              /* chain of the SSRC index (ssrc_ours only) */
+	uint64_t cookie;   /* the cookie it joined with: LEAVE and KEEPALIVE show it */
+	uint8_t hdr[12];   /* the RTP header of the datagram being sent */
+	int32_t next;	   /* hash chain */
+	int32_t ssrc_next; /* chain of the SSRC index (ssrc_ours only) */
 	uint32_t active_idx;
 	uint64_t joined_ns, seen_ns;
 	uint64_t packets, payload_octets; /* RTP sent to it, for its sender reports */
@@ -180,16 +178,16 @@ struct srcent {
 struct subs {
 	struct sub *slot;
 	uint32_t max, used;
-	int32_t *bucket;                /* head slot per hash bucket, -1 empty */
+	int32_t *bucket; /* head slot per hash bucket, -1 empty */
 	uint32_t nbucket;
-	int32_t free_head;              /* free slots chained through next */
-	uint32_t *active;               /* slot indices of subscribers */
+	int32_t free_head; /* free slots chained through next */
+	uint32_t *active;  /* slot indices of subscribers */
 	uint32_t nactive;
-	bool dirty;                     /* membership changed: rebuild recipients */
-	uint64_t seed;                  /* xorshift state for SSRCs and offsets */
-	uint8_t key[SUBS_KEY_BYTES];    /* SipHash key of every table here (random) */
-	int32_t *ssrc_bucket;           /* SSRC index over slots with ssrc_ours */
-	struct srcent *src;             /* per-source counts: max entries */
+	bool dirty;		     /* membership changed: rebuild recipients */
+	uint64_t seed;		     /* xorshift state for SSRCs and offsets */
+	uint8_t key[SUBS_KEY_BYTES]; /* SipHash key of every table here (random) */
+	int32_t *ssrc_bucket;	     /* SSRC index over slots with ssrc_ours */
+	struct srcent *src;	     /* per-source counts: max entries */
 	int32_t *src_bucket, src_free;
 };
 
@@ -215,8 +213,8 @@ size_t control_handle(struct relay *r, const char *msg, size_t len,
 		      const struct sockaddr_storage *from, char *reply, size_t cap);
 /* May addr (with its port) be a subscriber?  0, or -1 with the reason in why
  * ("port 0", "not a unicast address", "a local address of this host", ...). */
-int control_check_subscriber(const struct relay *r, const struct sockaddr_storage *addr,
-			     char *why, size_t len);
+int control_check_subscriber(const struct relay *r, const struct sockaddr_storage *addr, char *why,
+			     size_t len);
 /* (Re)read the host's addresses (getifaddrs); 0 or -1 with errno. */
 int control_local_addrs(struct relay *r);
 /* The cookie for addr (address and port) in time bucket `bucket`. */
@@ -235,8 +233,8 @@ struct producer {
 };
 
 /* Fan one RTP datagram out to every subscriber. */
-void rtp_forward(struct relay *r, const uint8_t *d, size_t len,
-		 const struct sockaddr_storage *from, uint64_t now_ns);
+void rtp_forward(struct relay *r, const uint8_t *d, size_t len, const struct sockaddr_storage *from,
+		 uint64_t now_ns);
 /* Fan one RTCP compound packet out, rewritten per subscriber. */
 void rtcp_forward(struct relay *r, const uint8_t *d, size_t len,
 		  const struct sockaddr_storage *from, uint64_t now_ns);
@@ -259,8 +257,8 @@ struct sendsock {
 	int family;
 	int ttl;
 	bool raw;
-	enum gc_engine engine;       /* resolved */
-	struct gc_giovec *rec;       /* recipients of the group send being built */
+	enum gc_engine engine; /* resolved */
+	struct gc_giovec *rec; /* recipients of the group send being built */
 	struct receiver **who;
 	size_t n, cap;
 };
@@ -268,18 +266,18 @@ struct sendsock {
 struct listener {
 	int fd;
 	int family;
-	int kind;                    /* LS_DATA, LS_RTCP, LS_CONTROL */
+	int kind; /* LS_DATA, LS_RTCP, LS_CONTROL */
 };
 enum { LS_DATA, LS_RTCP, LS_CONTROL };
 
 struct relay {
 	/* options */
 	const char *listen_addr, *listen_port;
-	int family;                  /* -4 / -6 / AF_UNSPEC */
+	int family; /* -4 / -6 / AF_UNSPEC */
 	long rcvbuf, sndbuf;
-	size_t max_size;             /* -u */
+	size_t max_size; /* -u */
 	int debug;
-	unsigned timeout_ms;         /* -t */
+	unsigned timeout_ms; /* -t */
 	bool daemon;
 	const char *pidfile;
 	enum gc_engine engine;
@@ -287,12 +285,15 @@ struct relay {
 	unsigned status_s;
 	const char *stats_socket;
 	bool json;
-	bool time_sends;             /* --time-sends: measure send_ns (two clock calls per send) */
+	bool time_sends; /* --time-sends: measure send_ns (two clock calls per send) */
 	double duration_s;
 	/* config files (-c), each with the options in force where it was given */
-	struct { const char *path; struct rc_opts o; } cfile[16];
+	struct {
+		const char *path;
+		struct rc_opts o;
+	} cfile[16];
 	size_t ncfile;
-	struct rc_opts argv_opts;    /* for the command line's receivers */
+	struct rc_opts argv_opts; /* for the command line's receivers */
 	unsigned tx_delay_us;
 
 	/* broadcast mode */
@@ -302,18 +303,18 @@ struct relay {
 	unsigned expire_s;
 	uint32_t clock_rate;
 	bool have_producer_filter;
-	bool any_producer;           /* --any-producer: RTP from anyone */
-	bool allow_local;            /* --allow-local-subscribers */
-	uint32_t max_per_source;     /* --max-per-source */
-	uint32_t ctl_rate;           /* --control-rate: requests per second per source */
-	unsigned cookie_s;           /* --cookie-lifetime: one time bucket */
+	bool any_producer;	 /* --any-producer: RTP from anyone */
+	bool allow_local;	 /* --allow-local-subscribers */
+	uint32_t max_per_source; /* --max-per-source */
+	uint32_t ctl_rate;	 /* --control-rate: requests per second per source */
+	unsigned cookie_s;	 /* --cookie-lifetime: one time bucket */
 	struct sockaddr_storage producer_net, producer_mask;
-	const char *user;            /* --user */
+	const char *user; /* --user */
 
 	/* state */
 	struct listener ls[8];
 	size_t nls;
-	int data_fd[2];              /* [0] IPv4, [1] IPv6 data listen socket, -1 if none */
+	int data_fd[2]; /* [0] IPv4, [1] IPv6 data listen socket, -1 if none */
 	int rtcp_fd[2];
 	struct sendsock ss[RELAY_MAX_SOCKS];
 	size_t nss;
@@ -321,10 +322,13 @@ struct relay {
 	struct rc_conf conf;
 	struct subs subs;
 	uint8_t cookie_key[SUBS_KEY_BYTES];
-	struct sockaddr_storage *local;   /* the host's addresses, then its IPv4 broadcast */
-	size_t nlocal, nbcast;            /* addresses (control_local_addrs) */
-	uint16_t own_port[3];        /* data, RTCP, control: never a subscriber on a local address */
-	struct { uint64_t t_ns; uint32_t tokens; } *rate;   /* CTL_RATE_SLOTS budgets, milli-requests */
+	struct sockaddr_storage *local; /* the host's addresses, then its IPv4 broadcast */
+	size_t nlocal, nbcast;		/* addresses (control_local_addrs) */
+	uint16_t own_port[3]; /* data, RTCP, control: never a subscriber on a local address */
+	struct {
+		uint64_t t_ns;
+		uint32_t tokens;
+	} * rate; /* CTL_RATE_SLOTS budgets, milli-requests */
 	struct producer prod;
 	struct relay_counters c;
 	int *gerrno;
@@ -333,21 +337,20 @@ struct relay {
 	struct gc_giovec *brec[2];
 	struct sub **bwho[2];
 	size_t bn[2], bcap;
-	struct gc_giovec *rrec;      /* RTCP recipients */
+	struct gc_giovec *rrec; /* RTCP recipients */
 	struct sub **rwho;
 	size_t rcap;
 	uint8_t *rtcp_buf;
 	size_t rtcp_buf_cap;
 	uint64_t start_ns;
-	uint64_t timer_ns;           /* cost of one timer pair, for the record */
+	uint64_t timer_ns; /* cost of one timer pair, for the record */
 };
 
 int relay_family_index(int family);
 
 /* fanout.c */
 int fanout_install(struct relay *r, struct rc_conf *conf, char *err, size_t errlen);
-void fanout_datagram(struct relay *r, const uint8_t *d, size_t len,
-		     const struct sockaddr_storage *from);
+void fanout_datagram(struct relay *r, const uint8_t *d, size_t len, const struct sockaddr_storage *from);
 /* Carry sampling state and counters from o's receivers to the same ones in s. */
 int carry_receivers(struct source *s, const struct source *o);
 int fanout_sendsock(struct relay *r, int family, int ttl, bool raw, char *err, size_t errlen);

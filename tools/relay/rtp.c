@@ -163,7 +163,8 @@ static void producer_track(struct relay *r, uint32_t ssrc, uint16_t seq, uint32_
 		r->c.producer_changes++;
 		if (r->debug || ssrc != p->ssrc) {
 			char a[80];
-			fprintf(stderr, "relay: producer %s: ssrc 0x%08x seq %u (was 0x%08x seq %u); subscribers' numbering continues\n",
+			fprintf(stderr,
+				"relay: producer %s: ssrc 0x%08x seq %u (was 0x%08x seq %u); subscribers' numbering continues\n",
 				addr_str(from, a, sizeof(a)), ssrc, seq, p->ssrc, p->last_seq);
 		}
 		p->ssrc = ssrc;
@@ -271,11 +272,11 @@ static int rtcp_scan(const uint8_t *d, size_t len, uint32_t prod, struct patch *
 	size_t off = 0, n = 0;
 	if (len < 8)
 		return -1;
-#define ADD(o, k)                                                \
-	do {                                                     \
-		if (n == RTCP_MAX_PATCH)                         \
-			return -1;                               \
-		pt[n++] = (struct patch){ (uint16_t)(o), (k) };  \
+#define ADD(o, k)                                               \
+	do {                                                    \
+		if (n == RTCP_MAX_PATCH)                        \
+			return -1;                              \
+		pt[n++] = (struct patch){ (uint16_t)(o), (k) }; \
 	} while (0)
 	while (off < len) {
 		if (len - off < 4 || (d[off] >> 6) != 2)
@@ -331,8 +332,7 @@ static int rtcp_scan(const uint8_t *d, size_t len, uint32_t prod, struct patch *
 				if (get32(q + 4 + 4 * k) == prod)
 					ADD(off + 4 + 4 * k, P_SSRC);
 			break;
-		default:
-			break;
+		default: break;
 		}
 		off += plen;
 	}
@@ -375,8 +375,8 @@ static bool reports_on(const uint8_t *d, size_t len, uint32_t ssrc)
 	return false;
 }
 
-void rtcp_forward(struct relay *r, const uint8_t *d, size_t len, const struct sockaddr_storage *from,
-		  uint64_t now)
+void rtcp_forward(struct relay *r, const uint8_t *d, size_t len,
+		  const struct sockaddr_storage *from, uint64_t now)
 {
 	r->c.rtcp_in++;
 	struct sub *me = sub_by_rtcp(r, from);

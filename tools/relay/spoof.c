@@ -98,7 +98,8 @@ int spoof_send(int fd, const void *payload, size_t len, const struct sockaddr_st
 		ih.saddr = s4->sin_addr.s_addr;
 		ih.daddr = d4->sin_addr.s_addr;
 		memcpy(pkt, &ih, sizeof(ih));
-		put_udp(pkt + sizeof(ih), &ih.saddr, 8, s4->sin_port, d4->sin_port, payload, len, checksum);
+		put_udp(pkt + sizeof(ih), &ih.saddr, 8, s4->sin_port, d4->sin_port, payload, len,
+			checksum);
 		iov[0] = (struct iovec){ pkt, sizeof(ih) + ulen };
 	} else {
 		const struct sockaddr_in6 *s6 = (const void *)src, *d6 = (const void *)dst;
@@ -113,7 +114,8 @@ int spoof_send(int fd, const void *payload, size_t len, const struct sockaddr_st
 		ih.ip6_dst = d6->sin6_addr;
 		memcpy(pkt, &ih, sizeof(ih));
 		/* the UDP checksum is mandatory over IPv6 */
-		put_udp(pkt + sizeof(ih), &ih.ip6_src, 32, s6->sin6_port, d6->sin6_port, payload, len, true);
+		put_udp(pkt + sizeof(ih), &ih.ip6_src, 32, s6->sin6_port, d6->sin6_port, payload,
+			len, true);
 		iov[0] = (struct iovec){ pkt, sizeof(ih) + ulen };
 	}
 	/* The destination port of a raw IPv6 socket's address must be 0 (it is

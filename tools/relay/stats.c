@@ -68,24 +68,56 @@ void stats_json(struct relay *r, FILE *f, bool detail)
 {
 	const struct relay_counters *c = &r->c;
 	uint64_t now = relay_now_ns();
-	fprintf(f, "{\"pid\":%ld,\"mode\":\"%s\",\"engine\":\"%s\",\"engine_resolved\":\"%s\","
-		   "\"uptime_s\":%.3f,\"cpu_ns\":%llu,\"send_ns\":%llu,\"timer_ns\":%llu",
+	fprintf(f,
+		"{\"pid\":%ld,\"mode\":\"%s\",\"engine\":\"%s\",\"engine_resolved\":\"%s\","
+		"\"uptime_s\":%.3f,\"cpu_ns\":%llu,\"send_ns\":%llu,\"timer_ns\":%llu",
 		(long)getpid(), r->rtp ? "broadcast" : "replicate", gc_engine_name(r->engine),
 		engine_resolved(r), (double)(now - r->start_ns) / 1e9,
 		(unsigned long long)relay_cpu_ns(), (unsigned long long)c->send_ns,
 		(unsigned long long)r->timer_ns);
 #define F(name) fprintf(f, ",\"" #name "\":%llu", (unsigned long long)c->name)
-	F(in); F(in_octets); F(out); F(out_octets); F(errors); F(oversize); F(ingest_drops);
+	F(in);
+	F(in_octets);
+	F(out);
+	F(out_octets);
+	F(errors);
+	F(oversize);
+	F(ingest_drops);
 	F(group_sends);
 	if (r->rtp) {
-		F(rtp_invalid); F(rtp_rejected); F(rtp_loops); F(producer_changes); F(rtcp_in); F(rtcp_out);
-		F(rtcp_invalid); F(rtcp_rejected); F(rtcp_from_subscribers); F(ctl_in); F(ctl_join);
-		F(ctl_leave); F(ctl_keepalive); F(ctl_unknown); F(ctl_bad); F(ctl_refused);
-		F(ctl_cookies); F(ctl_short); F(ctl_bad_cookie); F(ctl_bad_addr); F(ctl_per_source);
-		F(ctl_rate_limited); F(ctl_truncated); F(expired);
-		fprintf(f, ",\"subscriber_count\":%u,\"max_subscribers\":%u", r->subs.nactive, r->subs.max);
+		F(rtp_invalid);
+		F(rtp_rejected);
+		F(rtp_loops);
+		F(producer_changes);
+		F(rtcp_in);
+		F(rtcp_out);
+		F(rtcp_invalid);
+		F(rtcp_rejected);
+		F(rtcp_from_subscribers);
+		F(ctl_in);
+		F(ctl_join);
+		F(ctl_leave);
+		F(ctl_keepalive);
+		F(ctl_unknown);
+		F(ctl_bad);
+		F(ctl_refused);
+		F(ctl_cookies);
+		F(ctl_short);
+		F(ctl_bad_cookie);
+		F(ctl_bad_addr);
+		F(ctl_per_source);
+		F(ctl_rate_limited);
+		F(ctl_truncated);
+		F(expired);
+		fprintf(f, ",\"subscriber_count\":%u,\"max_subscribers\":%u", r->subs.nactive,
+			r->subs.max);
 	} else {
-		F(unmatched); F(skipped); F(raw_out); F(direct_out); F(reloads); F(reload_failures);
+		F(unmatched);
+		F(skipped);
+		F(raw_out);
+		F(direct_out);
+		F(reloads);
+		F(reload_failures);
 		fprintf(f, ",\"receiver_count\":%zu,\"source_count\":%zu", r->conf.receivers, r->conf.n);
 		/* the library's own counters of the send sockets (gc_stats(3)): which
 		 * way the datagrams really went, whatever engine_resolved says now */
@@ -97,10 +129,11 @@ void stats_json(struct relay *r, FILE *f, bool detail)
 				lib_fallback += st.user_fallback;
 			}
 		}
-		fprintf(f, ",\"lib_datagrams\":%llu,\"lib_user_fallback\":%llu", (unsigned long long)lib_dgrams,
-			(unsigned long long)lib_fallback);
+		fprintf(f, ",\"lib_datagrams\":%llu,\"lib_user_fallback\":%llu",
+			(unsigned long long)lib_dgrams, (unsigned long long)lib_fallback);
 	}
-	F(stats_queries); F(stats_refused);
+	F(stats_queries);
+	F(stats_refused);
 #undef F
 	if (!detail) {
 		fputs("}\n", f);
@@ -113,8 +146,8 @@ void stats_json(struct relay *r, FILE *f, bool detail)
 		if (p->have) {
 			fputs("{\"addr\":", f);
 			cli_json_str(f, addr_str(&p->addr, a, sizeof(a)));
-			fprintf(f, ",\"ssrc\":\"0x%08x\",\"packets\":%llu,\"payload_octets\":%llu}", p->ssrc,
-				(unsigned long long)p->packets, (unsigned long long)p->octets);
+			fprintf(f, ",\"ssrc\":\"0x%08x\",\"packets\":%llu,\"payload_octets\":%llu}",
+				p->ssrc, (unsigned long long)p->packets, (unsigned long long)p->octets);
 		} else {
 			fputs("null", f);
 		}
@@ -123,9 +156,10 @@ void stats_json(struct relay *r, FILE *f, bool detail)
 			const struct sub *s = &r->subs.slot[r->subs.active[k]];
 			fprintf(f, "%s{\"addr\":", k ? "," : "");
 			cli_json_str(f, addr_str(&s->addr, a, sizeof(a)));
-			fprintf(f, ",\"ssrc\":\"0x%08x\",\"rtcp_port\":%u,\"static\":%s,\"packets\":%llu,"
-				   "\"octets\":%llu,\"errors\":%llu,\"last_error\":\"%s\",\"rtcp_packets\":%llu,"
-				   "\"rtcp_errors\":%llu,\"age_s\":%.1f,\"idle_s\":%.1f}",
+			fprintf(f,
+				",\"ssrc\":\"0x%08x\",\"rtcp_port\":%u,\"static\":%s,\"packets\":%llu,"
+				"\"octets\":%llu,\"errors\":%llu,\"last_error\":\"%s\",\"rtcp_packets\":%llu,"
+				"\"rtcp_errors\":%llu,\"age_s\":%.1f,\"idle_s\":%.1f}",
 				s->ssrc, s->rtcp_port, s->is_static ? "true" : "false",
 				(unsigned long long)s->st.packets, (unsigned long long)s->st.octets,
 				(unsigned long long)s->st.errors, errname(s->st.last_errno),
@@ -149,10 +183,13 @@ void stats_json(struct relay *r, FILE *f, bool detail)
 			const struct receiver *v = &s->rcv[k];
 			fprintf(f, "%s{\"addr\":", k ? "," : "");
 			cli_json_str(f, addr_str(&v->addr, a, sizeof(a)));
-			fprintf(f, ",\"interval\":%u,\"ttl\":%u,\"path\":\"%s\",\"packets\":%llu,\"octets\":%llu,"
-				   "\"errors\":%llu,\"skipped\":%llu,\"last_error\":\"%s\"}",
+			fprintf(f,
+				",\"interval\":%u,\"ttl\":%u,\"path\":\"%s\",\"packets\":%llu,\"octets\":%llu,"
+				"\"errors\":%llu,\"skipped\":%llu,\"last_error\":\"%s\"}",
 				v->freq, v->ttl,
-				v->path == PATH_RAW ? "raw" : v->path == PATH_DIRECT ? "sendto" : "group",
+				v->path == PATH_RAW		 ? "raw"
+					: v->path == PATH_DIRECT ? "sendto"
+								 : "group",
 				(unsigned long long)v->st.packets, (unsigned long long)v->st.octets,
 				(unsigned long long)v->st.errors, (unsigned long long)v->st.skipped,
 				errname(v->st.last_errno));
@@ -178,10 +215,12 @@ void stats_status_line(struct relay *r, FILE *f)
 	char sendpct[16] = "-"; /* without --time-sends nothing measures it */
 	if (r->time_sends)
 		snprintf(sendpct, sizeof(sendpct), "%.0f%%", dcpu > 0 ? 100.0 * dsend / dcpu : 0.0);
-	fprintf(f, "relay: in %.0f/s %.2f Mbit/s  out %.0f/s  %s %u  drops %llu  oversize %llu  errors %llu  "
-		   "cpu %.1f%%  send %s  %.1f us/datagram  engine %s\n",
-		(double)din / dt, (double)(c->in_octets - oct0) * 8 / dt / 1e6, (double)(c->out - out0) / dt,
-		r->rtp ? "subscribers" : "receivers", r->rtp ? r->subs.nactive : (unsigned)r->conf.receivers,
+	fprintf(f,
+		"relay: in %.0f/s %.2f Mbit/s  out %.0f/s  %s %u  drops %llu  oversize %llu  errors %llu  "
+		"cpu %.1f%%  send %s  %.1f us/datagram  engine %s\n",
+		(double)din / dt, (double)(c->in_octets - oct0) * 8 / dt / 1e6,
+		(double)(c->out - out0) / dt, r->rtp ? "subscribers" : "receivers",
+		r->rtp ? r->subs.nactive : (unsigned)r->conf.receivers,
 		(unsigned long long)c->ingest_drops, (unsigned long long)c->oversize,
 		(unsigned long long)c->errors, dcpu / dt / 1e7, sendpct,
 		din ? dcpu / (double)din / 1e3 : 0.0, engine_resolved(r));
@@ -322,7 +361,8 @@ int stats_query(const char *path)
 	strcpy(sa.sun_path, path);
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
-		fprintf(stderr, "groupcast relay: --query: cannot connect to '%s': %s\n", path, strerror(errno));
+		fprintf(stderr, "groupcast relay: --query: cannot connect to '%s': %s\n", path,
+			strerror(errno));
 		if (fd >= 0)
 			close(fd);
 		return 1;
