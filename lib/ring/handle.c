@@ -331,7 +331,7 @@ GC_EXPORT int gc_ring_flush(struct gc_ring *r)
 		return gc_seterr(EFAULT, "gc_ring_flush: r is NULL");
 	if (r->tab)
 		return flush_here(r, "gc_ring_flush");
-	if (r->efd < 0)
+	if (atomic_load(&r->efd) < 0)
 		return gc_seterr(ENOTCONN, "gc_ring_flush: the ring is not attached to an engine");
 	/* a daemon's ring: only the daemon can send */
 	return gc_ring_submit(r) < 0 ? -1 : 0;
@@ -402,7 +402,7 @@ GC_EXPORT int gc_ring_attach(struct gc_ring *r, struct gc_ring_engine *e, int sd
 	}
 	r->submit_flush = tab && (e->srv->p.flags & GC_RING_ENGINE_SUBMIT_FLUSH);
 	r->ring_id = rep.ring_id;
-	r->efd = efd;
+	atomic_store(&r->efd, efd);
 	r->eng_prev = NULL;
 	r->eng_next = e->rings;
 	if (e->rings)
@@ -426,8 +426,12 @@ static void ring_unlink(struct gc_ring *r)
 	if (r->eng_next)
 		r->eng_next->eng_prev = r->eng_prev;
 	r->eng_next = r->eng_prev = NULL;
-	close(r->efd);
-	r->efd = -1;
+	/* a notifier on the ring's thread may hold the descriptor (internal.h):
+	 * it is inside one eventfd write, so the wait is short */
+	int efd = atomic_exchange(&r->efd, -1);
+	while (atomic_load_explicit(&r->efd_users, memory_order_acquire))
+		sched_yield();
+	close(efd);
 	r->eng = NULL;
 	/* r->tab stays: gc_ring_flush() may be reading it on another thread */
 	/* no engine owns the ring now: it may not ask for notifications */

@@ -26,6 +26,7 @@
 #define GC_RING_INTERNAL_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -86,7 +87,13 @@ struct gc_ring {
 	struct gc_conntab *tab;
 	bool submit_flush; /* the engine's GC_RING_ENGINE_SUBMIT_FLUSH */
 	uint32_t ring_id;
-	int efd;		  /* notify eventfd */
+	/* The notify eventfd.  gc_ring_notify() may run on the ring's thread
+	 * while gc_ring_engine_stop() unlinks the ring on another: the notifier
+	 * counts itself in efd_users before loading efd, and the unlink takes
+	 * efd (exchange with -1) and closes it only once no notifier holds it,
+	 * so a write never lands on a descriptor number reused meanwhile. */
+	_Atomic int efd;
+	_Atomic unsigned efd_users;
 	struct gc_ring *eng_next; /* the engine handle's list of attached rings */
 	struct gc_ring *eng_prev;
 };

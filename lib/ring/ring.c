@@ -85,7 +85,7 @@ GC_EXPORT struct gc_ring *gc_ring_create(unsigned entries, struct gc_zone *z)
 	r->acks = (_Atomic uint64_t *)((unsigned char *)map + gc_shm_ack_off(entries));
 	r->map_len = size;
 	r->n = entries;
-	r->efd = -1;
+	atomic_init(&r->efd, -1);
 	r->zone = z;
 	/* a new memfd reads as zeros: every index and flag starts at 0 */
 	r->sh->magic = GC_SHM_MAGIC;
@@ -163,16 +163,22 @@ GC_EXPORT int gc_ring_publish(struct gc_ring *r)
 
 GC_EXPORT int gc_ring_notify(struct gc_ring *r)
 {
-	if (r->efd < 0)
-		return gc_seterr(ENOTCONN, "gc_ring_notify: the ring is not attached to an engine");
+	/* seq_cst both: either the unlink's exchange comes first and we load
+	 * -1, or it sees us counted and waits before closing (internal.h) */
+	atomic_fetch_add(&r->efd_users, 1);
+	int efd = atomic_load(&r->efd);
+	int ret = 0;
 	/* acquire: the error details were stored before it */
 	uint32_t err = atomic_load_explicit(&r->sh->error, memory_order_acquire);
-	if (err)
-		return gc_ring_stopped(r, "gc_ring_notify", err);
 	uint64_t one = 1;
-	if (write(r->efd, &one, sizeof(one)) != (ssize_t)sizeof(one) && errno != EAGAIN)
-		return gc_seterr(errno, "gc_ring_notify: write to the ring's eventfd failed");
-	return 0;
+	if (efd < 0)
+		ret = gc_seterr(ENOTCONN, "gc_ring_notify: the ring is not attached to an engine");
+	else if (err)
+		ret = gc_ring_stopped(r, "gc_ring_notify", err);
+	else if (write(efd, &one, sizeof(one)) != (ssize_t)sizeof(one) && errno != EAGAIN)
+		ret = gc_seterr(errno, "gc_ring_notify: write to the ring's eventfd failed");
+	atomic_fetch_sub_explicit(&r->efd_users, 1, memory_order_release);
+	return ret;
 }
 
 GC_EXPORT int gc_ring_rewind(struct gc_ring *r, unsigned to, unsigned *first)
