@@ -67,7 +67,7 @@ static int emit(struct dccp_conn *c, uint8_t type, const uint8_t *opts, size_t o
 /* Options every packet of ours carries when it can: NDP Count (§7.7, so the
  * peer can tell lost data from lost acks), pending Confirms and our pending
  * Sequence Window Change (both need an Acknowledgement Number). */
-static void common_opts(struct dccp_conn *c, struct dccp_obuf *b, bool has_ack)
+static void common_opts(struct dccp_conn *c, struct dccp_obuf *b, bool has_ack, bool confirms)
 {
 	if (c->state == DCCP_S_PARTOPEN && c->cookie_len)
 		dccp_opt_put(b, DCCP_OPT_INIT_COOKIE, c->cookie, c->cookie_len);
@@ -75,10 +75,11 @@ static void common_opts(struct dccp_conn *c, struct dccp_obuf *b, bool has_ack)
 		dccp_opt_put_ndp(b, c->ndp_run);
 	if (!has_ack)
 		return;
-	if (c->confirm_len && c->confirm_len <= b->cap - b->len) {
+	if (confirms && c->confirm_len && c->confirm_len <= b->cap - b->len) {
 		memcpy(b->p + b->len, c->confirm_buf, c->confirm_len);
 		b->len += c->confirm_len;
-		c->confirm_len = 0;
+		/* PARTOPEN repeats the Response's Confirms (conn.h) */
+		c->confirm_len = c->state == DCCP_S_PARTOPEN ? c->confirm_partopen : 0;
 	}
 	if (c->seqwin_pending)
 		dccp_feat_put_nn(b, DCCP_OPT_CHANGE_L, DCCP_F_SEQ_WINDOW, c->seqwin_pending);
@@ -92,7 +93,7 @@ static int send_ctl(struct dccp_conn *c, uint8_t type, uint64_t now_ns, uint8_t 
 	struct dccp_obuf b;
 	dccp_obuf_init(&b, ob, sizeof(ob));
 	bool has_ack = dccp_type_has_ack(type);
-	common_opts(c, &b, has_ack && type != DCCP_SYNC && type != DCCP_SYNCACK);
+	common_opts(c, &b, has_ack && type != DCCP_SYNC && type != DCCP_SYNCACK, true);
 	if (c->rx && c->st.received && (type == DCCP_ACK || type == DCCP_DATAACK) &&
 	    c->state >= DCCP_S_PARTOPEN) {
 		uint64_t ackno;
@@ -531,6 +532,7 @@ bool dccp_conn_input(struct dccp_conn *c, const uint8_t *pkt, size_t len, const 
 			}
 		c->rx_any = true; /* losses count from the Response on */
 		c->rx_last_data = h->seq;
+		c->confirm_partopen = c->confirm_len;
 		enter(c, DCCP_S_PARTOPEN, now_ns);
 		send_ctl(c, DCCP_ACK, now_ns, 0); /* echoes the cookie (common_opts) */
 		return true;
@@ -539,6 +541,12 @@ bool dccp_conn_input(struct dccp_conn *c, const uint8_t *pkt, size_t len, const 
 			send_ctl(c, DCCP_ACK, now_ns, 0); /* our Ack was lost: repeat it */
 			return true;
 		}
+		/* the server has our Confirms: it answered a packet carrying them;
+		 * keep only those for Changes in this packet */
+		memmove(c->confirm_buf, c->confirm_buf + c->confirm_partopen,
+			c->confirm_len - c->confirm_partopen);
+		c->confirm_len -= c->confirm_partopen;
+		c->confirm_partopen = 0;
 		enter(c, DCCP_S_OPEN, now_ns); /* §8.1.5: any other valid packet */
 		break;
 	default: break;
@@ -676,14 +684,16 @@ int dccp_conn_send(struct dccp_conn *c, const void *data, size_t len, uint64_t n
 	 * Change must go, else plain Data.  The options never push a packet
 	 * past the MPS: if they would, they go on an Ack of their own first. */
 	bool ack = c->state == DCCP_S_PARTOPEN || c->confirm_len || c->seqwin_pending;
+	bool confirms = true;
 	if (ack) {
 		size_t want = c->confirm_len + 16 + (c->ndp_run ? 8 : 0);
 		if (len + want > c->p.mps + 64) {
 			send_ctl(c, DCCP_ACK, now_ns, 0);
 			ack = c->state == DCCP_S_PARTOPEN;
+			confirms = false; /* they went on that Ack */
 		}
 	}
-	common_opts(c, &b, ack);
+	common_opts(c, &b, ack, confirms);
 	dccp_obuf_pad(&b);
 	if (b.overflow)
 		b.len = 0;

@@ -96,6 +96,12 @@ struct dccp_conn {
 	/* features the peer asked us to confirm on our next packet */
 	uint8_t confirm_buf[64];
 	size_t confirm_len;
+	/* The first confirm_partopen bytes of confirm_buf answer the Response's
+	 * Changes: in PARTOPEN they go on every Ack and DataAck (not once), as
+	 * the server's handshake completes on whichever of them arrives first,
+	 * and Linux resets a connection whose first one lacks them (its
+	 * features are not all confirmed: Reset "Too Busy"). */
+	size_t confirm_partopen;
 	/* the server's Init Cookie, echoed on every packet in PARTOPEN (§8.1.4) */
 	uint8_t cookie[253];
 	uint8_t cookie_len;

@@ -436,6 +436,59 @@ static void test_partopen_mps(void)
 	dccp_conn_free(&C);
 }
 
+/* Count the Confirm options of a packet of the client's. */
+static unsigned confirms_in(const struct pkt *p)
+{
+	struct dccp_hdr h;
+	struct dccp_opts o;
+	CHECK(parse(p, &ph_c2s, &h));
+	CHECK(dccp_opts_parse(&h, p->b, 0, &o, NULL) == DCCP_OK);
+	unsigned n = 0;
+	for (unsigned i = 0; i < o.n; i++)
+		n += o.opt[i].type == DCCP_OPT_CONFIRM_L || o.opt[i].type == DCCP_OPT_CONFIRM_R;
+	return n;
+}
+
+/* The handshake's Ack lost: the DataAck behind it carries the Confirms too
+ * (Linux resets a connection whose first Ack/DataAck lacks them), and once
+ * OPEN they are not repeated. */
+static void test_partopen_confirms_repeat(void)
+{
+	uint64_t now = 270000 * MS;
+	to_server.n = to_client.n = 0;
+	struct dccp_conn_params lp = params(5001, 0);
+	lp.ph_out = ph_s2c;
+	dccp_listener_init(&L, &lp);
+	struct dccp_conn_params cp = params(40000, 5001);
+	cp.ph_out = ph_c2s;
+	CHECK_OK(dccp_conn_connect(&C, &cp, &cenv, 11, now));
+	have_s = false;
+	to_s(&L, &S, &have_s, now);
+	to_c(&C, now + MS);
+	CHECK(C.state == DCCP_S_PARTOPEN);
+	CHECK_EQ(to_server.n, 1u);
+	unsigned in_ack = confirms_in(&to_server.p[0]);
+	EXPECT(in_ack > 0); /* the Response's Changes are answered */
+	to_server.n = 0;    /* the Ack is lost */
+	static char data[200];
+	uint64_t seq;
+	CHECK_OK(dccp_conn_send(&C, data, sizeof(data), now + 2 * MS, &seq));
+	CHECK_OK(dccp_conn_send(&C, data, sizeof(data), now + 2 * MS, &seq));
+	CHECK_EQ(to_server.n, 2u);
+	EXPECT_EQ(confirms_in(&to_server.p[0]), in_ack);
+	EXPECT_EQ(confirms_in(&to_server.p[1]), in_ack);
+	/* the first DataAck completes the server's handshake */
+	CHECK(to_s(&L, &S, &have_s, now + 3 * MS));
+	EXPECT_EQ(S.state, DCCP_S_OPEN);
+	CHECK_OK(dccp_conn_send(&S, data, sizeof(data), now + 4 * MS, &seq));
+	to_c(&C, now + 5 * MS);
+	EXPECT_EQ(C.state, DCCP_S_OPEN);
+	EXPECT_EQ(C.confirm_len, 0u);
+	CHECK_OK(dccp_conn_send(&C, data, sizeof(data), now + 6 * MS, &seq));
+	EXPECT_EQ(confirms_in(&to_server.p[to_server.n - 1]), 0u);
+	close_pair();
+}
+
 static void test_reset(void)
 {
 	uint64_t now = 300000 * MS;
@@ -479,6 +532,7 @@ int main(void)
 	test_windows_and_sync();
 	test_midconnection_seqwin();
 	test_partopen_mps();
+	test_partopen_confirms_repeat();
 	test_reset();
 	return check_done("dccp_conn");
 }
