@@ -405,22 +405,30 @@ static void test_midconnection_seqwin(void)
 	close_pair();
 }
 
-/* Confirms pending in PARTOPEN never push a DataAck past the MPS: they go
- * on an Ack of their own first. */
-static void test_partopen_mps(void)
+/* A listener and a client up to PARTOPEN: the client's Ack of the Response
+ * is queued in to_server. */
+static struct dccp_conn_params to_partopen(uint64_t now, uint64_t iss)
 {
-	uint64_t now = 260000 * MS;
 	to_server.n = to_client.n = 0;
 	struct dccp_conn_params lp = params(5001, 0);
 	lp.ph_out = ph_s2c;
 	dccp_listener_init(&L, &lp);
 	struct dccp_conn_params cp = params(40000, 5001);
 	cp.ph_out = ph_c2s;
-	dccp_conn_connect(&C, &cp, &cenv, 9, now);
+	CHECK_OK(dccp_conn_connect(&C, &cp, &cenv, iss, now));
 	have_s = false;
 	to_s(&L, &S, &have_s, now);
 	to_c(&C, now);
 	CHECK(C.state == DCCP_S_PARTOPEN);
+	return cp;
+}
+
+/* Confirms pending in PARTOPEN never push a DataAck past the MPS: they go
+ * on an Ack of their own first. */
+static void test_partopen_mps(void)
+{
+	uint64_t now = 260000 * MS;
+	struct dccp_conn_params cp = to_partopen(now, 9);
 	to_server.n = 0;
 	memset(C.confirm_buf, 0, sizeof(C.confirm_buf)); /* 64 bytes of (padding) options */
 	C.confirm_len = sizeof(C.confirm_buf);
@@ -455,17 +463,7 @@ static unsigned confirms_in(const struct pkt *p)
 static void test_partopen_confirms_repeat(void)
 {
 	uint64_t now = 270000 * MS;
-	to_server.n = to_client.n = 0;
-	struct dccp_conn_params lp = params(5001, 0);
-	lp.ph_out = ph_s2c;
-	dccp_listener_init(&L, &lp);
-	struct dccp_conn_params cp = params(40000, 5001);
-	cp.ph_out = ph_c2s;
-	CHECK_OK(dccp_conn_connect(&C, &cp, &cenv, 11, now));
-	have_s = false;
-	to_s(&L, &S, &have_s, now);
-	to_c(&C, now + MS);
-	CHECK(C.state == DCCP_S_PARTOPEN);
+	to_partopen(now, 11);
 	CHECK_EQ(to_server.n, 1u);
 	unsigned in_ack = confirms_in(&to_server.p[0]);
 	EXPECT(in_ack > 0); /* the Response's Changes are answered */
