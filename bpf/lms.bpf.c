@@ -11,10 +11,20 @@
  *    (an unmarked one was not turned above: dropped);
  *  - from another downstream interface: this is the turning point; write
  *    tpif (ingress ifindex) and tpaddr (our address there), send it down the
- *    replier link.  With no replier below (replier == parent) it goes up
- *    unmarked, and a router above turns it.
+ *    replier link.  With no replier below (replier == parent) it goes up,
+ *    and a router above turns it.
  * One copy out one interface: a request is never handed to the kernel's
  * multicast forwarding, so it cannot become a flood.
+ *
+ * Provisional turning points (bpf/lms.h; not in the thesis, lmsd
+ * --no-provisional turns them off): a request going up unturned is marked by
+ * the first router that sends it up (tpif | 0x8000, its address there), kept
+ * by the routers above and overwritten by a real turning point, so that the
+ * source can answer it with a dmcast down that one link instead of a
+ * multicast to the whole group.  Forgery: a turned mark from below is always
+ * dropped (drop_premarked); a provisional one only over a link lmsd found to
+ * have routers on it (GC_LMS_IF_ROUTERS), else drop_forged_mark; from the
+ * parent it is drop_upstream (not turned above).
  *
  * dmcasts are unicast IPv4, protocol 4 (IPIP), option 139, addressed to the
  * turning point.  Accepted only when the sender is the replier the map names
