@@ -487,7 +487,7 @@ static void answer(struct gc_ltp *l, const struct ltp_hdr *h, const uint8_t *bod
 	} else if (info->tpaddr.s_addr != INADDR_ANY) {
 		tp = info;
 	} else if (!(l->c.flags & GC_LTP_SENDER)) {
-		/* Unturned requests go up to the source; a replier never sees one. */
+		/* Unmarked requests go up to the source; a replier never sees one. */
 		l->st.bad_packets++;
 		return;
 	}

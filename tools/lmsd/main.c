@@ -314,7 +314,8 @@ static void refresh(void)
 		struct gc_lms_sg key = { e->src, e->group };
 		uint32_t ifi = c ? if_nametoindex(c->ifname) : 0;
 
-		/* The source is the fallback replier (a request goes up unmarked). */
+		/* The source is the fallback replier (a request goes up,
+		 * marked provisionally here unless --no-provisional). */
 		*r = (struct gc_lms_route){ e->parent, e->parent, e->src, 0 };
 		D.route_note[i] = c ? NULL : "no replier configured";
 		if (c && !ifi)
