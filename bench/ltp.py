@@ -3,7 +3,7 @@
 the same run (issue 12).
 
     sudo python3 bench/ltp.py --build build [--mb 10] [--rate 1000000] [--loss 0.01,0.05]
-                              [--protocols ltp,norm,pgm,ltp-h3] [--quick]
+                              [--protocols ltp,norm,pgm,ltp-h3,ltp-thesis] [--quick]
 
 Tree (3 levels, 4 receivers), smcroute routes (S,G), lmsd on every router
 with static repliers: h1 for r2 and, through r2, for r1; h3 for r3.
@@ -22,8 +22,10 @@ rate the three protocols run one after the other on the same lab (same
 routes, same loss filters, same random file of --mb MB at --rate bytes/s,
 1400 byte payloads): `groupcast ltp`, bench/norm_peer (libnorm, unicast
 NACKs, no parity) and bench/pgm_peer (OpenPGM, PGM over IP), then LTP again
-with another replier choice (ltp-h3: h3 for r1).  Every receiver's copy is
-compared byte for byte.
+with another replier choice (ltp-h3: h3 for r1), and LTP again with the
+thesis's forwarding (ltp-thesis: lmsd --no-provisional, no provisional
+turning points, docs/lms-provisional.md).  Every receiver's copy is compared
+byte for byte.
 
 Everything below is measured the same way for the three, on the wire,
 because NORM and PGM keep no statistics:
@@ -82,9 +84,10 @@ REPLIERS_H3 = {"r1": ("r3", "h3"), "r2": ("h1", "h1"), "r3": ("h3", "h3")}
 HOSTS = ["h1", "h2", "h3", "h4"]
 PAYLOAD = 1400
 KINDS = ["data", "repair", "dmcast", "request", "heartbeat", "other"]  # as in l2_count.bpf.c
-PROTOCOLS = ["ltp", "norm", "pgm", "ltp-h3"]
+PROTOCOLS = ["ltp", "norm", "pgm", "ltp-h3", "ltp-thesis"]
 LINGER_MS = 3000  # senders (and LTP's repliers) stay this long after the data to answer late requests
-LABEL = {"ltp": "LTP/LMS", "norm": "NORM", "pgm": "PGM", "ltp-h3": "LTP/LMS, h3 replier of r1"}
+LABEL = {"ltp": "LTP/LMS", "norm": "NORM", "pgm": "PGM", "ltp-h3": "LTP/LMS, h3 replier of r1",
+         "ltp-thesis": "LTP/LMS, thesis forwarding"}
 # Tuned timers (the issue asks for NORM and PGM "with their timers tuned";
 # their defaults take seconds here).  NORM: GRTT estimate 1 ms (NORM's
 # floor), backoff factor 0, group size 4.  PGM: NAK back-off 2 ms, NAK repeat
@@ -401,7 +404,7 @@ def summarize(loss, res, size):
         "all_exact": all(rows[h]["exact"] for h in HOSTS),
         "samples": pooled,
     }
-    if proto == "ltp":
+    if proto in ("ltp", "ltp-thesis"):
         out["source_requests_per_top_replier_loss"] = src_req / max(1, per["h1"]["own_losses"])
     return out
 
@@ -503,7 +506,7 @@ def targets(results):
         if not {"ltp", "norm", "pgm"} <= set(by):
             continue
         no, pg = by["norm"], by["pgm"]
-        for v in ("ltp", "ltp-h3"):
+        for v in ("ltp", "ltp-h3", "ltp-thesis"):
             if v not in by:
                 continue
             lt = by[v]
@@ -543,7 +546,8 @@ def main():
     ap.add_argument("--rate", type=int, default=1000000)
     ap.add_argument("--loss", default="0.01,0.05")
     ap.add_argument("--protocols", default=",".join(PROTOCOLS),
-                    help="ltp, norm, pgm, and ltp-h3: LTP/LMS with h3 as r1's replier (the replier-choice variant)")
+                    help="ltp, norm, pgm, ltp-h3: LTP/LMS with h3 as r1's replier (the replier-choice "
+                         "variant), ltp-thesis: LTP/LMS with lmsd --no-provisional (the thesis's forwarding)")
     ap.add_argument("--quick", action="store_true",
                     help="1 MB per loss rate and protocol, senders linger 1 s (smoke run, CI)")
     ap.add_argument("--out", default=os.path.join(gcbench.ROOT, "bench", "results", "ltp"))
@@ -565,27 +569,29 @@ def main():
         lab.smcroute(t, S, G)
         lmsd, current = [], None
 
-        def repliers(choice):
-            """(Re)start lmsd on every router with the static repliers `choice`."""
+        def repliers(choice, args=()):
+            """(Re)start lmsd on every router with the static repliers `choice`
+            and the options args."""
             nonlocal lmsd, current
-            if current is choice:
+            if current == (id(choice), tuple(args)):
                 return
             for d in lmsd:
                 d.stop()
                 d.state_path.unlink(missing_ok=True)  # wait() must see the new daemon's state
             lmsd = [lab.lmsd(t.ns[r], os.path.join(a.build, "tools", "lmsd"),
-                             [(S, G, t.iface(r, via).ifname, t.addr(host))])
+                             [(S, G, t.iface(r, via).ifname, t.addr(host))], args=args)
                     for r, (via, host) in choice.items()]
             for d in lmsd:
                 d.wait(lambda st: st.get("routes") and not st["routes"][0]["fallback"])
-            current = choice
+            current = (id(choice), tuple(args))
         counters, rxlog = LinkCounters(lab, t, a.build), RxLog(lab, t, a.build)
         for i, loss in enumerate(float(x) for x in a.loss.split(",")):
             for h in HOSTS:
                 lab.add_loss(t.ns[h], t.uplinks[h].b.ifname, loss, os.path.join(a.build, "bpf", "loss.bpf.o"))
             data = os.urandom(size)  # one file per loss rate, the same for the three
             for p in protos:
-                repliers(REPLIERS_H3 if p == "ltp-h3" else REPLIERS)
+                repliers(REPLIERS_H3 if p == "ltp-h3" else REPLIERS,
+                         ["--no-provisional"] if p == "ltp-thesis" else [])
                 res = run(lab, t, a.build, p, data, a.rate, 9000 + i, counters, rxlog)
                 results.append(summarize(loss, res, size))
                 print(json.dumps({k: v for k, v in results[-1].items() if k not in ("samples", "links")}),

@@ -11,10 +11,20 @@
  *    (an unmarked one was not turned above: dropped);
  *  - from another downstream interface: this is the turning point; write
  *    tpif (ingress ifindex) and tpaddr (our address there), send it down the
- *    replier link.  With no replier below (replier == parent) it goes up
- *    unmarked, and a router above turns it.
+ *    replier link.  With no replier below (replier == parent) it goes up,
+ *    and a router above turns it.
  * One copy out one interface: a request is never handed to the kernel's
  * multicast forwarding, so it cannot become a flood.
+ *
+ * Provisional turning points (bpf/lms.h; not in the thesis, lmsd
+ * --no-provisional turns them off): a request going up unturned is marked by
+ * the first router that sends it up (tpif | 0x8000, its address there), kept
+ * by the routers above and overwritten by a real turning point, so that the
+ * source can answer it with a dmcast down that one link instead of a
+ * multicast to the whole group.  Forgery: a turned mark from below is always
+ * dropped (drop_premarked); a provisional one only over a link lmsd found to
+ * have routers on it (GC_LMS_IF_ROUTERS), else drop_forged_mark; from the
+ * parent it is drop_upstream (not turned above).
  *
  * dmcasts are unicast IPv4, protocol 4 (IPIP), option 139, addressed to the
  * turning point.  Accepted only when the sender is the replier the map names
@@ -43,6 +53,10 @@
 #define ETH_P_IP 0x0800
 #define IPPROTO_IPIP_ 4
 #define LMS_OPTOFF 20 /* the option's place: first, where IP_OPTIONS puts it */
+
+/* Provisional turning points (bpf/lms.h); lmsd --no-provisional sets 0 before
+ * loading: the thesis's forwarding, where any mark from below is forged. */
+const volatile __u8 gc_lms_provisional = 1;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -126,12 +140,26 @@ static __always_inline int send_mcast(struct __sk_buff *skb, __u32 out, __u32 gr
 	return bpf_redirect(out, 0);
 }
 
+/* Write tpif/tpaddr into the request's option, fixing the header checksum. */
+static __always_inline int mark(struct __sk_buff *skb, struct gc_lms_opt *opt, __u16 tpif, __u32 tpaddr)
+{
+	__u32 csum = ETH_HLEN + offsetof(struct iphdr, check);
+	__u32 at = ETH_HLEN + LMS_OPTOFF + offsetof(struct gc_lms_opt, tpif);
+
+	if (bpf_l3_csum_replace(skb, csum, opt->tpif, tpif, 2) ||
+	    bpf_l3_csum_replace(skb, csum, opt->tpaddr, tpaddr, 4) ||
+	    bpf_skb_store_bytes(skb, at, &tpif, 2, 0) || bpf_skb_store_bytes(skb, at + 2, &tpaddr, 4, 0))
+		return -1;
+	return 0;
+}
+
 static __always_inline int request(struct __sk_buff *skb, struct iphdr *ip, struct gc_lms_opt *opt)
 {
 	struct gc_lms_sg sg = { opt->src, opt->group };
-	__u32 in = skb->ifindex, out;
+	__u32 in = skb->ifindex;
 	struct gc_lms_route *r;
 	struct gc_lms_if *inif;
+	int provisional = opt->tpaddr && (bpf_ntohs(opt->tpif) & GC_LMS_TPIF_PROVISIONAL);
 
 	if (ip->daddr != opt->group)
 		return drop(GC_LMS_DROP_BAD_INNER);
@@ -139,19 +167,25 @@ static __always_inline int request(struct __sk_buff *skb, struct iphdr *ip, stru
 	if (!r)
 		return drop(GC_LMS_DROP_NO_STATE);
 	if (in == r->parent) {
-		/* Turned above: down the replier link as it is.  An unmarked one
-		 * was not turned (a host on the upstream link: the router above
-		 * handles it), and with no replier below there is nowhere to go. */
-		if (!opt->tpaddr || r->replier == r->parent)
+		/* Turned above: down the replier link as it is.  An unmarked or
+		 * provisionally marked one was not turned (a host on the upstream
+		 * link: the router above handles it), and with no replier below
+		 * there is nowhere to go. */
+		if (!opt->tpaddr || provisional || r->replier == r->parent)
 			return drop(GC_LMS_DROP_UPSTREAM);
 		if (dec_ttl(skb, ETH_HLEN))
 			return drop(GC_LMS_DROP_TTL);
 		return send_mcast(skb, r->replier, opt->group, GC_LMS_REQ_DOWN);
 	}
 	/* From below.  Only a turning point marks a request, and turning points
-	 * are above us: a marked request from below is forged. */
-	if (opt->tpaddr != 0)
+	 * are above us: a turned request from below is forged.  A provisional
+	 * mark is a router's below us, so it comes only over a link with routers
+	 * on it; on a host's link it is forged. */
+	if (opt->tpaddr && (!provisional || !gc_lms_provisional))
 		return drop(GC_LMS_DROP_PREMARKED);
+	inif = bpf_map_lookup_elem(&lms_ifs, &in);
+	if (provisional && (!inif || !(inif->flags & GC_LMS_IF_ROUTERS)))
+		return drop(GC_LMS_DROP_FORGED_MARK);
 	if (in != r->replier) {
 		struct gc_lms_down d = { opt->src, opt->group, in };
 
@@ -160,24 +194,26 @@ static __always_inline int request(struct __sk_buff *skb, struct iphdr *ip, stru
 	}
 	if (dec_ttl(skb, ETH_HLEN))
 		return drop(GC_LMS_DROP_TTL);
-	if (in == r->replier || r->replier == r->parent)
+	/* tpif has 15 bits for the ifindex: bit 15 is the provisional flag. */
+	if (in == r->replier || r->replier == r->parent) {
+		/* Up, not turned.  The first router to send it up marks it
+		 * provisionally (where it came in, our address there); the ones
+		 * above keep that mark. */
+		if (gc_lms_provisional && !opt->tpaddr && inif && inif->addr && in <= GC_LMS_TPIF_MASK) {
+			if (mark(skb, opt, bpf_htons((__u16)(in | GC_LMS_TPIF_PROVISIONAL)), inif->addr))
+				return drop(GC_LMS_DROP_TRUNCATED);
+			count(GC_LMS_REQ_PROVISIONAL);
+		}
 		return send_mcast(skb, r->parent, opt->group, GC_LMS_REQ_UP);
+	}
 
-	/* The turning point: tpif = where it came in, tpaddr = our address there. */
-	inif = bpf_map_lookup_elem(&lms_ifs, &in);
-	if (!inif || !inif->addr)
+	/* The turning point: tpif = where it came in, tpaddr = our address there
+	 * (over a provisional mark from below: the real turning point wins). */
+	if (!inif || !inif->addr || in > GC_LMS_TPIF_MASK)
 		return drop(GC_LMS_DROP_BAD_IF);
-	out = r->replier;
-	__u16 tpif = bpf_htons((__u16)in);
-	__u32 tpaddr = inif->addr;
-	__u32 csum = ETH_HLEN + offsetof(struct iphdr, check);
-	__u32 at = ETH_HLEN + LMS_OPTOFF + offsetof(struct gc_lms_opt, tpif);
-
-	if (bpf_l3_csum_replace(skb, csum, opt->tpif, tpif, 2) ||
-	    bpf_l3_csum_replace(skb, csum, opt->tpaddr, tpaddr, 4) ||
-	    bpf_skb_store_bytes(skb, at, &tpif, 2, 0) || bpf_skb_store_bytes(skb, at + 2, &tpaddr, 4, 0))
+	if (mark(skb, opt, bpf_htons((__u16)in), inif->addr))
 		return drop(GC_LMS_DROP_TRUNCATED);
-	return send_mcast(skb, out, opt->group, GC_LMS_REQ_TURNED);
+	return send_mcast(skb, r->replier, opt->group, GC_LMS_REQ_TURNED);
 }
 
 static __always_inline int dmcast(struct __sk_buff *skb, struct iphdr *ip, __u32 hlen,

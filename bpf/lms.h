@@ -15,12 +15,35 @@
 	139 /* IPOPT_DMCICAST: a directed multicast, decapsulated at the turning point */
 #define GC_LMS_OPT_LEN 16 /* the option's length, header included */
 
+/*
+ * A request's marks (tpaddr decides, tpif's bit 15 tells which):
+ *   tpaddr == 0                      unmarked (tpif means nothing: a host
+ *                                    sends 0, the thesis's Fig. 6.8 0xffff)
+ *   tpaddr != 0, tpif & PROVISIONAL  provisional turning point: the first
+ *                                    router that sent the request up without
+ *                                    turning it (from its replier link, or
+ *                                    with no replier below), at its address
+ *                                    on the arrival interface tpif & MASK.
+ *                                    Routers above keep it; a router that
+ *                                    turns the request overwrites it.  If it
+ *                                    reaches the source so marked, the source
+ *                                    answers with a dmcast to that router and
+ *                                    interface, not a multicast to the group.
+ *   tpaddr != 0, bit 15 clear        turned: the turning point (thesis).
+ * So a turning point's ifindex must be below 0x8000 (routers check).  A
+ * dmcast's tpif never has bit 15 (the named interface does not exist).
+ * Not in the thesis: lmsd --no-provisional turns it off (DESIGN.md, "LMS").
+ */
+#define GC_LMS_TPIF_PROVISIONAL 0x8000
+#define GC_LMS_TPIF_MASK 0x7fff
+
 /* All multi-byte fields in network order. */
 struct gc_lms_opt {
 	__u8 code; /* GC_LMS_OPT_REQ or GC_LMS_OPT_DMCAST */
 	__u8 len;  /* GC_LMS_OPT_LEN */
-	__u16 tpif; /* turning point's ifindex: where the request arrived (request), where to multicast (dmcast) */
-	__u32 tpaddr; /* turning point router's address; 0 in a request until a router turns it */
+	__u16 tpif; /* turning point's ifindex: where the request arrived (request), where to multicast (dmcast);
+		     * in a request, bit 15 set with tpaddr != 0: provisional (above) */
+	__u32 tpaddr; /* turning point router's address; 0 in a request until a router marks it */
 	__u32 src;    /* the original source S of (S,G) */
 	__u32 group;  /* the group G */
 };

@@ -42,11 +42,16 @@ struct gc_lms_down {
 	__u32 ifindex;
 };
 
+/* gc_lms_if.flags */
+#define GC_LMS_IF_ROUTERS \
+	1 /* routers below: a unicast route has its gateway on this link (lmsd reads the main table) */
+
 /* This router's interfaces on which the program runs (lms_ifs, by ifindex) */
 struct gc_lms_if {
 	__u32 addr;  /* the interface's IPv4 address: a turning point's tpaddr */
 	__u8 mac[6]; /* source MAC of what we redirect out of it */
-	__u16 pad;
+	__u8 flags;  /* GC_LMS_IF_ROUTERS: a provisional mark arriving here may be a router's */
+	__u8 pad;
 };
 
 /* Per-CPU counters (lms_stats), by index.  lmsd prints them by these names. */
@@ -65,12 +70,15 @@ enum gc_lms_stat {
 	GC_LMS_DROP_PREMARKED, /* request from below already carries turning-point fields */
 	GC_LMS_DROP_BAD_INNER, /* dmcast not a whole IPIP packet with IPv4 to G inside, or a request not sent to G */
 	GC_LMS_DROP_UPSTREAM, /* request from the parent that was not turned above, or no replier below */
+	GC_LMS_REQ_PROVISIONAL, /* request sent up (also counted in req_up) marked provisional here */
+	GC_LMS_DROP_FORGED_MARK, /* provisional mark from below on a link without routers (a host's) */
 	GC_LMS_NSTATS
 };
 
 #define GC_LMS_STAT_NAMES                                                                         \
 	"req_turned", "req_up", "req_down", "dmcast", "drop_bad_len", "drop_truncated",           \
 		"drop_no_state", "drop_bad_if", "drop_not_downstream", "drop_forged", "drop_ttl", \
-		"drop_premarked", "drop_bad_inner", "drop_upstream"
+		"drop_premarked", "drop_bad_inner", "drop_upstream", "req_provisional",           \
+		"drop_forged_mark"
 
 #endif

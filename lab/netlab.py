@@ -488,14 +488,16 @@ class Lab:
                 raise LabError(f"{ns}: no multicast route ({source}, {group}): {p.stdout!r}")
             time.sleep(0.05)
 
-    def lmsd(self, ns: str, binary, repliers=(), interval_ms: int = 100, name: str | None = None):
+    def lmsd(self, ns: str, binary, repliers=(), interval_ms: int = 100, name: str | None = None,
+             args=()):
         """Start lmsd in router namespace ns with static repliers
-        [(source, group, ifname, address)], state in the lab's workdir."""
+        [(source, group, ifname, address)], state in the lab's workdir;
+        args: more options (e.g. --no-provisional)."""
         name = name or ns.split("-", 1)[1]
         conf = self.workdir() / f"lmsd-{name}.conf"
         conf.write_text("".join(f"replier {s} {g} {i} {a}\n" for s, g, i, a in repliers))
         state = self.workdir() / f"lmsd-{name}.json"
-        proc = self.popen(ns, [binary, "-c", conf, "-s", state, "-t", interval_ms],
+        proc = self.popen(ns, [binary, "-c", conf, "-s", state, "-t", interval_ms, *args],
                           stderr=subprocess.PIPE, text=True)
         return Lmsd(proc, state)
 

@@ -54,6 +54,11 @@ extern "C" {
 #define GC_LMS_DMCAST_HDRLEN 64 /* outer IPv4 20 + option 16 + inner IPv4 20 + UDP 8 */
 #define GC_LMS_DMCAST_MAX (65535 - GC_LMS_DMCAST_HDRLEN) /* largest dmcast payload */
 #define GC_LMS_DEFAULT_TTL 64 /* inner TTL when struct gc_lms_dmcast.ttl is 0 */
+/* In a request's tpif, with tpaddr set: a provisional turning point, the
+ * first router that sent the request up without turning it (see gc_lms(3)).
+ * The interface is tpif & ~GC_LMS_PROVISIONAL; a dmcast to it must not carry
+ * the bit. */
+#define GC_LMS_PROVISIONAL 0x8000
 
 /*
  * The option on the wire (thesis: struct ipmopt_lms), every field in network
@@ -73,8 +78,10 @@ struct gc_lms_wire {
 struct gc_lms_info {
 	int code;	       /* GC_LMS_REQUEST, GC_LMS_DMCAST, or 0: no LMS option */
 	unsigned tpif;	       /* ifindex on the turning point where the request arrived
-				* (and where the dmcast goes out); 0: not turned; < 65536 */
-	struct in_addr tpaddr; /* turning point router; INADDR_ANY: not turned */
+				* (and where the dmcast goes out); 0: not turned; < 65536;
+				* in a request with tpaddr set, GC_LMS_PROVISIONAL: the mark
+				* is provisional (the request was not turned) */
+	struct in_addr tpaddr; /* turning point router; INADDR_ANY: not marked */
 	struct in_addr src;    /* original source S */
 	struct in_addr group;  /* group G */
 };
@@ -174,8 +181,8 @@ struct gc_lms_dmcast {
  * turning point forward the repair on S's (S,G) tree and source-specific
  * receivers accept it.  Returns the packet's length (len + 64).  Errors:
  *   EINVAL   tp.group not multicast; tp.src unspecified or multicast;
- *            tp.tpaddr unspecified, multicast or broadcast; tp.tpif 0 or
- *            > 65535; dport 0; from multicast
+ *            tp.tpaddr unspecified, multicast or broadcast; tp.tpif 0,
+ *            > 65535 or with GC_LMS_PROVISIONAL set; dport 0; from multicast
  *   EMSGSIZE len > GC_LMS_DMCAST_MAX
  *   ENOBUFS  cap < len + 64
  *   EFAULT   NULL pointers

@@ -71,6 +71,10 @@ static int check(const struct gc_lms_dmcast *d, size_t len)
 	if (tp->tpif == 0 || tp->tpif > 0xffff)
 		return gc_seterr(EINVAL, "d->tp.tpif: %u is not an interface index of 1..65535",
 				 tp->tpif);
+	if (tp->tpif & GC_LMS_PROVISIONAL)
+		return gc_seterr(EINVAL,
+				 "d->tp.tpif: 0x%x has GC_LMS_PROVISIONAL set (a request's mark): a dmcast names the interface, 0x%x",
+				 tp->tpif, tp->tpif & ~(unsigned)GC_LMS_PROVISIONAL);
 	if (d->dport == 0)
 		return gc_seterr(EINVAL, "d->dport: 0");
 	if (gc_lms_is_mcast(d->from) || d->from.s_addr == INADDR_BROADCAST)

@@ -26,6 +26,7 @@ static_assert(sizeof(struct gc_lms_wire) == sizeof(struct gc_lms_opt), "LMS opti
 static_assert(sizeof(struct gc_lms_wire) == GC_LMS_OPTLEN, "LMS option length");
 static_assert(GC_LMS_OPTLEN == GC_LMS_OPT_LEN, "LMS option length");
 static_assert(GC_LMS_REQUEST == GC_LMS_OPT_REQ && GC_LMS_DMCAST == GC_LMS_OPT_DMCAST, "LMS option types");
+static_assert(GC_LMS_PROVISIONAL == GC_LMS_TPIF_PROVISIONAL, "LMS provisional mark");
 #define SAME_FIELD(f)                                                                      \
 	static_assert(offsetof(struct gc_lms_wire, f) == offsetof(struct gc_lms_opt, f) && \
 			      sizeof(((struct gc_lms_wire *)0)->f) ==                      \

@@ -15,8 +15,14 @@
  *     source that has the datagram sends it as a dmcast to that turning
  *     point, which multicasts it down the one link the request came up;
  *     a replier without it stays silent (the requester retries);
- *   - a request that reached the source unturned (no replier below the
- *     top, or the replier asked itself): the source multicasts the repair;
+ *   - a request that reached the source with a provisional turning point
+ *     (the first router that sent it up unturned: the replier asked itself,
+ *     or no replier below there): the source sends a dmcast to that router,
+ *     which multicasts it down the one link the request came up; only the
+ *     source answers these (they never reach a replier);
+ *   - a request that reached the source unmarked (a router that does not
+ *     mark provisionally, lmsd --no-provisional, or none on the way): the
+ *     source multicasts the repair;
  *   - an escalated request (unicast to the source after escalate_after
  *     silent tries: the replier may be dead): the source multicasts the
  *     repair too.  Never a unicast answer: the requester's address is not
@@ -458,6 +464,7 @@ static void answer(struct gc_ltp *l, const struct ltp_hdr *h, const uint8_t *bod
 {
 	bool escalated = info->code != GC_LMS_REQUEST;
 	const struct gc_lms_info *tp = NULL;
+	struct gc_lms_info prov;
 
 	if (escalated) {
 		/* Only the source takes a request without the option. */
@@ -468,10 +475,19 @@ static void answer(struct gc_ltp *l, const struct ltp_hdr *h, const uint8_t *bod
 	} else if (info->src.s_addr != l->c.source.s_addr || info->group.s_addr != l->c.group.s_addr) {
 		l->st.bad_packets++;
 		return;
+	} else if (info->tpaddr.s_addr != INADDR_ANY && (info->tpif & GC_LMS_PROVISIONAL)) {
+		/* Not turned: it went up to the source, a replier never sees one. */
+		if (!(l->c.flags & GC_LTP_SENDER)) {
+			l->st.bad_packets++;
+			return;
+		}
+		prov = *info;
+		prov.tpif &= ~(unsigned)GC_LMS_PROVISIONAL;
+		tp = &prov;
 	} else if (info->tpaddr.s_addr != INADDR_ANY) {
 		tp = info;
 	} else if (!(l->c.flags & GC_LTP_SENDER)) {
-		/* Unturned requests go up to the source; a replier never sees one. */
+		/* Unmarked requests go up to the source; a replier never sees one. */
 		l->st.bad_packets++;
 		return;
 	}

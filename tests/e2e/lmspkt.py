@@ -13,6 +13,9 @@ import struct
 REQ, DMCAST, OPT_LEN = 138, 139, 16
 
 
+PROVISIONAL = 0x8000  # bpf/lms.h GC_LMS_TPIF_PROVISIONAL: tpif bit 15 of a provisional mark
+
+
 def option(code, src, group, tpif=0xFFFF, tpaddr="0.0.0.0", length=OPT_LEN):
     """struct gc_lms_opt (bpf/lms.h): code, len, tpif, tpaddr, src, group.
     A request leaves its sender with tpif -1 and tpaddr 0 (thesis Fig. 6.8)."""

@@ -10,7 +10,10 @@
 
 The kernel routes (S,G) (smcroute, static); lmsd runs on r1, r2, r3.  The
 thesis's three verification scenarios, the bad options and the forgeries are
-checked at the receiving hosts, byte for byte, and in lmsd's counters.
+checked at the receiving hosts, byte for byte, and in lmsd's counters.  lmsd
+runs with provisional turning points (its default, not the thesis's: a
+request sent up unturned is marked by the first router); the thesis's own
+forwarding (--no-provisional) is checked in a lab of its own below.
 """
 import json
 import secrets
@@ -24,7 +27,7 @@ from pathlib import Path
 import pytest
 
 import lmspkt
-from lmspkt import DMCAST, REQ, option
+from lmspkt import DMCAST, PROVISIONAL, REQ, option
 from netlab import Lab
 
 G = "239.192.7.7"
@@ -192,9 +195,11 @@ def test_scenario1_request_turned_to_replier(net):
 def test_scenario1_two_levels_turned_at_r1(net):
     """h3 is r3's replier: its request goes up to r1, which turns it (h3's
     link is not r1's replier link) and sends it toward r2; r2 got it from its
-    parent, so it goes down r2's replier link unchanged, to h1."""
+    parent, so it goes down r2's replier link unchanged, to h1.  r3 sent it up
+    marked provisionally; r1's real turning point replaced that mark."""
     lab, t, lmsd, rx = net
     down_before = stats(lmsd, "r2")["req_down"]
+    prov_before = stats(lmsd, "r3")["req_provisional"]
     data = tag() + b"two levels"
     send_request(lab, t, "h3", data)
     got = rx.wait(data, ["h1"])
@@ -203,19 +208,27 @@ def test_scenario1_two_levels_turned_at_r1(net):
     for n in ("s", "h2", "h4"):
         assert got[n] == [], n
     assert wait_stat(lmsd, "r2", "req_down", down_before + 1)["req_down"] == down_before + 1
+    assert stats(lmsd, "r3")["req_provisional"] == prov_before + 1
 
 
 def test_scenario2_request_from_replier_goes_to_source(net):
     """h1 is the replier: its request goes up, r2 and r1 both got it on
-    their replier links, and S receives it unmarked."""
+    their replier links.  r2, the first router to send it up, marks it
+    provisionally (its interface toward h1 with bit 15, its address there);
+    r1 got it over a link with a router below and keeps r2's mark.  S
+    receives it so marked."""
     lab, t, lmsd, rx = net
+    before = {r: stats(lmsd, r) for r in ("r1", "r2")}
     data = tag() + b"to the source"
     send_request(lab, t, "h1", data)
     got = rx.wait(data, ["s"])
-    assert [(r["data"], r["opts"]) for r in got["s"]] == [(data.hex(), option(REQ, t.addr("s"), G).hex())]
+    want = option(REQ, t.addr("s"), G, ifindex(lab, t, "r2", "h1") | PROVISIONAL, t.iface("r2", "h1").v4)
+    assert [(r["data"], r["opts"]) for r in got["s"]] == [(data.hex(), want.hex())]
     for n in ("h2", "h3", "h4"):
         assert got[n] == [], n
-    assert stats(lmsd, "r1")["req_up"] >= 1 and stats(lmsd, "r2")["req_up"] >= 1
+    after = {r: wait_stat(lmsd, r, "req_up", before[r]["req_up"] + 1) for r in ("r1", "r2")}
+    assert {r: after[r]["req_up"] - before[r]["req_up"] for r in after} == {"r1": 1, "r2": 1}
+    assert {r: after[r]["req_provisional"] - before[r]["req_provisional"] for r in after} == {"r1": 0, "r2": 1}
 
 
 def test_scenario3_dmcast_reaches_only_the_named_subtree(net):
@@ -250,6 +263,23 @@ def test_scenario3_dmcast_to_one_host(net):
         assert got[n] == [], n
 
 
+def test_dmcast_from_source_to_a_provisional_point(net):
+    """S answers scenario 2's provisionally marked request with a dmcast to
+    r2 naming its interface toward h1 (bit 15 cleared): it comes through r2's
+    upstream interface from S, so r2 decapsulates it, and only h1 gets it."""
+    lab, t, lmsd, rx = net
+    S = t.addr("s")
+    data = tag() + b"to h1 only"
+    before = stats(lmsd, "r2")["dmcast"]
+    send_raw(lab, t, "s", [lmspkt.dmcast(S, t.iface("r2", "h1").v4, ifindex(lab, t, "r2", "h1"),
+                                         S, G, S, PORT, data)])
+    got = rx.wait(data, ["h1"])
+    assert [(r["data"], r["opts"], r["src"]) for r in got["h1"]] == [(data.hex(), "", S)]
+    for n in ("s", "h2", "h3", "h4"):
+        assert got[n] == [], n
+    assert wait_stat(lmsd, "r2", "dmcast", before + 1)["dmcast"] == before + 1
+
+
 def test_dmcast_from_source_via_parent_is_accepted(net):
     """S is the fallback replier: its dmcast through r1's upstream interface is accepted."""
     lab, t, lmsd, rx = net
@@ -269,7 +299,9 @@ BAD = ["wrong option length", "truncated inside the option", "total length beyon
        "dmcast from a host that is not the replier", "dmcast spoofing the replier's address from elsewhere",
        "dmcast with an inner packet to another group", "dmcast fragment", "request for an (S,G) with no route",
        "request already marked from below", "request with TTL 1", "option length 20 in a 16-byte option area",
-       "unmarked request from upstream"]
+       "unmarked request from upstream", "provisional mark forged by the replier host",
+       "provisional mark forged on a non-replier link", "provisional mark from upstream",
+       "dmcast naming a provisional interface"]
 
 
 def bad_cases(lab, t):
@@ -316,6 +348,17 @@ def bad_cases(lab, t):
          eth_r2 + lmspkt.ipv4(h2, G, 17, payload, options=bytes([REQ, 20]) + bytes(14)),
          "drop_bad_len", "r2"),
         ("unmarked request from upstream", "s", "req", option(REQ, S, G), "drop_upstream", "r1"),
+        # h1's and h2's links have no router on them: a provisional mark from there is a host's
+        ("provisional mark forged by the replier host", "h1", "req",
+         option(REQ, S, G, ifindex(lab, t, "r3", "h4") | PROVISIONAL, t.iface("r3", "h4").v4),
+         "drop_forged_mark", "r2"),
+        ("provisional mark forged on a non-replier link", "h2", "req",
+         option(REQ, S, G, ifindex(lab, t, "r2", "h2") | PROVISIONAL, t.iface("r2", "h2").v4),
+         "drop_forged_mark", "r2"),
+        ("provisional mark from upstream", "s", "req",
+         option(REQ, S, G, ifindex(lab, t, "r1", "r3") | PROVISIONAL, r1_v3), "drop_upstream", "r1"),
+        ("dmcast naming a provisional interface", "s", "raw",
+         dm(b"x", outer_src=S, tpif=if_r3 | PROVISIONAL), "drop_bad_if", "r1"),
     ]
     assert [c[0] for c in cases] == BAD
     return {c[0]: c[1:] for c in cases}
@@ -378,6 +421,12 @@ def test_lmsd_state_names_the_tree(net):
     assert sorted(route["downstream"]) == sorted([t.iface("r1", "r2").ifname, t.iface("r1", "r3").ifname])
     assert {i["name"]: i["addr"] for i in st["interfaces"]} == {
         t.iface("r1", n).ifname: t.iface("r1", n).v4 for n in ("s", "r2", "r3")}
+    # links with routers (a gateway of a unicast route on them): r1's children, r2's parent
+    assert st["provisional"] is True
+    assert {i["name"]: i["routers"] for i in st["interfaces"]} == {
+        t.iface("r1", "s").ifname: False, t.iface("r1", "r2").ifname: True, t.iface("r1", "r3").ifname: True}
+    assert {i["name"]: i["routers"] for i in lmsd["r2"].state()["interfaces"]} == {
+        t.iface("r2", "r1").ifname: True, t.iface("r2", "h1").ifname: False, t.iface("r2", "h2").ifname: False}
 
 
 def test_lmsd_bad_config_and_arguments(build, tmp_path):
@@ -400,24 +449,35 @@ def test_lmsd_bad_config_and_arguments(build, tmp_path):
     assert p.returncode == 2 and "missing" in p.stderr
 
 
-def test_lmsd_sigterm_detaches_and_fallback(build):
-    """Without a replier, the source is the fallback: a request goes up
-    unmarked.  SIGTERM: exit 0, our filters gone, the clsact qdisc and other
-    filters left alone."""
+@pytest.mark.parametrize("thesis", [False, True], ids=["provisional", "thesis"])
+def test_lmsd_sigterm_detaches_and_fallback(build, thesis):
+    """Without a replier, the source is the fallback: a request goes up,
+    marked provisionally by r1 (its interface toward h2), or unmarked with
+    --no-provisional (the thesis's forwarding, where a provisional mark from
+    below is refused like any other mark).  SIGTERM: exit 0, our filters gone,
+    the clsact qdisc and other filters left alone."""
     with Lab() as lab:
         t = lab.tree({"s": ["r1"], "r1": ["h1", "h2"]})
         S = t.addr("s")
         lab.smcroute(t, S, G)
         loss = lab.add_loss(t.ns["r1"], t.iface("r1", "h1").ifname, 0.0, build / "bpf" / "loss.bpf.o")
-        d = lab.lmsd(t.ns["r1"], build / "tools" / "lmsd")
+        d = lab.lmsd(t.ns["r1"], build / "tools" / "lmsd", args=["--no-provisional"] if thesis else [])
         st = d.wait(lambda st: st.get("routes") and all(i["attached"] for i in st["interfaces"]))
         assert st["routes"][0]["fallback"] and st["routes"][0]["note"] == "no replier configured"
+        assert st["provisional"] is (not thesis)
         rx = Receivers(lab, t, ["s", "h1", "h2"])
         data = tag()
         send_request(lab, t, "h2", data)
         got = rx.wait(data, ["s"])
-        assert [r["opts"] for r in got["s"]] == [option(REQ, S, G).hex()]
+        want = option(REQ, S, G) if thesis else option(
+            REQ, S, G, ifindex(lab, t, "r1", "h2") | PROVISIONAL, t.iface("r1", "h2").v4)
+        assert [r["opts"] for r in got["s"]] == [want.hex()]
         assert got["h1"] == []
+        # a provisional mark from a host: forged (thesis: a mark from below, premarked)
+        send_request(lab, t, "h2", tag(), opt=option(REQ, S, G, PROVISIONAL | 5, t.iface("r1", "h1").v4))
+        st = d.wait(lambda st: st["stats"]["drop_premarked"] + st["stats"]["drop_forged_mark"] >= 1)
+        assert (st["stats"]["drop_premarked"], st["stats"]["drop_forged_mark"]) == ((1, 0) if thesis else (0, 1))
+        assert st["stats"]["req_provisional"] == (0 if thesis else 1)
         dev = t.iface("r1", "h1").ifname
         assert d.stop() == 0
         shown = lab.run(t.ns["r1"], ["tc", "filter", "show", "dev", dev, "ingress"],

@@ -175,10 +175,33 @@ def test_replier_killed_mid_transfer(net):
     assert res["h2"]["recovery_us"]["max"] < 1_000_000
 
 
+def test_top_replier_loss_repaired_on_its_link_only(net):
+    """Loss on h1's link only: h1 is the top replier, its requests are never
+    turned.  r2 marks them provisionally, and S answers with dmcasts to r2,
+    which sends them down h1's link alone: h2, h3 and h4 get no repair at
+    all (with the thesis's forwarding S would multicast every one of them to
+    the whole group)."""
+    lab, t, build = net
+    drops = set_loss(lab, t, build, {"h1": 0.03})
+    x = Transfer(lab, t, build, 300_000, session=3101)
+    res = x.finish()
+    print(json.dumps(summary(res)))
+    x.check_complete(res)
+    assert drops["h1"].counts()[1] > 0
+    h1, s = res["h1"]["stats"], res["s"]["stats"]
+    assert h1["gaps_detected"] > 0 and h1["recovered"] == h1["gaps_detected"]
+    assert h1["escalations_sent"] == 0, h1  # every request answered on the LMS path
+    assert s["requests_received"] > 0 and s["repairs_sent"] >= h1["gaps_detected"], s
+    for h in ("h2", "h3", "h4"):
+        st = res[h]["stats"]
+        assert (st["gaps_detected"], st["repairs_received"], st["repairs_unneeded"]) == (0, 0, 0), (h, st)
+
+
 def test_lossy_replier_link(net):
     """10 % loss on the link of h1, the replier of r2 (and, through r2, of
-    r1): h1's own requests go up to the source; h2's requests for what h1
-    also lost find h1 without it (silent) and are retried until h1 has it."""
+    r1): h1's own requests go up to the source (which answers with dmcasts
+    to r2, the provisional turning point); h2's requests for what h1 also
+    lost find h1 without it (silent) and are retried until h1 has it."""
     lab, t, build = net
     set_loss(lab, t, build, {"h1": 0.10, "h2": 0.05})
     x = Transfer(lab, t, build, 300_000, session=3001)

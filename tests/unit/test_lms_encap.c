@@ -157,6 +157,7 @@ static void test_arguments(void)
 	BAD(d.tp.tpaddr = A("255.255.255.255"), "d->tp.tpaddr");
 	BAD(d.tp.tpif = 0, "d->tp.tpif");
 	BAD(d.tp.tpif = 65536, "d->tp.tpif");
+	BAD(d.tp.tpif = 7 | GC_LMS_PROVISIONAL, "GC_LMS_PROVISIONAL"); /* a request's mark, not an interface */
 	BAD(d.dport = 0, "d->dport");
 	BAD(d.from = A("239.0.0.1"), "d->from");
 #undef BAD

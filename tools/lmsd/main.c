@@ -39,7 +39,7 @@
 #pragma GCC diagnostic pop
 
 static volatile sig_atomic_t stop, reload;
-static bool verbose;
+static bool verbose, provisional = true;
 
 static struct {
 	struct lms *skel;
@@ -204,7 +204,36 @@ static bool keep_down(const void *k)
 	return false;
 }
 
-/* Address and MAC of each vif interface, from getifaddrs(). */
+/* Mark the vif interfaces that carry a gateway of a main-table route
+ * (/proc/net/route, RTF_GATEWAY): routers are below (or above) there, and a
+ * provisional mark arriving over one may be theirs.  On a link with no
+ * gateway only hosts send, and a provisional mark from it is forged. */
+static void read_gateways(void)
+{
+	FILE *f = fopen("/proc/net/route", "r");
+	char line[256], name[IF_NAMESIZE + 1];
+	unsigned flags;
+
+	if (!f) {
+		fprintf(stderr, "lmsd: /proc/net/route: %s (no link is taken to have routers)\n",
+			strerror(errno));
+		return;
+	}
+	if (!fgets(line, sizeof(line), f)) { /* the header */
+		fclose(f);
+		return;
+	}
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%16s %*x %*x %x", name, &flags) != 2 || !(flags & 0x2 /* RTF_GATEWAY */))
+			continue;
+		for (int i = 0; i < D.nvifs; i++)
+			if (D.vifs[i].ifindex && !strcmp(D.vifs[i].name, name))
+				D.ifs[i].flags |= GC_LMS_IF_ROUTERS;
+	}
+	fclose(f);
+}
+
+/* Address and MAC of each vif interface, from getifaddrs(); links with routers. */
 static void read_ifs(void)
 {
 	struct ifaddrs *all, *a;
@@ -225,6 +254,7 @@ static void read_ifs(void)
 		}
 	}
 	freeifaddrs(all);
+	read_gateways();
 }
 
 /* Report (S,G)'s elected replier to the parent router, or withdraw the one
@@ -284,7 +314,8 @@ static void refresh(void)
 		struct gc_lms_sg key = { e->src, e->group };
 		uint32_t ifi = c ? if_nametoindex(c->ifname) : 0;
 
-		/* The source is the fallback replier (a request goes up unmarked). */
+		/* The source is the fallback replier (a request goes up,
+		 * marked provisionally here unless --no-provisional). */
 		*r = (struct gc_lms_route){ e->parent, e->parent, e->src, 0 };
 		D.route_note[i] = c ? NULL : "no replier configured";
 		if (c && !ifi)
@@ -338,17 +369,18 @@ static void write_state(FILE *f)
 		n2[IF_NAMESIZE];
 	__u64 v[ncpu > 0 ? ncpu : 1];
 
-	fprintf(f, "{\"interfaces\": [");
+	fprintf(f, "{\"provisional\": %s,\n \"interfaces\": [", provisional ? "true" : "false");
 	for (int i = 0, first = 1; i < D.nvifs; i++) {
 		if (!D.vifs[i].ifindex)
 			continue;
 		const __u8 *m = D.ifs[i].mac;
 		fprintf(f,
 			"%s\n  {\"vif\": %d, \"ifindex\": %u, \"name\": \"%s\", \"addr\": \"%s\", "
-			"\"mac\": \"%02x:%02x:%02x:%02x:%02x:%02x\", \"attached\": %s}",
+			"\"mac\": \"%02x:%02x:%02x:%02x:%02x:%02x\", \"attached\": %s, \"routers\": %s}",
 			first ? "" : ",", D.vifs[i].vif, D.vifs[i].ifindex, D.vifs[i].name,
 			ip4(D.ifs[i].addr, a), m[0], m[1], m[2], m[3], m[4], m[5],
-			in_list(D.attached, D.nattached, D.vifs[i].ifindex) ? "true" : "false");
+			in_list(D.attached, D.nattached, D.vifs[i].ifindex) ? "true" : "false",
+			D.ifs[i].flags & GC_LMS_IF_ROUTERS ? "true" : "false");
 		first = 0;
 	}
 	fprintf(f, "],\n \"routes\": [");
@@ -410,11 +442,14 @@ static void save_state(void)
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: lmsd [-c CONFIG] [-s STATEFILE] [-t MS] [--hold MS] [-v] [--once] [--check]\n"
+		"usage: lmsd [-c CONFIG] [-s STATEFILE] [-t MS] [--hold MS] [--no-provisional] [-v]\n"
+		"            [--once] [--check]\n"
 		"  -c, --config FILE   static repliers: replier SOURCE GROUP IFNAME ADDRESS [COST]\n"
 		"  -s, --state FILE    write interfaces, routes and counters as JSON every refresh\n"
 		"  -t, --interval MS   re-read the multicast forwarding state every MS ms (default 1000)\n"
 		"      --hold MS       hold time of the replier reports sent up (default 3 intervals)\n"
+		"      --no-provisional  the thesis's forwarding: no provisional turning points\n"
+		"                      (a request sent up stays unmarked; any mark from below is forged)\n"
 		"      --once          one refresh, print the state to stdout, detach, exit\n"
 		"      --check         only check the configuration file\n"
 		"  -v, --verbose       libbpf debug messages\n");
@@ -429,6 +464,7 @@ int main(int argc, char **argv)
 					      { "check", no_argument, 0, 'k' },
 					      { "verbose", no_argument, 0, 'v' },
 					      { "hold", required_argument, 0, 'H' },
+					      { "no-provisional", no_argument, 0, 'P' },
 					      { "help", no_argument, 0, 'h' },
 					      { 0, 0, 0, 0 } };
 	long interval = 1000, hold_ms = 0;
@@ -459,6 +495,7 @@ int main(int argc, char **argv)
 			}
 			break;
 		case 'o': once = true; break;
+		case 'P': provisional = false; break;
 		case 'k': check = true; break;
 		case 'v': verbose = true; break;
 		case 'h': usage(stdout); return 0;
@@ -481,7 +518,16 @@ int main(int argc, char **argv)
 	}
 
 	libbpf_set_print(libbpf_log);
-	D.skel = lms__open_and_load();
+	D.skel = lms__open();
+	if (D.skel) {
+		D.skel->rodata->gc_lms_provisional = provisional;
+		if (lms__load(D.skel)) {
+			int e = errno;
+			lms__destroy(D.skel);
+			D.skel = NULL;
+			errno = e;
+		}
+	}
 	if (!D.skel) {
 		fprintf(stderr,
 			"lmsd: cannot load the LMS program: %s (needs CAP_BPF and CAP_NET_ADMIN)\n",
