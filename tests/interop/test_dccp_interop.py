@@ -12,8 +12,10 @@ Linux 6.1 guest (tests/interop/dccp_peer.c on the kernel's DCCP sockets):
 each captured whole with tcpdump on the tap and judged twice: tshark (as
 nobody, checksums verified) must decode every packet with no expert info,
 and dccp_packet.py reads the same capture for the handshake's feature
-negotiation (Change/Confirm of the CCID both ways), the packet types, the
-Syncs, the Ack Vectors (CCID 2) and CCID 3's receiver options (192-194).
+negotiation (Change/Confirm of the CCID both ways, and Send NDP Count: our
+end asks the other for NDP Count with Change R(7, 1), RFC 4340 §7.7.2), the
+packet types, the Syncs, the Ack Vectors (CCID 2) and CCID 3's receiver
+options (192-194).
 
 A Linux <-> Linux control in the guest (netem loss on its loopback) shows
 that the peer program and the accounting give what the assertions expect
@@ -42,7 +44,8 @@ SIZE = 500
 LOSS = 0.05
 # Option types (RFC 4340 §5.8, RFC 4342 §8.5-8.6)
 OPT_CHANGE_L, OPT_CONFIRM_L, OPT_CHANGE_R, OPT_CONFIRM_R = 32, 33, 34, 35
-OPT_ACK_VECTOR0, OPT_ACK_VECTOR1 = 38, 39
+OPT_NDP_COUNT, OPT_ACK_VECTOR0, OPT_ACK_VECTOR1 = 37, 38, 39
+FEAT_SEND_NDP_COUNT = 7
 OPT_LOSS_EVENT_RATE, OPT_LOSS_INTERVALS, OPT_RECEIVE_RATE = 192, 193, 194
 BAD_EXPERT = ("dccp.bad_checksum", "dccp.option.len.bad", "dccp.advertised_header_length.bad")
 
@@ -100,8 +103,9 @@ def read_pcap(pcap: Path) -> list[tuple[str, str, bytes]]:
     return out
 
 
-def judge(pcap: Path, client: str, ccid: int, udp: bool = False, lossy: bool = False) -> dict:
-    """Judge a captured connection; returns what it saw for more specific
+def judge(pcap: Path, client: str, ccid: int, ours: tuple, udp: bool = False, lossy: bool = False) -> dict:
+    """Judge a captured connection (ours: the sides that are groupcast,
+    "client" and/or "server"); returns what it saw for more specific
     assertions: {"types": {name: count}, "syncs": n, "resets": [codes],
     "ccid_confirmed": {...}, "client_opts": set, "server_opts": set}."""
     # 1. tshark: every DCCP packet decodes, checksum good, no expert info at all.
@@ -163,6 +167,40 @@ def judge(pcap: Path, client: str, ccid: int, udp: bool = False, lossy: bool = F
     assert confirmed, f"the server confirmed no CCID: {seen['confirm']}"
     for vals in confirmed.values():
         assert all(v[0] == ccid for v in vals), confirmed
+    # Send NDP Count (RFC 4340 §7.7.2): each of our ends asks the other with
+    # Change R(Send NDP Count, 1) during the handshake (the client on its
+    # Request, our stateless listener on its Response), the other confirms 1
+    # (Confirm L) and from then on puts NDP Count on a packet after its
+    # non-data ones (Linux 6.1: dccp_hdlr_ndp), which our loss count needs.
+    for side in ours:
+        other = "server" if side == "client" else "client"
+        asked = seen["change"].get((side, OPT_CHANGE_R, FEAT_SEND_NDP_COUNT))
+        assert asked and all(v == [1] for v in asked), (side, seen["change"])
+        # Linux 6.1's CCID 3 server overrides our Change with its own (CCID 3
+        # needs NDP Count, RFC 4342 §6.1: dccp_feat_propagate_ccid pushes
+        # Change L(7, 1) over the Confirm it owed us); we confirm that one.
+        conf = seen["confirm"].get((other, OPT_CONFIRM_L, FEAT_SEND_NDP_COUNT))
+        theirs = seen["change"].get((other, OPT_CHANGE_L, FEAT_SEND_NDP_COUNT))
+        ours_conf = seen["confirm"].get((side, OPT_CONFIRM_R, FEAT_SEND_NDP_COUNT))
+        assert (conf and all(v[0] == 1 for v in conf)) or \
+            (theirs and theirs[0][0] == 1 and ours_conf and all(v[0] == 1 for v in ours_conf)), \
+            (other, seen["change"], seen["confirm"])
+        assert OPT_NDP_COUNT in seen[f"{other}_opts"], sorted(seen[f"{other}_opts"])
+    # tshark shows the same: the packets naming feature 7 (our Change R, the
+    # peer's Confirm L) and the peer's NDP Counts
+    def rows_of(flt):
+        return tshark(pcap, ["ip.src", "ipv6.src", "dccp.option_type", "dccp.ndp_count"],
+                      display_filter=flt, prefs=prefs, lua=lua)
+    feat7, ndp = rows_of(f"dccp.feature_number == {FEAT_SEND_NDP_COUNT}"), rows_of("dccp.ndp_count")
+    for side in ours:
+        def from_us(r):
+            return ((r["ip.src"] or r["ipv6.src"]) == client) == (side == "client")
+        assert any(str(OPT_CHANGE_R) in r["dccp.option_type"].split(",") for r in feat7 if from_us(r)), \
+            f"tshark: no Change R(Send NDP Count) from our {side}: {feat7}"
+        assert any({str(OPT_CONFIRM_L), str(OPT_CHANGE_L)} & set(r["dccp.option_type"].split(","))
+                   for r in feat7 if not from_us(r)), \
+            f"tshark: our {side}'s peer neither confirmed nor offered Send NDP Count: {feat7}"
+        assert any(not from_us(r) for r in ndp), f"tshark: our {side}'s peer sent no NDP Count"
     # CCID-specific options: Ack Vectors from the CCID 2 receiver (the server);
     # Loss Event Rate and Receive Rate from the CCID 3 receiver (Loss Intervals only after a loss).
     if ccid == 2:
@@ -298,7 +336,7 @@ def test_gc_client_to_linux_server(guest, gc_tool, ccid, loss, family, tmp_path)
     else:
         assert COUNT * 0.75 <= s["received"] < COUNT and s["lost"] >= 1, detail
     check_loss_counts(loss, counts)
-    seen = judge(pcap, addrs(guest, family)[0], ccid, lossy=bool(loss))
+    seen = judge(pcap, addrs(guest, family)[0], ccid, ("client",), lossy=bool(loss))
     print(f"ccid {ccid} loss {loss}: linux {s}, ours {ours}, capture {seen['types']} syncs {seen['syncs']}")
 
 
@@ -312,17 +350,16 @@ def test_linux_client_to_gc_server(guest, gc_tool, ccid, loss, family, tmp_path)
     assert rc == 0 and c is not None and cli.rc == 0, detail
     assert c["sent"] == COUNT and c["family"] == family and (c["tx_ccid"], c["rx_ccid"]) == (ccid, ccid), detail
     assert ours["accepted"] and ours["corrupt"] == 0, detail
-    # Our listener learns losses from sequence numbers and NDP Count; we do
-    # not ask Linux for NDP Count (Change R(Send NDP Count) is not sent), so
-    # a lost non-data packet of Linux's (a pure Ack) next to a loss of data
-    # can count as one more lost data packet: one either way, never more.
-    assert ours["received"] + ours["lost"] <= COUNT + 1, detail
+    # Our listener learns losses from sequence numbers and the NDP Counts
+    # Linux sends because we asked for them (Change R(Send NDP Count, 1) on
+    # our Response): Linux's pure Acks are not taken for lost data.
+    assert ours["received"] + ours["lost"] <= COUNT, detail
     if not loss:
         assert ours["received"] == COUNT and ours["lost"] == 0, detail
     else:
         assert COUNT * 0.75 <= ours["received"] < COUNT and ours["lost"] >= 1, detail
     check_loss_counts(loss, counts)
-    seen = judge(pcap, addrs(guest, family)[1], ccid, lossy=bool(loss))
+    seen = judge(pcap, addrs(guest, family)[1], ccid, ("server",), lossy=bool(loss))
     print(f"ccid {ccid} loss {loss}: ours {ours}, linux {c}, capture {seen['types']} syncs {seen['syncs']}")
 
 
@@ -397,7 +434,7 @@ def test_burst_loss(guest, gc_tool, ccid, tmp_path):
         # Our sender runs on the p that Linux's receiver reports (p scaled by 1e6 in Linux's tfrc_rx_info).
         assert abs(ours["p"] - s["tfrc_rx"]["p"] / 1e6) < 0.01, detail
         return
-    judge(cap.pcap, guest.host_v4, ccid)
+    judge(cap.pcap, guest.host_v4, ccid, ("client",))
     assert rc == 0 and s["max_seq"] == count - 1 and s["received"] >= count - 600, detail
 
 
@@ -428,5 +465,5 @@ def test_udp_encapsulation_own_vs_own(gc_tool, ccid, tmp_path):
     assert rc_s == 0 and rc_r == 0 and got["accepted"] and got["corrupt"] == 0, detail
     assert sent["sent"] == COUNT and got["received"] + got["lost"] <= COUNT, detail
     assert COUNT * 0.75 <= got["received"] < COUNT and got["lost"] >= 1, detail
-    seen = judge(cap.pcap, link.a.v4, ccid, udp=True, lossy=True)
+    seen = judge(cap.pcap, link.a.v4, ccid, ("client", "server"), udp=True, lossy=True)
     print(f"DCCP-UDP ccid {ccid}: {detail} {seen['types']}")
