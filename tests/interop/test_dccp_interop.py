@@ -8,6 +8,7 @@ Linux 6.1 guest (tests/interop/dccp_peer.c on the kernel's DCCP sockets):
 - CCID 2 and CCID 3,
 - 0 % and 5 % loss, dropped at random in both directions on the tap by
   bpf/loss.bpf.c (the host has no netem),
+- a burst of lost data, and Sync after a burst of lost Acks (both directions),
 
 each captured whole with tcpdump on the tap and judged twice: tshark (as
 nobody, checksums verified) must decode every packet with no expert info,
@@ -296,9 +297,10 @@ def check_loss_counts(loss, counts):
     assert seen >= 2 * COUNT // 3 and 0.01 * seen <= dropped <= 0.12 * seen, counts
 
 
-def set_loss(guest, fraction: float):
-    """Change the drop fraction of the loss filter on the tap's egress (Lab.add_loss put it there)."""
-    shown = json.loads(guest.lab.run(guest.ns, ["tc", "-j", "filter", "show", "dev", guest.tap, "egress", "prio", "1"],
+def set_loss(guest, fraction: float, direction: str = "egress"):
+    """Change the drop fraction of the loss filter on the tap's egress (towards
+    the guest) or ingress (from it) (Lab.add_loss put it there)."""
+    shown = json.loads(guest.lab.run(guest.ns, ["tc", "-j", "filter", "show", "dev", guest.tap, direction, "prio", "1"],
                                      capture_output=True, text=True).stdout)
     prog = next(f["options"]["prog"]["id"] for f in shown if "options" in f)
     for mid in json.loads(subprocess.run(["bpftool", "-j", "prog", "show", "id", str(prog)], check=True,
@@ -436,6 +438,117 @@ def test_burst_loss(guest, gc_tool, ccid, tmp_path):
         return
     judge(cap.pcap, guest.host_v4, ccid, ("client",))
     assert rc == 0 and s["max_seq"] == count - 1 and s["received"] >= count - 600, detail
+
+
+def sync_pairs(pcap: Path, client: str) -> dict:
+    """The Syncs and SyncAcks of a capture: {"client"|"server": [(time, seq, ack)]}
+    for each, from tshark."""
+    rows = tshark(pcap, ["frame.time_relative", "ip.src", "dccp.type", "dccp.seq", "dccp.ack"],
+                  display_filter="dccp.type == 8 or dccp.type == 9")
+    out = {(side, t): [] for side in ("client", "server") for t in ("8", "9")}
+    for r in rows:
+        side = "client" if r["ip.src"] == client else "server"
+        out[(side, r["dccp.type"])].append((float(r["frame.time_relative"]), int(r["dccp.seq"]), int(r["dccp.ack"])))
+    return out
+
+
+def check_sync_rate(times: list, who: str):
+    """RFC 4340 §7.5.4: Syncs in reply to invalid packets are rate limited;
+    ours and Linux 6.1's (HZ/8 apart) send at most 8 in any second.  The
+    capture's clock adds scheduling jitter: 50 ms of slack."""
+    times = sorted(times)
+    for i in range(len(times) - 8):
+        assert times[i + 8] - times[i] >= 0.95, f"{who}: 9 Syncs within {times[i + 8] - times[i]:.3f} s: {times}"
+
+
+# Sync after loss (RFC 4340 §7.5).  A burst of lost data does not do it with
+# CCID 2: the sender's Sequence Window stays at 5 x cwnd or more (RFC 4341
+# §6.1.1, Linux and ours) and it has at most cwnd packets in flight.  A
+# burst of lost Acks does: the sender goes on sending what its window allows
+# (hundreds of packets) while the receiver's Acks for them are lost, so the
+# sender's packets acknowledge a number of the receiver's that falls behind
+# the receiver's Acknowledgement window [GSS + 1 - W, GSS] (§7.5.1; W: the
+# Sequence Window for the receiver's own numbers, which its CCID keeps small
+# since it sends no data: the guest's net.dccp.default.seq_window = 32 for
+# Linux, --seq-window 32 for our listener, grown to CCID 2's floor of 100).
+# Such a packet is sequence-invalid: dropped (counted lost), answered with a
+# Sync (rate limited, §7.5.4); the SyncAck re-aligns the sender and data
+# flows on.  Each run: a 0.5 s burst of 100 % loss of the receiver's packets
+# once 1000 have crossed the tap.
+@pytest.mark.parametrize("way", ["gc_to_linux", "linux_to_gc"])
+def test_sync_after_ack_loss(guest, gc_tool, way, tmp_path):
+    tool, obj = gc_tool
+    count, ccid = 20000, 2
+    if way == "gc_to_linux":
+        # our client sends; Linux's Acks (guest -> us: the tap's ingress) are lost
+        direction, port = "ingress", 5601
+        guest.run("echo 32 > /proc/sys/net/dccp/default/seq_window")
+        try:
+            srv = guest.start(f"dccp_peer server {port} --ccid {ccid} --count {count} --rcvbuf {1 << 22} "
+                              f"--payload gc --timeout-ms 40000", timeout=60)
+            guest.wait_output(srv, "listening")
+        finally:
+            guest.run("echo 100 > /proc/sys/net/dccp/default/seq_window")
+    else:
+        # Linux's client sends; our listener's Acks (us -> guest: the tap's egress) are lost
+        direction, port = "egress", 5602
+        proc = guest.lab.popen(guest.ns, [tool, "dccp", "listen", f"{guest.host_v4}:{port}", "--ccid", ccid,
+                                          "--count", count, "--timeout", 40, "--seq-window", 32],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert proc.stdout.readline().strip() == "listening"
+    with Capture(guest.lab, guest.ns, guest.tap, tmp_path / "run.pcap") as cap:
+        acks = guest.lab.add_loss(guest.ns, guest.tap, 0.0, str(obj), direction)
+        try:
+            if way == "gc_to_linux":
+                proc = guest.lab.popen(guest.ns, [tool, "dccp", "send", f"{guest.guest_v4}:{port}", "--ccid", ccid,
+                                                  "--count", count, "--size", SIZE, "--timeout", 20],
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            else:
+                cli = guest.start(f"dccp_peer client {guest.host_v4} {port} --ccid {ccid} --count {count} "
+                                  f"--size {SIZE} --payload gc --timeout-ms 40000", timeout=60)
+            # the burst once the sender's window is open (1000 Acks crossed the filter)
+            deadline = time.monotonic() + 20
+            while acks.counts()[0] < 1000 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            set_loss(guest, 1.0, direction)
+            time.sleep(0.5)
+            set_loss(guest, 0.0, direction)
+            rc, ours, err = gc_json(proc, 60)
+            linux = (srv if way == "gc_to_linux" else cli).wait(timeout=60, check=False)
+        finally:
+            guest.lab.run(guest.ns, ["tc", "qdisc", "del", "dev", guest.tap, "clsact"], capture_output=True)
+    s = linux.json
+    detail = json.dumps({"ours": ours, "linux": s, "stderr": err[-2000:], "linux_output": linux.output[-1000:]})
+    print(f"{way}: {detail}")
+    assert rc == 0 and linux.rc == 0 and s is not None, detail
+    # the counts add up: what was not delivered was dropped as invalid and
+    # counted lost; most of the run was delivered
+    rx = s if way == "gc_to_linux" else ours
+    if way == "gc_to_linux":
+        assert ours["sent"] == count and s["corrupt"] == 0 and s["duplicates"] == 0, detail
+    else:
+        assert s["sent"] == count and ours["corrupt"] == 0, detail
+    assert rx["received"] + rx["lost"] == count and rx["received"] >= count // 2, detail
+    # Syncs: each answered by a SyncAck of the other side acknowledging it (§7.5.4)
+    client_ip = guest.host_v4 if way == "gc_to_linux" else guest.guest_v4
+    sp = sync_pairs(cap.pcap, client_ip)
+    syncs = sp[("client", "8")] + sp[("server", "8")]
+    assert syncs, f"no Sync: {sp}"
+    for side, other in (("client", "server"), ("server", "client")):
+        answered = {a for _, _, a in sp[(other, "9")]}
+        assert all(seq in answered for _, seq, _ in sp[(side, "8")]), f"a Sync of the {side} without SyncAck: {sp}"
+        check_sync_rate([t for t, _, _ in sp[(side, "8")]], side)
+    # ours: our end sent them (the stale Acknowledgement Numbers arrive at us)
+    ours_side = "client" if way == "gc_to_linux" else "server"
+    assert sp[(ours_side, "8")], sp
+    if way == "gc_to_linux":  # nothing of ours is dropped: the capture has every Sync we sent
+        assert ours["syncs"] == len(sp[("client", "8")]) and ours["syncs"] <= 8, (sp, detail)
+    # data flowed after the resynchronisation: a quarter of the run or more came after it
+    data = tshark(cap.pcap, ["frame.time_relative"], display_filter="dccp.type == 2 or dccp.type == 4")
+    last_sync = max(t for t, _, _ in syncs)
+    after = sum(1 for r in data if float(r["frame.time_relative"]) > last_sync)
+    assert after >= count // 4, (after, last_sync, detail)
+    judge(cap.pcap, client_ip, ccid, (ours_side,))
 
 
 @pytest.mark.parametrize("ccid", [2, 3])
