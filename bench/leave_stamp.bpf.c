@@ -58,8 +58,7 @@ static __always_inline void stamp_payload(struct __sk_buff *skb, __u32 off, __u6
 		stamp(seq, now); /* little endian on the wire, as on x86 */
 }
 
-static __always_inline void stamp_tcp(struct __sk_buff *skb, __u32 l4, __u32 ip_len, __u32 ihl,
-				      __u64 now)
+static __always_inline void stamp_tcp(struct __sk_buff *skb, __u32 l4, __u32 ip_len, __u32 ihl, __u64 now)
 {
 	__u8 h[14];
 	__u32 zero = 0;
