@@ -465,20 +465,22 @@ def check_sync_rate(times: list, who: str):
 # CCID 2: the sender's Sequence Window stays at 5 x cwnd or more (RFC 4341
 # §6.1.1, Linux and ours) and it has at most cwnd packets in flight.  A
 # burst of lost Acks does: the sender goes on sending what its window allows
-# (hundreds of packets) while the receiver's Acks for them are lost, so the
-# sender's packets acknowledge a number of the receiver's that falls behind
-# the receiver's Acknowledgement window [GSS + 1 - W, GSS] (§7.5.1; W: the
-# Sequence Window for the receiver's own numbers, which its CCID keeps small
-# since it sends no data: the guest's net.dccp.default.seq_window = 32 for
-# Linux, --seq-window 32 for our listener, grown to CCID 2's floor of 100).
-# Such a packet is sequence-invalid: dropped (counted lost), answered with a
-# Sync (rate limited, §7.5.4); the SyncAck re-aligns the sender and data
+# (hundreds of packets) while the receiver's Acks for them, numbered in the
+# receiver's own sequence space, are lost.  The receiver's window W for its
+# own numbers stays small since it sends no data: the guest's
+# net.dccp.default.seq_window = 32 for Linux, our listener's --seq-window 32
+# (grown to CCID 2's floor of 100).  After the burst, either the receiver's
+# next Ack is beyond the sender's window for the receiver's numbers
+# (GSR + 3W/4, §7.5.1), or the sender's packets acknowledge a number of the
+# receiver's below its Acknowledgement window [GSS + 1 - W, GSS]: either way
+# a sequence-invalid packet, dropped (data counted lost), answered with a
+# Sync (rate limited, §7.5.4); the SyncAck re-aligns the other end and data
 # flows on.  Each run: a 0.5 s burst of 100 % loss of the receiver's packets
-# once 1000 have crossed the tap.
+# once 4000 of them have crossed the tap.
 @pytest.mark.parametrize("way", ["gc_to_linux", "linux_to_gc"])
 def test_sync_after_ack_loss(guest, gc_tool, way, tmp_path):
     tool, obj = gc_tool
-    count, ccid = 20000, 2
+    count, ccid = 30000, 2
     if way == "gc_to_linux":
         # our client sends; Linux's Acks (guest -> us: the tap's ingress) are lost
         direction, port = "ingress", 5601
@@ -496,7 +498,7 @@ def test_sync_after_ack_loss(guest, gc_tool, way, tmp_path):
                                           "--count", count, "--timeout", 40, "--seq-window", 32],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         assert proc.stdout.readline().strip() == "listening"
-    with Capture(guest.lab, guest.ns, guest.tap, tmp_path / "run.pcap") as cap:
+    with Capture(guest.lab, guest.ns, guest.tap, tmp_path / "run.pcap", buffer_kib=1 << 16) as cap:
         acks = guest.lab.add_loss(guest.ns, guest.tap, 0.0, str(obj), direction)
         try:
             if way == "gc_to_linux":
@@ -506,9 +508,10 @@ def test_sync_after_ack_loss(guest, gc_tool, way, tmp_path):
             else:
                 cli = guest.start(f"dccp_peer client {guest.host_v4} {port} --ccid {ccid} --count {count} "
                                   f"--size {SIZE} --payload gc --timeout-ms 40000", timeout=60)
-            # the burst once the sender's window is open (1000 Acks crossed the filter)
+            # the burst once the sender's window is wide open (4000 of the
+            # receiver's packets crossed the filter, about 8000 data packets)
             deadline = time.monotonic() + 20
-            while acks.counts()[0] < 1000 and time.monotonic() < deadline:
+            while acks.counts()[0] < 4000 and time.monotonic() < deadline:
                 time.sleep(0.01)
             set_loss(guest, 1.0, direction)
             time.sleep(0.5)
@@ -538,11 +541,13 @@ def test_sync_after_ack_loss(guest, gc_tool, way, tmp_path):
         answered = {a for _, _, a in sp[(other, "9")]}
         assert all(seq in answered for _, seq, _ in sp[(side, "8")]), f"a Sync of the {side} without SyncAck: {sp}"
         check_sync_rate([t for t, _, _ in sp[(side, "8")]], side)
-    # ours: our end sent them (the stale Acknowledgement Numbers arrive at us)
+    # gc_to_linux: our end sends them (Linux's next Ack is beyond our window
+    # for its numbers).  linux_to_gc: ours (Linux's Acknowledgement Numbers
+    # behind our window) or Linux's (our next Ack beyond its window for our
+    # numbers), whichever sees its invalid packet first; both seen.
     ours_side = "client" if way == "gc_to_linux" else "server"
-    assert sp[(ours_side, "8")], sp
     if way == "gc_to_linux":  # nothing of ours is dropped: the capture has every Sync we sent
-        assert ours["syncs"] == len(sp[("client", "8")]) and ours["syncs"] <= 8, (sp, detail)
+        assert ours["syncs"] == len(sp[("client", "8")]), (sp, detail)
     # data flowed after the resynchronisation: a quarter of the run or more came after it
     data = tshark(cap.pcap, ["frame.time_relative"], display_filter="dccp.type == 2 or dccp.type == 4")
     last_sync = max(t for t, _, _ in syncs)
