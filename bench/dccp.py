@@ -14,8 +14,9 @@ backlogged) shares the link; the measured flow sends one packet every 30 ms
 over UDP, TCP or DCCP (CCID 2, packets queued longer than three intervals
 marked dead on the ring).  Per packet: the application's send time and the
 receiving application's time (both CLOCK_REALTIME, one host), so the
-end-to-end delay.  Not measured yet: the time the packet leaves the sender
-(TC egress hook) and so the in-sender delay (see results.md).
+end-to-end delay, and the times the packet leaves the sender's veth and
+reaches the receiver's, from bench/leave_stamp.bpf.c at the TC egress and
+ingress of those veths: the in-sender, network and in-receiver delays.
 
 P3: no competing flow; a video-like stream (every 10th packet an I-frame,
 equal sizes) at 10, 20 and 25 ms intervals.  DCCP's late data choice: with 3
@@ -36,7 +37,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "lab"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
+sys.path.insert(0, HERE)
 from netlab import Lab  # noqa: E402
+from gcbench.run import compile_bpf  # noqa: E402
 
 TBF = ["tbf", "rate", "400kbit", "burst", "5000", "latency", "300ms"]
 PAPER_P3 = {  # interval_ms: (I-share UDP, TCP, DCCP; drop rate UDP, TCP, DCCP) in %
@@ -97,18 +100,10 @@ def traffic(args, lab, s, d, dst, proto, interval, count, policy, sender_if, rec
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         bulk_procs = [bs, br]
         time.sleep(args.warmup)  # let TCP fill the queue
-    cap = os.path.join(args.out, f".cap-{proto}.pcap")
-    flt = "ip proto 33" if proto == "dccp" else f"{proto} port {PORT}"
-    tcpd = lab.popen(s, ["tcpdump", "-i", sender_if, "-Q", "out", "-s", 200, "-n", "-U",
-                         "--time-stamp-precision=nano", "-w", cap, flt],
-                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    tcpd.stderr.readline()  # "listening on ..."
-    # the fourth point: the packet reaching the receiver's interface
-    cap_rx = os.path.join(args.out, f".caprx-{proto}.pcap")
-    tcpd_rx = lab.popen(d, ["tcpdump", "-i", recv_if, "-Q", "in", "-s", 200, "-n", "-U",
-                            "--time-stamp-precision=nano", "-w", cap_rx, flt],
-                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    tcpd_rx.stderr.readline()
+    # the third and fourth points: the packet leaving the sender's veth
+    # (TC egress) and reaching the receiver's (TC ingress)
+    leave = Stamps(lab, s, sender_if, "egress", stamp_obj(args, lab))
+    reach = Stamps(lab, d, recv_if, "ingress", stamp_obj(args, lab))
     # per-packet lines go to a file: a pipe nobody reads until the end fills
     # up, blocks the receiver and closes TCP's window
     rx_log = os.path.join(args.out, f".rx-{proto}.csv")
@@ -145,13 +140,10 @@ def traffic(args, lab, s, d, dst, proto, interval, count, policy, sender_if, rec
     with open(rx_log) as f:
         out = f.read()
     os.unlink(rx_log)
-    for p in bulk_procs + [tcpd, tcpd_rx]:
+    for p in bulk_procs:
         p.terminate()
         p.wait()
-    left = leave_times(cap, proto, size)
-    arrived = leave_times(cap_rx, proto, size)
-    os.unlink(cap)
-    os.unlink(cap_rx)
+    left, arrived = leave.read(), reach.read()
     sent = parse(tx.stdout.splitlines(), "S")
     got = parse(out.splitlines(), "R")
     # accounting: every received packet was sent once and was not marked dead
@@ -175,53 +167,67 @@ def traffic(args, lab, s, d, dst, proto, interval, count, policy, sender_if, rec
     return sent, got, tx_stats
 
 
-def leave_times(path, proto, size):
-    """seq -> time (ns, CLOCK_REALTIME) the packet left the sender: the first
-    frame on the sender's veth that carries its header (TCP: the first segment
-    holding the record's first byte, so retransmissions do not count)."""
-    import struct
-    out, isn = {}, None
-    with open(path, "rb") as f:
-        data = f.read()
-    if len(data) < 24:
+def stamp_obj(args, lab):
+    """bench/leave_stamp.bpf.c for the measured flow's port, compiled once per lab."""
+    obj = os.path.join(lab.workdir(), "leave_stamp.o")
+    if not os.path.exists(obj):
+        compile_bpf(args.build, os.path.join(HERE, "leave_stamp.bpf.c"), obj,
+                    ["-Werror", f"-DSTAMP_PORT={PORT}", f"-DSTAMP_TCP_SIZE={UDP_SIZE}"])
+    return obj
+
+
+def mono_to_real_ns():
+    """CLOCK_REALTIME - CLOCK_MONOTONIC (bpf_ktime_get_ns), from the tightest
+    of a few reading pairs."""
+    best = None
+    for _ in range(20):
+        m0 = time.monotonic_ns()
+        rt = time.clock_gettime_ns(time.CLOCK_REALTIME)
+        m1 = time.monotonic_ns()
+        if best is None or m1 - m0 < best[0]:
+            best = (m1 - m0, rt - (m0 + m1) // 2)
+    return best[1]
+
+
+class Stamps:
+    """bench/leave_stamp.bpf.c at one TC hook (a fresh load, so fresh maps);
+    read() detaches it and returns packet number -> time (ns, CLOCK_REALTIME)
+    the packet crossed the hook (TCP: records, see the program)."""
+
+    def __init__(self, lab, ns, ifname, direction, obj):
+        self.lab, self.ns, self.ifname, self.direction = lab, ns, ifname, direction
+        run = lambda *a: lab.run(ns, list(a), capture_output=True, text=True)
+        run("tc", "qdisc", "replace", "dev", ifname, "clsact")
+        run("tc", "filter", "replace", "dev", ifname, direction, "prio", "1", "handle", "1",
+            "bpf", "da", "obj", obj, "sec", "tc")
+        shown = json.loads(run("tc", "-j", "filter", "show", "dev", ifname, direction, "prio", "1").stdout)
+        prog = next(f["options"]["prog"]["id"] for f in shown if "options" in f)
+        info = json.loads(subprocess.run(["bpftool", "-j", "prog", "show", "id", str(prog)],
+                                         check=True, capture_output=True, text=True).stdout)
+        self.map_id = None
+        for mid in info["map_ids"]:
+            m = json.loads(subprocess.run(["bpftool", "-j", "map", "show", "id", str(mid)],
+                                          check=True, capture_output=True, text=True).stdout)
+            if m["name"] == "stamps":
+                self.map_id = mid
+        if self.map_id is None:
+            raise RuntimeError("leave_stamp.bpf.c: no stamps map")
+
+    def read(self):
+        offset = mono_to_real_ns()
+        dump = json.loads(subprocess.run(["bpftool", "-j", "map", "dump", "id", str(self.map_id)],
+                                         check=True, capture_output=True, text=True).stdout)
+        self.lab.run(self.ns, ["tc", "qdisc", "del", "dev", self.ifname, "clsact"], check=False,
+                     capture_output=True)
+
+        def num(v):  # BTF-formatted, or raw bytes
+            return v if isinstance(v, int) else int.from_bytes(bytes(int(b, 16) for b in v), "little")
+
+        out = {}
+        for e in dump:
+            e = e.get("formatted", e)
+            out[num(e["key"])] = num(e["value"]) + offset
         return out
-    nano = data[:4] in (b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\x3c\x4d")
-    off = 24
-    while off + 16 <= len(data):
-        sec, frac, incl, _ = struct.unpack_from("<IIII", data, off)
-        fr = data[off + 16:off + 16 + incl]
-        off += 16 + incl
-        ts = sec * 10**9 + (frac if nano else frac * 1000)
-        if len(fr) < 34 or fr[12:14] != b"\x08\x00":
-            continue
-        ip = fr[14:]
-        ihl = (ip[0] & 15) * 4
-        l4 = ip[ihl:]
-        if proto == "udp" and ip[9] == 17 and len(l4) >= 16:
-            pay = l4[8:]
-        elif proto == "dccp" and ip[9] == 33 and len(l4) >= 16:
-            pay = l4[l4[4] * 4:]
-            if (l4[8] >> 1) & 15 not in (2, 4):  # Data or DataAck carry payload
-                continue
-        elif proto == "tcp" and ip[9] == 6 and len(l4) >= 20:
-            seq = struct.unpack_from("!I", l4, 4)[0]
-            if l4[13] & 2:
-                isn = seq
-                continue
-            if isn is None:
-                continue
-            plen = struct.unpack_from("!H", ip, 2)[0] - ihl - (l4[12] >> 4) * 4
-            rel = (seq - isn - 1) % 2**32
-            k = -(-rel // size)
-            while k * size < rel + plen:
-                out.setdefault(k, ts)
-                k += 1
-            continue
-        else:
-            continue
-        if len(pay) >= 8:
-            out.setdefault(struct.unpack_from("<Q", pay, 0)[0], ts)
-    return out
 
 
 def pct(xs, q):
@@ -368,11 +374,11 @@ def write_results(args, out, p2, p3, elapsed):
             md += ["", f"DCCP packets faster than the fastest UDP packet: "
                        f"{dc[0]['faster_than_any_udp_pct']} % (paper: about 40 %)."]
         md += ["", "CDFs: `p2_e2e_cdf.png` (application to application), `p2_in_sender_cdf.png` "
-                   "(application send to the packet leaving the sender's veth, from a tcpdump "
-                   "capture on that veth: no TC BPF egress hook yet; TCP by the first segment "
-                   "carrying each record's first byte). Network = leaving the sender's veth to the "
-                   "receiver's veth (capture there too); in-receiver = that to the receiving "
-                   "application's recv().", ""]
+                   "(application send to the packet leaving the sender's veth: "
+                   "bench/leave_stamp.bpf.c at its TC egress, bpf_ktime_get_ns(); TCP by the "
+                   "first segment carrying each record's first byte). Network = leaving the "
+                   "sender's veth to reaching the receiver's (the same program at its TC "
+                   "ingress); in-receiver = that to the receiving application's recv().", ""]
     if p3:
         md += ["## P3 (Table 1): I-frame share among received frames, tbf drop rate", "",
                "| interval | stack | sent | dead | received | I-frame % | paper I % | drop % | paper drop % |",

@@ -5,10 +5,15 @@
  *
  * Simplifications, on purpose: a packet's options are processed in one
  * pass after the §7.5 checks; the only features we negotiate actively are
- * CCID (both half-connections, SP) and Sequence Window (NN, ours, also
- * mid-connection); every other Change the peer sends is confirmed with its
- * own first preference (SP) or value (NN), or with an empty Confirm if
- * unknown, so a peer like Linux gets an answer to everything it asks.
+ * CCID (both half-connections, SP), Sequence Window (NN, ours, also
+ * mid-connection) and Send NDP Count at the peer (SP, Change R(1) on the
+ * Request and on the Response, §7.7.2: its NDP Counts tell its lost pure
+ * Acks from lost data); every other Change the peer sends is confirmed with
+ * its own first preference (SP) or value (NN), or with an empty Confirm if
+ * unknown, so a peer like Linux gets an answer to everything it asks.  We
+ * send NDP Count whenever a run of non-data packets precedes a packet,
+ * whatever our Send NDP Count (§7.7.2 allows it), so a peer that asks for
+ * it gets it.
  */
 #include "dccp/conn.h"
 
@@ -126,6 +131,17 @@ static int send_sync(struct dccp_conn *c, uint8_t type, uint64_t ack)
 	return n < 0 ? (int)n : c->env.emit(c->env.arg, pkt, (size_t)n);
 }
 
+/* Change R(Send NDP Count, 1), §7.7.2: "DCCP A sends a Change R(Send NDP
+ * Count, 1) option to ask DCCP B to send NDP Count options".  The client
+ * puts it on its Request, the (stateless) listener on its Response: a peer
+ * processes Changes during the handshake, Linux 6.1 only then for SP
+ * features (net/dccp/feat.c, dccp_feat_parse_options). */
+static void put_ndp_change(struct dccp_obuf *b)
+{
+	const uint8_t one = 1;
+	dccp_feat_put_sp(b, DCCP_OPT_CHANGE_R, DCCP_F_SEND_NDP_COUNT, &one, 1);
+}
+
 static void send_request(struct dccp_conn *c)
 {
 	uint8_t ob[64];
@@ -135,6 +151,7 @@ static void send_request(struct dccp_conn *c)
 	dccp_feat_put_sp(&b, DCCP_OPT_CHANGE_L, DCCP_F_CCID, &ccid, 1);
 	dccp_feat_put_sp(&b, DCCP_OPT_CHANGE_R, DCCP_F_CCID, &ccid, 1);
 	dccp_feat_put_nn(&b, DCCP_OPT_CHANGE_L, DCCP_F_SEQ_WINDOW, c->p.seq_window);
+	put_ndp_change(&b);
 	dccp_obuf_pad(&b);
 	/* each Request gets a fresh number; ISS stays the first one, so a
 	 * Response to any of them acknowledges something in [ISS, GSS] */
@@ -322,6 +339,60 @@ void dccp_conn_close(struct dccp_conn *c, uint64_t now_ns)
 
 /* ---- input ------------------------------------------------------------- */
 
+/*
+ * The peer's non-data positions after its last data packet (§7.7): the
+ * packet at seq itself when it is not data, and the run of ndp non-data
+ * packets its NDP Count says came right before it.  Kept as at most
+ * DCCP_RX_ND intervals (a hostile peer's NDP Counts cost nothing more).
+ */
+static void note_nondata(struct dccp_conn *c, uint64_t seq, uint64_t ndp, bool self)
+{
+	int64_t hi = dccp_seq_delta(seq, c->rx_last_data) - (self ? 0 : 1);
+	if (!c->rx_any || hi < 1 || (!ndp && !self) || c->rx_nd_n >= DCCP_RX_ND + (self ? 0u : 1u))
+		return;
+	int64_t lo = dccp_seq_delta(seq, c->rx_last_data) -
+		(int64_t)(ndp > (1ull << 47) ? (1ull << 47) : ndp);
+	c->rx_nd[c->rx_nd_n].lo = (uint64_t)(lo < 1 ? 1 : lo);
+	c->rx_nd[c->rx_nd_n].hi = (uint64_t)hi;
+	c->rx_nd_n++;
+}
+
+/*
+ * Data packets lost between the last data packet and the packet at seq
+ * (ndp: its NDP Count): the sequence numbers in between less those known
+ * not to be data (the union of the runs noted).  Exact unless non-data
+ * packets of the peer were lost where no NDP Count names them (a lost Ack
+ * followed by lost data): those count as data.  Clears the runs.
+ */
+static uint64_t gap_lost(struct dccp_conn *c, uint64_t seq, uint64_t ndp)
+{
+	int64_t d = dccp_seq_delta(seq, c->rx_last_data);
+	note_nondata(c, seq, ndp, false);
+	unsigned n = c->rx_nd_n;
+	c->rx_nd_n = 0;
+	if (d <= 1)
+		return 0;
+	uint64_t g = (uint64_t)d - 1, known = 0, end = 0; /* covered: offsets [1, end] */
+	/* union of the intervals clipped to [1, g]: repeatedly take the one
+	 * with the smallest lo (n <= DCCP_RX_ND + 1) */
+	bool used[DCCP_RX_ND + 1] = { false };
+	for (unsigned k = 0; k < n; k++) {
+		unsigned best = n;
+		for (unsigned i = 0; i < n; i++)
+			if (!used[i] && (best == n || c->rx_nd[i].lo < c->rx_nd[best].lo))
+				best = i;
+		used[best] = true;
+		uint64_t lo = c->rx_nd[best].lo, hi = c->rx_nd[best].hi < g ? c->rx_nd[best].hi : g;
+		if (lo <= end)
+			lo = end + 1;
+		if (lo > hi)
+			continue;
+		known += hi - lo + 1;
+		end = hi;
+	}
+	return g - known;
+}
+
 /* Queue a payload for the application; lost = data packets missing before it. */
 static void deliver(struct dccp_conn *c, const struct dccp_hdr *h, const uint8_t *pkt,
 		    const struct dccp_opts *o)
@@ -331,9 +402,7 @@ static void deliver(struct dccp_conn *c, const struct dccp_hdr *h, const uint8_t
 		int64_t gap = dccp_seq_delta(h->seq, c->rx_last_data);
 		if (gap <= 0)
 			return; /* duplicate or reordered behind a newer one: DCCP does not reorder */
-		uint64_t ndp = o->has_ndp ? o->ndp_count : 0;
-		uint64_t g = (uint64_t)gap - 1;
-		lost = g > ndp ? g - ndp : 0;
+		lost = gap_lost(c, h->seq, o->has_ndp ? o->ndp_count : 0);
 	}
 	c->rx_any = true;
 	c->rx_last_data = h->seq;
@@ -371,11 +440,9 @@ static void tail_loss(struct dccp_conn *c, const struct dccp_hdr *h, const struc
 {
 	if (!c->rx_any || c->peer_closed)
 		return;
-	int64_t gap = dccp_seq_delta(h->seq, c->rx_last_data);
-	uint64_t ndp = o->has_ndp ? o->ndp_count : 0;
-	if (gap <= 1 || (uint64_t)gap - 1 <= ndp)
+	uint64_t lost = gap_lost(c, h->seq, o->has_ndp ? o->ndp_count : 0);
+	if (!lost)
 		return;
-	uint64_t lost = (uint64_t)gap - 1 - ndp;
 	c->st.rx_lost += lost;
 	if (c->rxq_n < DCCP_RX_QUEUE) {
 		struct dccp_rxpkt *r = &c->rxq[(c->rxq_head + c->rxq_n) % DCCP_RX_QUEUE];
@@ -478,6 +545,8 @@ bool dccp_conn_input(struct dccp_conn *c, const uint8_t *pkt, size_t len, const 
 	    dccp_seq_delta(c->s.gss, c->s.iss) > (int64_t)c->s.w_tx)
 		c->s.initial = false;
 	c->last_valid_ns = now_ns;
+	if (h->type != DCCP_DATA && h->type != DCCP_DATAACK && h->type != DCCP_RESET && h->type != DCCP_CLOSE)
+		note_nondata(c, h->seq, o.has_ndp ? o.ndp_count : 0, true);
 
 	if (h->type == DCCP_RESET) {
 		c->st.resets_rx++;
@@ -876,6 +945,7 @@ bool dccp_listener_input(struct dccp_listener *l, const uint8_t *pkt, size_t len
 		 * force before data flows (the Ack confirms it; nothing to keep) */
 		if (l->p.seq_window != 100)
 			dccp_feat_put_nn(&b, DCCP_OPT_CHANGE_L, DCCP_F_SEQ_WINDOW, l->p.seq_window);
+		put_ndp_change(&b);
 		uint8_t ck[DCCP_COOKIE_LEN];
 		ck[0] = l->p.ccid;
 		put48(ck + 1, iss);
@@ -974,6 +1044,7 @@ bool dccp_listener_input(struct dccp_listener *l, const uint8_t *pkt, size_t len
 	c->fgsr = h->seq;
 	c->fgss = h->ack;
 	c->last_valid_ns = now_ns;
+	c->ndp_run = 1; /* our Response, a non-data packet, came before */
 	/* losses count from the handshake on: the first data packet may be lost */
 	c->rx_any = true;
 	c->rx_last_data = dccp_seq_sub(h->seq, h->type == DCCP_DATAACK ? 1 : 0);

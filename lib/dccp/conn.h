@@ -37,6 +37,7 @@ enum dccp_state {
 #define DCCP_COOKIE_LIFE_S 8 /* a cookie older than this is refused */
 #define DCCP_REQUEST_TRIES 7 /* Request retransmissions before giving up */
 #define DCCP_RX_QUEUE 1024   /* received payloads held for the application */
+#define DCCP_RX_ND 16	     /* runs of the peer's non-data packets between its data */
 
 struct dccp_conn_env {
 	/* Send DCCP packet p[0..len) to the peer.  Returns 0 or -errno. */
@@ -90,6 +91,13 @@ struct dccp_conn {
 	uint64_t ndp_run;
 	bool rx_any;
 	uint64_t rx_last_data;
+	/* the peer's sequence numbers after rx_last_data known not to be data:
+	 * its non-data packets that arrived, with the runs their NDP Counts name
+	 * (offsets from rx_last_data, [lo, hi]); full: the rest is unknown */
+	struct {
+		uint64_t lo, hi;
+	} rx_nd[DCCP_RX_ND + 1]; /* + the run before a data packet */
+	unsigned rx_nd_n;
 	/* Sequence Window/A negotiation: the value of our pending Change L (0: none) */
 	uint64_t seqwin_pending;
 	uint64_t fgsr, fgss;

@@ -46,7 +46,7 @@ struct gc_dccp {
 	struct inflight *inflight;
 	size_t ninflight;
 	uint64_t acked, lost;
-	struct gc_dccp_listener *owner; /* raw listener that must not Reset our packets */
+	struct gc_dccp_listener *owner; /* listener that must not Reset our packets */
 	struct gc_dccp *next_owned;
 };
 
@@ -56,7 +56,7 @@ struct gc_dccp_listener {
 	bool udp;
 	int fd;
 	struct sockaddr_storage local;
-	struct gc_dccp *owned; /* native connections whose packets this raw socket also sees */
+	struct gc_dccp *owned; /* connections accepted here, see owned() */
 	struct gc_dccp_opts o;
 };
 
@@ -200,6 +200,30 @@ static void c_lost(void *arg, uint64_t seq)
 	f->used = false;
 }
 
+/* One packet read for c, from its socket or the listener's. */
+static void c_input(struct gc_dccp *c, const struct dccp_sock_pkt *sp, uint64_t now)
+{
+	if (!same_ip(&sp->from, &c->peer))
+		return;
+	if (c->udp && ssport(&sp->from) != ssport(&c->peer))
+		return;
+	struct dccp_hdr h;
+	if (dccp_parse(sp->pkt, sp->len, c->udp ? NULL : &c->ph_in, &h, &c->conn.err) != DCCP_OK) {
+		c->conn.st.invalid++;
+		return;
+	}
+	dccp_conn_input(&c->conn, sp->pkt, sp->len, &h, now);
+}
+
+/* After input: the timers, the engine and the application. */
+static void c_wake(struct gc_dccp *c, uint64_t now)
+{
+	dccp_conn_timer(&c->conn, now);
+	if (c->gconn)
+		gc_conn_kick(c->gconn); /* acks may have opened the window */
+	pthread_cond_broadcast(&c->cv);
+}
+
 /* Read what the socket holds and run the timers. */
 static void c_poll(struct gc_dccp *c, uint64_t now)
 {
@@ -209,21 +233,10 @@ static void c_poll(struct gc_dccp *c, uint64_t now)
 		ssize_t n = dccp_sock_recv(c->fd, c->udp, buf, sizeof(buf), &sp);
 		if (n < 0)
 			break;
-		if (n == 0 || !same_ip(&sp.from, &c->peer))
-			continue;
-		if (c->udp && ssport(&sp.from) != ssport(&c->peer))
-			continue;
-		struct dccp_hdr h;
-		if (dccp_parse(sp.pkt, sp.len, c->udp ? NULL : &c->ph_in, &h, &c->conn.err) != DCCP_OK) {
-			c->conn.st.invalid++;
-			continue;
-		}
-		dccp_conn_input(&c->conn, sp.pkt, sp.len, &h, now);
+		if (n > 0)
+			c_input(c, &sp, now);
 	}
-	dccp_conn_timer(&c->conn, now);
-	if (c->gconn)
-		gc_conn_kick(c->gconn); /* acks may have opened the window */
-	pthread_cond_broadcast(&c->cv);
+	c_wake(c, now);
 }
 
 /* ---- ring engine hooks ------------------------------------------------------ */
@@ -548,16 +561,62 @@ static int l_emit(void *arg, const uint8_t *p, size_t len)
 	return dccp_sock_send(l->fd, l->udp, &sp->from, l->udp ? NULL : &sp->to, p, len);
 }
 
-/* A native connection of ours owns this packet: the listener leaves it be. */
-static bool owned(struct gc_dccp_listener *l, const struct dccp_sock_pkt *sp, const struct dccp_hdr *h)
+#define DRAIN_MAX 4096 /* datagrams taken from the listener's queue at accept */
+
+static bool is_peer(const struct gc_dccp *c, const struct sockaddr_storage *from)
+{
+	return same_ip(&c->peer, from) && (!c->udp || ssport(&c->peer) == ssport(from));
+}
+
+/*
+ * A connection accepted here owns this packet: the listener must not answer
+ * it (no Reset to a live connection).  Native: the connection's raw socket
+ * sees the packet too, so it is left be.  DCCP-UDP: only the listener's
+ * socket has it (it arrived before the connection's socket was connected
+ * and queued behind another peer's datagram, see drain()), so it is handed
+ * to the connection.
+ */
+static bool owned(struct gc_dccp_listener *l, const struct dccp_sock_pkt *sp,
+		  const struct dccp_hdr *h, uint64_t now)
 {
 	bool r = false;
 	pthread_mutex_lock(&l->mu);
-	for (struct gc_dccp *c = l->owned; c && !r; c = c->next_owned)
-		r = same_ip(&c->peer, &sp->from) && h->sport == c->conn.p.dport &&
-			h->dport == c->conn.p.sport;
+	for (struct gc_dccp *c = l->owned; c && !r; c = c->next_owned) {
+		r = is_peer(c, &sp->from) && h->sport == c->conn.p.dport && h->dport == c->conn.p.sport;
+		if (r && c->udp) {
+			pthread_mutex_lock(&c->mu);
+			c_input(c, sp, now);
+			c_wake(c, now);
+			pthread_mutex_unlock(&c->mu);
+		}
+	}
 	pthread_mutex_unlock(&l->mu);
 	return r;
+}
+
+/*
+ * DCCP-UDP: the peer's datagrams that arrived at the listener's socket
+ * between its handshake Ack and connect() of the connection's socket (its
+ * PARTOPEN DataAcks, and Data once our Ack reached it), taken from the head
+ * of the listener's queue for the new connection.  A datagram of another
+ * source stops the drain (a UDP queue is read in order): what is behind it
+ * reaches the connection through owned() on the next accept.  Bounded by
+ * what was queued when connect() returned: new datagrams of this peer go to
+ * the connected socket.
+ */
+static void drain(struct gc_dccp_listener *l, struct gc_dccp *c, uint8_t *buf, size_t cap)
+{
+	for (unsigned i = 0; i < DRAIN_MAX; i++) {
+		struct sockaddr_storage from;
+		struct dccp_sock_pkt sp;
+		if (dccp_sock_peek_from(l->fd, &from) < 0 || !is_peer(c, &from))
+			break;
+		ssize_t n = dccp_sock_recv(l->fd, true, buf, cap, &sp);
+		if (n < 0)
+			break;
+		if (n > 0)
+			c_input(c, &sp, now_ns());
+	}
 }
 
 GC_EXPORT struct gc_dccp *gc_dccp_accept(struct gc_dccp_listener *l, int timeout_ms)
@@ -611,7 +670,7 @@ GC_EXPORT struct gc_dccp *gc_dccp_accept(struct gc_dccp_listener *l, int timeout
 		struct dccp_hdr h;
 		if (dccp_parse(sp.pkt, sp.len, l->udp ? NULL : &ph_in, &h, &l->l.err) != DCCP_OK)
 			continue;
-		if (!l->udp && owned(l, &sp, &h))
+		if (owned(l, &sp, &h, now))
 			continue;
 		if (!l->udp && (h.type == DCCP_REQUEST || h.type == DCCP_ACK || h.type == DCCP_DATAACK) &&
 		    pre_family != sp.from.ss_family) {
@@ -665,13 +724,16 @@ GC_EXPORT struct gc_dccp *gc_dccp_accept(struct gc_dccp_listener *l, int timeout
 		return NULL;
 	}
 	c->fd = r;
-	if (!c->udp) {
-		c->owner = l;
-		pthread_mutex_lock(&l->mu);
-		c->next_owned = l->owned;
-		l->owned = c;
-		pthread_mutex_unlock(&l->mu);
+	if (c->udp) {
+		pthread_mutex_lock(&c->mu);
+		drain(l, c, buf, sizeof(buf));
+		pthread_mutex_unlock(&c->mu);
 	}
+	c->owner = l;
+	pthread_mutex_lock(&l->mu);
+	c->next_owned = l->owned;
+	l->owned = c;
+	pthread_mutex_unlock(&l->mu);
 	if (c_start_engine(c, &l->o, fn) < 0) {
 		int e = errno;
 		c_free(c);

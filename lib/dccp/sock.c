@@ -136,6 +136,17 @@ ssize_t dccp_sock_recv(int fd, bool udp, uint8_t *buf, size_t cap, struct dccp_s
 	return (ssize_t)out->len + 1; /* > 0 even for an empty payload */
 }
 
+int dccp_sock_peek_from(int fd, struct sockaddr_storage *from)
+{
+	uint8_t b;
+	struct iovec iov = { &b, 1 };
+	struct msghdr m = {
+		.msg_name = from, .msg_namelen = sizeof(*from), .msg_iov = &iov, .msg_iovlen = 1
+	};
+	memset(from, 0, sizeof(*from));
+	return recvmsg(fd, &m, MSG_PEEK | MSG_DONTWAIT) < 0 ? -errno : 0;
+}
+
 int dccp_sock_send(int fd, bool udp, const struct sockaddr_storage *to,
 		   const struct sockaddr_storage *from, const uint8_t *pkt, size_t len)
 {

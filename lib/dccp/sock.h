@@ -26,6 +26,9 @@ struct dccp_sock_pkt {
 /* Read one packet.  > 0: got one in out; 0: a malformed read (drop it);
  * -EAGAIN: none; other -errno. */
 ssize_t dccp_sock_recv(int fd, bool udp, uint8_t *buf, size_t cap, struct dccp_sock_pkt *out);
+/* The source of the next datagram queued on fd, without reading it (a
+ * UDP socket).  0, -EAGAIN: none, or -errno. */
+int dccp_sock_peek_from(int fd, struct sockaddr_storage *from);
 /* Send pkt to `to`, from the address `from` (NULL: the kernel picks). */
 int dccp_sock_send(int fd, bool udp, const struct sockaddr_storage *to,
 		   const struct sockaddr_storage *from, const uint8_t *pkt, size_t len);

@@ -425,12 +425,12 @@ bool dccp_invalid_response(const struct dccp_seqstate *s, const struct dccp_hdr 
 
 bool dccp_sync_allow(struct dccp_sync_limit *l, uint64_t now_ns)
 {
-	if (now_ns - l->window_ns >= 1000000000ull) {
-		l->window_ns = now_ns;
-		l->sent = 0;
-	}
-	if (l->sent >= DCCP_SYNC_RATE)
+	/* the oldest of the last DCCP_SYNC_RATE must be a second old */
+	if (l->n == DCCP_SYNC_RATE && now_ns - l->sent_ns[l->next] < 1000000000ull)
 		return false;
-	l->sent++;
+	l->sent_ns[l->next] = now_ns;
+	l->next = (l->next + 1) % DCCP_SYNC_RATE;
+	if (l->n < DCCP_SYNC_RATE)
+		l->n++;
 	return true;
 }

@@ -281,11 +281,13 @@ enum dccp_seqvalid dccp_seq_valid(const struct dccp_seqstate *s, const struct dc
  */
 bool dccp_invalid_response(const struct dccp_seqstate *s, const struct dccp_hdr *h, uint64_t *ack);
 
-/* At most DCCP_SYNC_RATE Syncs per second in reply to invalid packets (§7.5.4). */
+/* At most DCCP_SYNC_RATE Syncs in any one second (a sliding window, not
+ * fixed ones, which would let 2 x DCCP_SYNC_RATE through around a window's
+ * edge) in reply to invalid packets (§7.5.4). */
 #define DCCP_SYNC_RATE 8
 struct dccp_sync_limit {
-	uint64_t window_ns; /* start of the current one-second window */
-	unsigned sent;
+	uint64_t sent_ns[DCCP_SYNC_RATE]; /* when the last ones went, a ring */
+	unsigned next, n;
 };
 bool dccp_sync_allow(struct dccp_sync_limit *l, uint64_t now_ns);
 

@@ -32,14 +32,18 @@ DissectorTable.get("udp.port"):add({DCCP_UDP_PORT}, dccp)
 class Capture:
     """tcpdump -i ifname in namespace ns, writing pcap, from enter to exit."""
 
-    def __init__(self, lab, ns: str, ifname: str, pcap: Path, bpf_filter: str = DCCP_FILTER):
+    def __init__(self, lab, ns: str, ifname: str, pcap: Path, bpf_filter: str = DCCP_FILTER,
+                 buffer_kib: int = 0):
+        """buffer_kib: tcpdump -B, for runs of tens of thousands of packets
+        (the default buffer drops some of them on a loaded machine)."""
         self.lab, self.ns, self.ifname, self.pcap, self.filter = lab, ns, ifname, Path(pcap), bpf_filter
+        self.buffer = ["-B", str(buffer_kib)] if buffer_kib else []
         self.proc = None
 
     def __enter__(self):
         # -Z root: tcpdump would otherwise write as user tcpdump, maybe where it may not.
         self.proc = self.lab.popen(self.ns, ["tcpdump", "-i", self.ifname, "-n", "-U", "--immediate-mode",
-                                             "-Z", "root", "-w", str(self.pcap), self.filter],
+                                             *self.buffer, "-Z", "root", "-w", str(self.pcap), self.filter],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         ready, _, _ = select.select([self.proc.stderr], [], [], 20)
         line = self.proc.stderr.readline() if ready else "(nothing in 20 s)"

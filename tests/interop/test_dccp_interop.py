@@ -8,12 +8,15 @@ Linux 6.1 guest (tests/interop/dccp_peer.c on the kernel's DCCP sockets):
 - CCID 2 and CCID 3,
 - 0 % and 5 % loss, dropped at random in both directions on the tap by
   bpf/loss.bpf.c (the host has no netem),
+- a burst of lost data, and Sync after a burst of lost Acks (both directions),
 
 each captured whole with tcpdump on the tap and judged twice: tshark (as
 nobody, checksums verified) must decode every packet with no expert info,
 and dccp_packet.py reads the same capture for the handshake's feature
-negotiation (Change/Confirm of the CCID both ways), the packet types, the
-Syncs, the Ack Vectors (CCID 2) and CCID 3's receiver options (192-194).
+negotiation (Change/Confirm of the CCID both ways, and Send NDP Count: our
+end asks the other for NDP Count with Change R(7, 1), RFC 4340 §7.7.2), the
+packet types, the Syncs, the Ack Vectors (CCID 2) and CCID 3's receiver
+options (192-194).
 
 A Linux <-> Linux control in the guest (netem loss on its loopback) shows
 that the peer program and the accounting give what the assertions expect
@@ -42,7 +45,8 @@ SIZE = 500
 LOSS = 0.05
 # Option types (RFC 4340 §5.8, RFC 4342 §8.5-8.6)
 OPT_CHANGE_L, OPT_CONFIRM_L, OPT_CHANGE_R, OPT_CONFIRM_R = 32, 33, 34, 35
-OPT_ACK_VECTOR0, OPT_ACK_VECTOR1 = 38, 39
+OPT_NDP_COUNT, OPT_ACK_VECTOR0, OPT_ACK_VECTOR1 = 37, 38, 39
+FEAT_SEND_NDP_COUNT = 7
 OPT_LOSS_EVENT_RATE, OPT_LOSS_INTERVALS, OPT_RECEIVE_RATE = 192, 193, 194
 BAD_EXPERT = ("dccp.bad_checksum", "dccp.option.len.bad", "dccp.advertised_header_length.bad")
 
@@ -100,8 +104,9 @@ def read_pcap(pcap: Path) -> list[tuple[str, str, bytes]]:
     return out
 
 
-def judge(pcap: Path, client: str, ccid: int, udp: bool = False, lossy: bool = False) -> dict:
-    """Judge a captured connection; returns what it saw for more specific
+def judge(pcap: Path, client: str, ccid: int, ours: tuple, udp: bool = False, lossy: bool = False) -> dict:
+    """Judge a captured connection (ours: the sides that are groupcast,
+    "client" and/or "server"); returns what it saw for more specific
     assertions: {"types": {name: count}, "syncs": n, "resets": [codes],
     "ccid_confirmed": {...}, "client_opts": set, "server_opts": set}."""
     # 1. tshark: every DCCP packet decodes, checksum good, no expert info at all.
@@ -163,6 +168,40 @@ def judge(pcap: Path, client: str, ccid: int, udp: bool = False, lossy: bool = F
     assert confirmed, f"the server confirmed no CCID: {seen['confirm']}"
     for vals in confirmed.values():
         assert all(v[0] == ccid for v in vals), confirmed
+    # Send NDP Count (RFC 4340 §7.7.2): each of our ends asks the other with
+    # Change R(Send NDP Count, 1) during the handshake (the client on its
+    # Request, our stateless listener on its Response), the other confirms 1
+    # (Confirm L) and from then on puts NDP Count on a packet after its
+    # non-data ones (Linux 6.1: dccp_hdlr_ndp), which our loss count needs.
+    for side in ours:
+        other = "server" if side == "client" else "client"
+        asked = seen["change"].get((side, OPT_CHANGE_R, FEAT_SEND_NDP_COUNT))
+        assert asked and all(v == [1] for v in asked), (side, seen["change"])
+        # Linux 6.1's CCID 3 server overrides our Change with its own (CCID 3
+        # needs NDP Count, RFC 4342 §6.1: dccp_feat_propagate_ccid pushes
+        # Change L(7, 1) over the Confirm it owed us); we confirm that one.
+        conf = seen["confirm"].get((other, OPT_CONFIRM_L, FEAT_SEND_NDP_COUNT))
+        theirs = seen["change"].get((other, OPT_CHANGE_L, FEAT_SEND_NDP_COUNT))
+        ours_conf = seen["confirm"].get((side, OPT_CONFIRM_R, FEAT_SEND_NDP_COUNT))
+        assert (conf and all(v[0] == 1 for v in conf)) or \
+            (theirs and theirs[0][0] == 1 and ours_conf and all(v[0] == 1 for v in ours_conf)), \
+            (other, seen["change"], seen["confirm"])
+        assert OPT_NDP_COUNT in seen[f"{other}_opts"], sorted(seen[f"{other}_opts"])
+    # tshark shows the same: the packets naming feature 7 (our Change R, the
+    # peer's Confirm L) and the peer's NDP Counts
+    def rows_of(flt):
+        return tshark(pcap, ["ip.src", "ipv6.src", "dccp.option_type", "dccp.ndp_count"],
+                      display_filter=flt, prefs=prefs, lua=lua)
+    feat7, ndp = rows_of(f"dccp.feature_number == {FEAT_SEND_NDP_COUNT}"), rows_of("dccp.ndp_count")
+    for side in ours:
+        def from_us(r):
+            return ((r["ip.src"] or r["ipv6.src"]) == client) == (side == "client")
+        assert any(str(OPT_CHANGE_R) in r["dccp.option_type"].split(",") for r in feat7 if from_us(r)), \
+            f"tshark: no Change R(Send NDP Count) from our {side}: {feat7}"
+        assert any({str(OPT_CONFIRM_L), str(OPT_CHANGE_L)} & set(r["dccp.option_type"].split(","))
+                   for r in feat7 if not from_us(r)), \
+            f"tshark: our {side}'s peer neither confirmed nor offered Send NDP Count: {feat7}"
+        assert any(not from_us(r) for r in ndp), f"tshark: our {side}'s peer sent no NDP Count"
     # CCID-specific options: Ack Vectors from the CCID 2 receiver (the server);
     # Loss Event Rate and Receive Rate from the CCID 3 receiver (Loss Intervals only after a loss).
     if ccid == 2:
@@ -258,9 +297,10 @@ def check_loss_counts(loss, counts):
     assert seen >= 2 * COUNT // 3 and 0.01 * seen <= dropped <= 0.12 * seen, counts
 
 
-def set_loss(guest, fraction: float):
-    """Change the drop fraction of the loss filter on the tap's egress (Lab.add_loss put it there)."""
-    shown = json.loads(guest.lab.run(guest.ns, ["tc", "-j", "filter", "show", "dev", guest.tap, "egress", "prio", "1"],
+def set_loss(guest, fraction: float, direction: str = "egress"):
+    """Change the drop fraction of the loss filter on the tap's egress (towards
+    the guest) or ingress (from it) (Lab.add_loss put it there)."""
+    shown = json.loads(guest.lab.run(guest.ns, ["tc", "-j", "filter", "show", "dev", guest.tap, direction, "prio", "1"],
                                      capture_output=True, text=True).stdout)
     prog = next(f["options"]["prog"]["id"] for f in shown if "options" in f)
     for mid in json.loads(subprocess.run(["bpftool", "-j", "prog", "show", "id", str(prog)], check=True,
@@ -298,7 +338,7 @@ def test_gc_client_to_linux_server(guest, gc_tool, ccid, loss, family, tmp_path)
     else:
         assert COUNT * 0.75 <= s["received"] < COUNT and s["lost"] >= 1, detail
     check_loss_counts(loss, counts)
-    seen = judge(pcap, addrs(guest, family)[0], ccid, lossy=bool(loss))
+    seen = judge(pcap, addrs(guest, family)[0], ccid, ("client",), lossy=bool(loss))
     print(f"ccid {ccid} loss {loss}: linux {s}, ours {ours}, capture {seen['types']} syncs {seen['syncs']}")
 
 
@@ -312,17 +352,16 @@ def test_linux_client_to_gc_server(guest, gc_tool, ccid, loss, family, tmp_path)
     assert rc == 0 and c is not None and cli.rc == 0, detail
     assert c["sent"] == COUNT and c["family"] == family and (c["tx_ccid"], c["rx_ccid"]) == (ccid, ccid), detail
     assert ours["accepted"] and ours["corrupt"] == 0, detail
-    # Our listener learns losses from sequence numbers and NDP Count; we do
-    # not ask Linux for NDP Count (Change R(Send NDP Count) is not sent), so
-    # a lost non-data packet of Linux's (a pure Ack) next to a loss of data
-    # can count as one more lost data packet: one either way, never more.
-    assert ours["received"] + ours["lost"] <= COUNT + 1, detail
+    # Our listener learns losses from sequence numbers and the NDP Counts
+    # Linux sends because we asked for them (Change R(Send NDP Count, 1) on
+    # our Response): Linux's pure Acks are not taken for lost data.
+    assert ours["received"] + ours["lost"] <= COUNT, detail
     if not loss:
         assert ours["received"] == COUNT and ours["lost"] == 0, detail
     else:
         assert COUNT * 0.75 <= ours["received"] < COUNT and ours["lost"] >= 1, detail
     check_loss_counts(loss, counts)
-    seen = judge(pcap, addrs(guest, family)[1], ccid, lossy=bool(loss))
+    seen = judge(pcap, addrs(guest, family)[1], ccid, ("server",), lossy=bool(loss))
     print(f"ccid {ccid} loss {loss}: ours {ours}, linux {c}, capture {seen['types']} syncs {seen['syncs']}")
 
 
@@ -397,8 +436,124 @@ def test_burst_loss(guest, gc_tool, ccid, tmp_path):
         # Our sender runs on the p that Linux's receiver reports (p scaled by 1e6 in Linux's tfrc_rx_info).
         assert abs(ours["p"] - s["tfrc_rx"]["p"] / 1e6) < 0.01, detail
         return
-    judge(cap.pcap, guest.host_v4, ccid)
+    judge(cap.pcap, guest.host_v4, ccid, ("client",))
     assert rc == 0 and s["max_seq"] == count - 1 and s["received"] >= count - 600, detail
+
+
+def sync_pairs(pcap: Path, client: str) -> dict:
+    """The Syncs and SyncAcks of a capture: {"client"|"server": [(time, seq, ack)]}
+    for each, from tshark."""
+    rows = tshark(pcap, ["frame.time_relative", "ip.src", "dccp.type", "dccp.seq", "dccp.ack"],
+                  display_filter="dccp.type == 8 or dccp.type == 9")
+    out = {(side, t): [] for side in ("client", "server") for t in ("8", "9")}
+    for r in rows:
+        side = "client" if r["ip.src"] == client else "server"
+        out[(side, r["dccp.type"])].append((float(r["frame.time_relative"]), int(r["dccp.seq"]), int(r["dccp.ack"])))
+    return out
+
+
+def check_sync_rate(times: list, who: str):
+    """RFC 4340 §7.5.4: Syncs in reply to invalid packets are rate limited;
+    ours and Linux 6.1's (HZ/8 apart) send at most 8 in any second.  The
+    capture's clock adds scheduling jitter: 50 ms of slack."""
+    times = sorted(times)
+    for i in range(len(times) - 8):
+        assert times[i + 8] - times[i] >= 0.95, f"{who}: 9 Syncs within {times[i + 8] - times[i]:.3f} s: {times}"
+
+
+# Sync after loss (RFC 4340 §7.5).  A burst of lost data does not do it with
+# CCID 2: the sender's Sequence Window stays at 5 x cwnd or more (RFC 4341
+# §6.1.1, Linux and ours) and it has at most cwnd packets in flight.  A
+# burst of lost Acks does: the sender goes on sending what its window allows
+# (hundreds of packets) while the receiver's Acks for them, numbered in the
+# receiver's own sequence space, are lost.  The receiver's window W for its
+# own numbers stays small since it sends no data: the guest's
+# net.dccp.default.seq_window = 32 for Linux, our listener's --seq-window 32
+# (grown to CCID 2's floor of 100).  After the burst, either the receiver's
+# next Ack is beyond the sender's window for the receiver's numbers
+# (GSR + 3W/4, §7.5.1), or the sender's packets acknowledge a number of the
+# receiver's below its Acknowledgement window [GSS + 1 - W, GSS]: either way
+# a sequence-invalid packet, dropped (data counted lost), answered with a
+# Sync (rate limited, §7.5.4); the SyncAck re-aligns the other end and data
+# flows on.  Each run: a 0.5 s burst of 100 % loss of the receiver's packets
+# once 4000 of them have crossed the tap.
+@pytest.mark.parametrize("way", ["gc_to_linux", "linux_to_gc"])
+def test_sync_after_ack_loss(guest, gc_tool, way, tmp_path):
+    tool, obj = gc_tool
+    count, ccid = 30000, 2
+    if way == "gc_to_linux":
+        # our client sends; Linux's Acks (guest -> us: the tap's ingress) are lost
+        direction, port = "ingress", 5601
+        guest.run("echo 32 > /proc/sys/net/dccp/default/seq_window")
+        try:
+            srv = guest.start(f"dccp_peer server {port} --ccid {ccid} --count {count} --rcvbuf {1 << 22} "
+                              f"--payload gc --timeout-ms 40000", timeout=60)
+            guest.wait_output(srv, "listening")
+        finally:
+            guest.run("echo 100 > /proc/sys/net/dccp/default/seq_window")
+    else:
+        # Linux's client sends; our listener's Acks (us -> guest: the tap's egress) are lost
+        direction, port = "egress", 5602
+        proc = guest.lab.popen(guest.ns, [tool, "dccp", "listen", f"{guest.host_v4}:{port}", "--ccid", ccid,
+                                          "--count", count, "--timeout", 40, "--seq-window", 32],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert proc.stdout.readline().strip() == "listening"
+    with Capture(guest.lab, guest.ns, guest.tap, tmp_path / "run.pcap", buffer_kib=1 << 16) as cap:
+        acks = guest.lab.add_loss(guest.ns, guest.tap, 0.0, str(obj), direction)
+        try:
+            if way == "gc_to_linux":
+                proc = guest.lab.popen(guest.ns, [tool, "dccp", "send", f"{guest.guest_v4}:{port}", "--ccid", ccid,
+                                                  "--count", count, "--size", SIZE, "--timeout", 20],
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            else:
+                cli = guest.start(f"dccp_peer client {guest.host_v4} {port} --ccid {ccid} --count {count} "
+                                  f"--size {SIZE} --payload gc --timeout-ms 40000", timeout=60)
+            # the burst once the sender's window is wide open (4000 of the
+            # receiver's packets crossed the filter, about 8000 data packets)
+            deadline = time.monotonic() + 20
+            while acks.counts()[0] < 4000 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            set_loss(guest, 1.0, direction)
+            time.sleep(0.5)
+            set_loss(guest, 0.0, direction)
+            rc, ours, err = gc_json(proc, 60)
+            linux = (srv if way == "gc_to_linux" else cli).wait(timeout=60, check=False)
+        finally:
+            guest.lab.run(guest.ns, ["tc", "qdisc", "del", "dev", guest.tap, "clsact"], capture_output=True)
+    s = linux.json
+    detail = json.dumps({"ours": ours, "linux": s, "stderr": err[-2000:], "linux_output": linux.output[-1000:]})
+    print(f"{way}: {detail}")
+    assert rc == 0 and linux.rc == 0 and s is not None, detail
+    # the counts add up: what was not delivered was dropped as invalid and
+    # counted lost; most of the run was delivered
+    rx = s if way == "gc_to_linux" else ours
+    if way == "gc_to_linux":
+        assert ours["sent"] == count and s["corrupt"] == 0 and s["duplicates"] == 0, detail
+    else:
+        assert s["sent"] == count and ours["corrupt"] == 0, detail
+    assert rx["received"] + rx["lost"] == count and rx["received"] >= count // 2, detail
+    # Syncs: each answered by a SyncAck of the other side acknowledging it (§7.5.4)
+    client_ip = guest.host_v4 if way == "gc_to_linux" else guest.guest_v4
+    sp = sync_pairs(cap.pcap, client_ip)
+    syncs = sp[("client", "8")] + sp[("server", "8")]
+    assert syncs, f"no Sync: {sp}"
+    for side, other in (("client", "server"), ("server", "client")):
+        answered = {a for _, _, a in sp[(other, "9")]}
+        assert all(seq in answered for _, seq, _ in sp[(side, "8")]), f"a Sync of the {side} without SyncAck: {sp}"
+        check_sync_rate([t for t, _, _ in sp[(side, "8")]], side)
+    # gc_to_linux: our end sends them (Linux's next Ack is beyond our window
+    # for its numbers).  linux_to_gc: ours (Linux's Acknowledgement Numbers
+    # behind our window) or Linux's (our next Ack beyond its window for our
+    # numbers), whichever sees its invalid packet first; both seen.
+    ours_side = "client" if way == "gc_to_linux" else "server"
+    if way == "gc_to_linux":  # nothing of ours is dropped: the capture has every Sync we sent
+        assert ours["syncs"] == len(sp[("client", "8")]), (sp, detail)
+    # data flowed after the resynchronisation: a quarter of the run or more came after it
+    data = tshark(cap.pcap, ["frame.time_relative"], display_filter="dccp.type == 2 or dccp.type == 4")
+    last_sync = max(t for t, _, _ in syncs)
+    after = sum(1 for r in data if float(r["frame.time_relative"]) > last_sync)
+    assert after >= count // 4, (after, last_sync, detail)
+    judge(cap.pcap, client_ip, ccid, (ours_side,))
 
 
 @pytest.mark.parametrize("ccid", [2, 3])
@@ -428,5 +583,5 @@ def test_udp_encapsulation_own_vs_own(gc_tool, ccid, tmp_path):
     assert rc_s == 0 and rc_r == 0 and got["accepted"] and got["corrupt"] == 0, detail
     assert sent["sent"] == COUNT and got["received"] + got["lost"] <= COUNT, detail
     assert COUNT * 0.75 <= got["received"] < COUNT and got["lost"] >= 1, detail
-    seen = judge(cap.pcap, link.a.v4, ccid, udp=True, lossy=True)
+    seen = judge(cap.pcap, link.a.v4, ccid, ("client", "server"), udp=True, lossy=True)
     print(f"DCCP-UDP ccid {ccid}: {detail} {seen['types']}")

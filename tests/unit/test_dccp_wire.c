@@ -371,6 +371,17 @@ static void test_validity(void)
 		EXPECT(dccp_sync_allow(&l, t0 + (uint64_t)i * 1000));
 	EXPECT(!dccp_sync_allow(&l, t0 + 999999999ull));
 	EXPECT(dccp_sync_allow(&l, t0 + 1000000000ull));
+	/* a sliding window: 8 more only as the old ones age, never 9 in a second */
+	EXPECT(!dccp_sync_allow(&l, t0 + 1000000999ull));
+	EXPECT(dccp_sync_allow(&l, t0 + 1000001000ull));
+	uint64_t sent[64];
+	unsigned ns = 0;
+	for (uint64_t t = t0 + 2000000000ull; t < t0 + 6000000000ull; t += 7000000ull)
+		if (dccp_sync_allow(&l, t) && ns < 64)
+			sent[ns++] = t;
+	EXPECT(ns >= 4 * DCCP_SYNC_RATE - 1);
+	for (unsigned i = DCCP_SYNC_RATE; i < ns; i++)
+		EXPECT(sent[i] - sent[i - DCCP_SYNC_RATE] >= 1000000000ull);
 }
 
 int main(void)
