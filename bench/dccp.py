@@ -21,7 +21,11 @@ P3: no competing flow; a video-like stream (every 10th packet an I-frame,
 equal sizes) at 10, 20 and 25 ms intervals.  DCCP's late data choice: with 3
 or more packets queued on the ring, B/P packets are marked dead first,
 I-frames only if that is not enough.  Reported: I-frame share among received
-frames, the tbf's drop rate (tc -s), with CCID 2 and CCID 3.
+frames, the tbf's drop rate (tc -s), with CCID 2 and CCID 3.  The same policy
+over QUIC DATAGRAM frames (bench/quic_peer.c, ngtcp2 with its default CUBIC):
+the sender's own queue in front of ngtcp2_conn_writev_datagram, which refuses
+a datagram while congestion-limited or pacing.  Skipped, with a message, if
+quic_peer was not built (no libngtcp2).
 """
 import argparse
 import csv
@@ -46,6 +50,8 @@ PAPER_P3 = {  # interval_ms: (I-share UDP, TCP, DCCP; drop rate UDP, TCP, DCCP) 
 }
 PORT, BULK_PORT = 7000, 7001
 UDP_SIZE, DCCP_SIZE = 1460, 1400  # DCCP: its header and options must fit a 1500 B MTU
+QUIC_SIZE = 1400  # as DCCP: QUIC's short header, AEAD tag and DATAGRAM frame header must fit too
+P3_STACKS = ("udp", "tcp", "dccp-ccid2", "dccp-ccid3", "quic")
 
 
 def make_lab(lab):
@@ -86,8 +92,12 @@ def traffic(args, lab, s, d, dst, proto, interval, count, policy, sender_if, rec
             bulk=False):
     """One run of the measured flow; returns per-packet rows and counters."""
     tool = os.path.join(args.build, "bench", "dccp_traffic")
-    size = DCCP_SIZE if proto == "dccp" else UDP_SIZE
+    size = {"dccp": DCCP_SIZE, "quic": QUIC_SIZE}.get(proto, UDP_SIZE)
     extra = ["--ccid", str(ccid)] if proto == "dccp" else []
+    if proto == "quic":  # bench/quic_peer: its own tool, no PROTO argument
+        rx_argv = [quic_tool(args), "recv", PORT, "--count", count]
+    else:
+        rx_argv = [tool, "recv", proto, PORT, "--count", count, "--size", size, *extra]
     bulk_procs = []
     if bulk:
         br = lab.popen(d, [tool, "recv", "tcp", BULK_PORT, "--count", 10**7, "--timeout-s", 3600],
@@ -98,7 +108,7 @@ def traffic(args, lab, s, d, dst, proto, interval, count, policy, sender_if, rec
         bulk_procs = [bs, br]
         time.sleep(args.warmup)  # let TCP fill the queue
     cap = os.path.join(args.out, f".cap-{proto}.pcap")
-    flt = "ip proto 33" if proto == "dccp" else f"{proto} port {PORT}"
+    flt = {"dccp": "ip proto 33", "quic": f"udp port {PORT}"}.get(proto, f"{proto} port {PORT}")
     tcpd = lab.popen(s, ["tcpdump", "-i", sender_if, "-Q", "out", "-s", 200, "-n", "-U",
                          "--time-stamp-precision=nano", "-w", cap, flt],
                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -113,15 +123,18 @@ def traffic(args, lab, s, d, dst, proto, interval, count, policy, sender_if, rec
     # up, blocks the receiver and closes TCP's window
     rx_log = os.path.join(args.out, f".rx-{proto}.csv")
     rx_file = open(rx_log, "w")
-    rx = lab.popen(d, [tool, "recv", proto, PORT, "--count", count, "--size", size,
-                       "--timeout-s", int(count * interval / 1000 + 120), *extra],
+    rx = lab.popen(d, [*rx_argv, "--timeout-s", int(count * interval / 1000 + 120)],
                    stdout=rx_file, stderr=subprocess.PIPE, text=True)
     ready = rx.stderr.readline()
     if "listening" not in ready:
         raise RuntimeError(f"{proto} receiver did not start: {ready}{rx.stderr.read()}")
-    pol = ["--policy", policy] if proto == "dccp" else []
-    argv = [tool, "send", proto, dst, PORT, "--interval-ms", interval, "--count", count,
-            "--size", size, *extra, *pol]
+    pol = ["--policy", policy] if proto in ("dccp", "quic") else []
+    if proto == "quic":
+        argv = [quic_tool(args), "send", dst, PORT, "--interval-ms", interval, "--count", count,
+                "--size", size, *pol]
+    else:
+        argv = [tool, "send", proto, dst, PORT, "--interval-ms", interval, "--count", count,
+                "--size", size, *extra, *pol]
     # A blocked TCP sender may take far longer than the schedule: stop it at
     # twice the schedule (plus slack) and count what it had handed over.
     limit = 2 * count * interval / 1000 + 20
@@ -175,10 +188,15 @@ def traffic(args, lab, s, d, dst, proto, interval, count, policy, sender_if, rec
     return sent, got, tx_stats
 
 
+def quic_tool(args):
+    return os.path.join(args.build, "bench", "quic_peer")
+
+
 def leave_times(path, proto, size):
     """seq -> time (ns, CLOCK_REALTIME) the packet left the sender: the first
     frame on the sender's veth that carries its header (TCP: the first segment
-    holding the record's first byte, so retransmissions do not count)."""
+    holding the record's first byte, so retransmissions do not count).  QUIC's
+    payload is encrypted: no times (P3 does not use them)."""
     import struct
     out, isn = {}, None
     with open(path, "rb") as f:
@@ -308,7 +326,12 @@ def plot_cdf(cdfs, path, title):
 
 def run_p3(args, lab, s, r, d, link):
     rows = []
-    stacks = [("udp", 2), ("tcp", 2), ("dccp", 2), ("dccp", 3)]
+    names = [x for x in P3_STACKS if x in args.stacks]
+    if "quic" in names and not os.access(quic_tool(args), os.X_OK):
+        print(f"P3 quic: skipped, {quic_tool(args)} was not built (needs libngtcp2-dev and "
+              f"libngtcp2-crypto-gnutls-dev)", flush=True)
+        names.remove("quic")
+    stacks = [("dccp", int(x[-1])) if x.startswith("dccp") else (x, 2) for x in names]
     for interval in args.intervals:
         count = int(args.p3_seconds * 1000 / interval)
         for proto, ccid in stacks:
@@ -321,6 +344,9 @@ def run_p3(args, lab, s, r, d, link):
                 st.pop(k)
             i_rx = sum(1 for g in got if g[1] == 1)
             name = proto if proto != "dccp" else f"dccp-ccid{ccid}"
+            if proto == "quic" and st.get("sent", 0) + st.get("dead", 0) + st.get("unsent", 0) \
+                    != sum(1 for x in sent if x[3] == 0):
+                raise RuntimeError(f"quic_peer's counts disagree with its log: {st}")
             rows.append({"interval_ms": interval, "stack": name,
                          "sent": sum(1 for x in sent if x[3] == 0),
                          "dead": sum(1 for x in sent if x[3] == 1), "received": len(got),
@@ -387,12 +413,30 @@ def write_results(args, out, p2, p3, elapsed):
                       f"{x['received']} | {x['i_share_pct']} | {pi} | {x['drop_pct']} | {pd} |")
         for iv in sorted({x["interval_ms"] for x in p3}):
             u = [x for x in p3 if x["interval_ms"] == iv and x["stack"] == "udp"]
-            dd = [x for x in p3 if x["interval_ms"] == iv and x["stack"] == "dccp-ccid2"]
-            if u and dd and u[0]["i_share_pct"] and dd[0]["i_share_pct"]:
-                md.append(f"\n{iv} ms: DCCP/UDP I-frame share ratio "
-                          f"{dd[0]['i_share_pct'] / u[0]['i_share_pct']:.2f} (target >= 2, paper 2.4).")
-        md += ["", "QUIC DATAGRAM (libngtcp2-dev 0.12) with the same policy: not done in the time "
-                   "available (see the report)."]
+            for stack, label in (("dccp-ccid2", "DCCP"), ("quic", "QUIC")):
+                dd = [x for x in p3 if x["interval_ms"] == iv and x["stack"] == stack]
+                if u and dd and u[0]["i_share_pct"] and dd[0]["i_share_pct"]:
+                    md.append(f"\n{iv} ms: {label}/UDP I-frame share ratio "
+                              f"{dd[0]['i_share_pct'] / u[0]['i_share_pct']:.2f} (target >= 2, paper "
+                              f"DCCP 2.4).")
+        qs = [x for x in p3 if x["stack"] == "quic"]
+        if qs:
+            md += ["", f"QUIC (bench/quic_peer.c, ngtcp2 {qs[0]['tx_stats'].get('ngtcp2', '?')}, "
+                       f"{qs[0]['tx_stats'].get('cc', '?').upper()} with pacing, {QUIC_SIZE}-byte "
+                       "DATAGRAM frames): where the queue's head waited. ngtcp2 refuses a datagram "
+                       "(writev_datagram returns 0) when bytes in flight reach the congestion window "
+                       "(cwnd) or, with window left, when pacing holds the next packet; the policy "
+                       "drops while the head waits.", "",
+                   "| interval | accepted | at once | after cwnd wait | after pacing wait "
+                   "| dropped, head waiting for cwnd | for pacing | acked | declared lost "
+                   "| final cwnd B | smoothed RTT ms |",
+                   "|---|---|---|---|---|---|---|---|---|---|---|"]
+            for x in qs:
+                t = x["tx_stats"]
+                md.append(f"| {x['interval_ms']} ms | {t['sent']} | {t['went_at_once']} | "
+                          f"{t['went_after_cwnd']} | {t['went_after_pacing']} | "
+                          f"{t['dead_behind_cwnd']} | {t['dead_behind_pacing']} | {t['acked']} | "
+                          f"{t['lost']} | {t['cwnd']} | {t['rtt_us'] / 1000:.0f} |")
     with open(os.path.join(out, "results.md"), "w") as f:
         f.write("\n".join(md) + "\n")
 
@@ -403,7 +447,13 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--only", default="P2,P3")
     ap.add_argument("--out", default=os.path.join(HERE, "results", "dccp"))
+    ap.add_argument("--stacks", default=",".join(P3_STACKS),
+                    help="P3's stacks, comma-separated (default: %(default)s)")
     args = ap.parse_args(argv)
+    args.stacks = [x.strip().lower() for x in args.stacks.split(",") if x.strip()]
+    bad = [x for x in args.stacks if x not in P3_STACKS]
+    if bad or not args.stacks:
+        ap.error(f"--stacks: {','.join(bad) or 'empty'}: not one of {','.join(P3_STACKS)}")
     args.build = os.path.abspath(args.build)
     if args.quick:
         args.warmup, args.p2_seconds, args.p3_seconds, args.intervals, args.tcp_grace = 1.0, 3, 2, [10], 5.0

@@ -21,7 +21,9 @@
  * and again when the late data choice drops it (dead 1); the receiver
  * prints "R,seq,type,t_app_ns,t_rx_ns" per DATAGRAM frame and
  * {"received":N} last.  The sender's JSON summary (stderr) counts what
- * ngtcp2 accepted, what it refused and why.
+ * ngtcp2 accepted (at once, or after waiting for the congestion window or
+ * for pacing), what the policy dropped and what the head was waiting for
+ * then, and the DATAGRAM frames ngtcp2 saw acknowledged or declared lost.
  *
  * Late data choice: the application keeps its own queue in front of ngtcp2.
  * The head datagram is offered to ngtcp2_conn_writev_datagram whenever the
@@ -77,9 +79,13 @@ struct args {
 	enum policy policy;
 };
 
+/* why ngtcp2 last refused the queue's head */
+enum why { W_NONE, W_CWND, W_PACING, W_N };
+
 struct qent {
 	uint64_t seq;
 	unsigned type;
+	enum why why; /* W_NONE: never refused */
 	uint8_t buf[SIZE_MAX_ARG];
 };
 
@@ -96,7 +102,10 @@ struct peer {
 	/* sender */
 	struct qent *q;
 	unsigned qn;
-	uint64_t accepted, dead, acked, lost, refused_cwnd, refused_other, send_err;
+	uint64_t accepted, dead, acked, lost, send_err;
+	enum why blocked;      /* the head is waiting because of this */
+	uint64_t went[W_N];    /* accepted, by the reason it waited (W_NONE: at once) */
+	uint64_t dead_by[W_N]; /* dropped by the policy while the head waited for this */
 };
 
 static uint64_t now_ns(clockid_t c)
@@ -276,6 +285,17 @@ static void settings_params(ngtcp2_settings *s, ngtcp2_transport_params *tp)
 	tp->initial_max_data = 1 << 20; /* no streams are used; a sane value */
 }
 
+static const char *cc_name(ngtcp2_cc_algo cc)
+{
+	switch (cc) {
+	case NGTCP2_CC_ALGO_RENO: return "reno";
+	case NGTCP2_CC_ALGO_CUBIC: return "cubic";
+	case NGTCP2_CC_ALGO_BBR: return "bbr";
+	case NGTCP2_CC_ALGO_BBR2: return "bbr2";
+	}
+	return "?";
+}
+
 /* ---- TLS -------------------------------------------------------------------- */
 
 static void tls_session(struct peer *p, int server)
@@ -449,6 +469,7 @@ static void late_choice(struct peer *p)
 			if (p->q[i].type == (pass == 0 ? 0u : 1u)) {
 				log_sent(p->q[i].buf, 1);
 				p->dead++;
+				p->dead_by[p->blocked]++;
 				q_remove(p, i);
 			} else
 				i++;
@@ -480,19 +501,19 @@ static void flush(struct peer *p)
 				die_ng("ngtcp2_conn_write_pkt", (int)n);
 		}
 		if (n == 0) {
-			if (p->qn) { /* refused: the datagram stays with the application */
-				ngtcp2_conn_stat st;
-				ngtcp2_conn_get_conn_stat(p->conn, &st);
-				if (st.bytes_in_flight + p->a->size > st.cwnd)
-					p->refused_cwnd++;
-				else
-					p->refused_other++; /* pacing */
+			if (p->qn) { /* refused: the datagram stays with the application;
+				      * ngtcp2 sends while bytes in flight < cwnd, so
+				      * with room left it was pacing */
+				p->blocked = ngtcp2_conn_get_cwnd_left(p->conn) == 0 ? W_CWND : W_PACING;
+				p->q[0].why = p->blocked;
 			}
 			break;
 		}
 		send_pkt(p, b, (size_t)n);
 		if (accepted) {
 			p->accepted++;
+			p->went[p->q[0].why]++;
+			p->blocked = W_NONE;
 			q_remove(p, 0);
 		}
 	}
@@ -589,6 +610,7 @@ static void send_main(const struct args *a)
 		memcpy(e->buf, &h, sizeof(h));
 		e->seq = seq;
 		e->type = h.type;
+		e->why = W_NONE;
 		log_sent(e->buf, 0);
 		late_choice(&p);
 		flush(&p);
@@ -606,12 +628,16 @@ static void send_main(const struct args *a)
 	ngtcp2_conn_get_conn_stat(p.conn, &st);
 	fprintf(stderr,
 		"{\"sent\":%" PRIu64 ",\"dead\":%" PRIu64 ",\"unsent\":%u,\"acked\":%" PRIu64
-		",\"lost\":%" PRIu64 ",\"refused_cwnd\":%" PRIu64 ",\"refused_other\":%" PRIu64
-		",\"send_err\":%" PRIu64 ",\"cc\":\"cubic\",\"cwnd\":%" PRIu64
-		",\"ssthresh\":%" PRIu64 ",\"rtt_us\":%" PRIu64 ",\"min_rtt_us\":%" PRIu64 "}\n",
-		p.accepted, p.dead, p.qn, p.acked, p.lost, p.refused_cwnd, p.refused_other,
-		p.send_err, st.cwnd, st.ssthresh == UINT64_MAX ? 0 : st.ssthresh,
-		st.smoothed_rtt / 1000, st.min_rtt == UINT64_MAX ? 0 : st.min_rtt / 1000);
+		",\"lost\":%" PRIu64 ",\"went_at_once\":%" PRIu64 ",\"went_after_cwnd\":%" PRIu64
+		",\"went_after_pacing\":%" PRIu64 ",\"dead_behind_cwnd\":%" PRIu64
+		",\"dead_behind_pacing\":%" PRIu64 ",\"send_err\":%" PRIu64
+		",\"ngtcp2\":\"%s\",\"cc\":\"%s\",\"cwnd\":%" PRIu64 ",\"ssthresh\":%" PRIu64
+		",\"rtt_us\":%" PRIu64 ",\"min_rtt_us\":%" PRIu64 "}\n",
+		p.accepted, p.dead, p.qn, p.acked, p.lost, p.went[W_NONE], p.went[W_CWND],
+		p.went[W_PACING], p.dead_by[W_CWND], p.dead_by[W_PACING], p.send_err,
+		ngtcp2_version(0)->version_str, cc_name(s.cc_algo), st.cwnd,
+		st.ssthresh == UINT64_MAX ? 0 : st.ssthresh, st.smoothed_rtt / 1000,
+		st.min_rtt == UINT64_MAX ? 0 : st.min_rtt / 1000);
 
 	/* close: one CONNECTION_CLOSE, the receiver stops on it */
 	uint8_t b[PKT_BUF];
