@@ -429,14 +429,15 @@ def write_results(args, out, p2, p3, elapsed):
                        "drops while the head waits.", "",
                    "| interval | accepted | at once | after cwnd wait | after pacing wait "
                    "| dropped, head waiting for cwnd | for pacing | acked | declared lost "
-                   "| final cwnd B | smoothed RTT ms |",
-                   "|---|---|---|---|---|---|---|---|---|---|---|"]
+                   "| cwnd cuts | final cwnd B | smoothed RTT ms |",
+                   "|---|---|---|---|---|---|---|---|---|---|---|---|"]
             for x in qs:
                 t = x["tx_stats"]
                 md.append(f"| {x['interval_ms']} ms | {t['sent']} | {t['went_at_once']} | "
                           f"{t['went_after_cwnd']} | {t['went_after_pacing']} | "
                           f"{t['dead_behind_cwnd']} | {t['dead_behind_pacing']} | {t['acked']} | "
-                          f"{t['lost']} | {t['cwnd']} | {t['rtt_us'] / 1000:.0f} |")
+                          f"{t['lost']} | {t.get('congestion_events', '-')} | {t['cwnd']} | "
+                          f"{t['rtt_us'] / 1000:.0f} |")
     with open(os.path.join(out, "results.md"), "w") as f:
         f.write("\n".join(md) + "\n")
 

@@ -106,6 +106,8 @@ struct peer {
 	enum why blocked;      /* the head is waiting because of this */
 	uint64_t went[W_N];    /* accepted, by the reason it waited (W_NONE: at once) */
 	uint64_t dead_by[W_N]; /* dropped by the policy while the head waited for this */
+	uint64_t cong_events;  /* congestion window cuts (new recovery periods) */
+	ngtcp2_tstamp recovery_ts;
 };
 
 static uint64_t now_ns(clockid_t c)
@@ -529,6 +531,15 @@ static void step(struct peer *p, uint64_t until)
 		rv = expire(p);
 	if (rv != 0)
 		die_ng("connection", rv);
+	/* ngtcp2 starts a recovery period, and cuts the window, on a loss or
+	 * ECN event outside the current one */
+	ngtcp2_conn_stat st;
+	ngtcp2_conn_get_conn_stat(p->conn, &st);
+	if (st.congestion_recovery_start_ts != UINT64_MAX &&
+	    st.congestion_recovery_start_ts != p->recovery_ts) {
+		p->cong_events++;
+		p->recovery_ts = st.congestion_recovery_start_ts;
+	}
 	flush(p);
 }
 
@@ -630,11 +641,11 @@ static void send_main(const struct args *a)
 		"{\"sent\":%" PRIu64 ",\"dead\":%" PRIu64 ",\"unsent\":%u,\"acked\":%" PRIu64
 		",\"lost\":%" PRIu64 ",\"went_at_once\":%" PRIu64 ",\"went_after_cwnd\":%" PRIu64
 		",\"went_after_pacing\":%" PRIu64 ",\"dead_behind_cwnd\":%" PRIu64
-		",\"dead_behind_pacing\":%" PRIu64 ",\"send_err\":%" PRIu64
-		",\"ngtcp2\":\"%s\",\"cc\":\"%s\",\"cwnd\":%" PRIu64 ",\"ssthresh\":%" PRIu64
-		",\"rtt_us\":%" PRIu64 ",\"min_rtt_us\":%" PRIu64 "}\n",
+		",\"dead_behind_pacing\":%" PRIu64 ",\"congestion_events\":%" PRIu64
+		",\"send_err\":%" PRIu64 ",\"ngtcp2\":\"%s\",\"cc\":\"%s\",\"cwnd\":%" PRIu64
+		",\"ssthresh\":%" PRIu64 ",\"rtt_us\":%" PRIu64 ",\"min_rtt_us\":%" PRIu64 "}\n",
 		p.accepted, p.dead, p.qn, p.acked, p.lost, p.went[W_NONE], p.went[W_CWND],
-		p.went[W_PACING], p.dead_by[W_CWND], p.dead_by[W_PACING], p.send_err,
+		p.went[W_PACING], p.dead_by[W_CWND], p.dead_by[W_PACING], p.cong_events, p.send_err,
 		ngtcp2_version(0)->version_str, cc_name(s.cc_algo), st.cwnd,
 		st.ssthresh == UINT64_MAX ? 0 : st.ssthresh, st.smoothed_rtt / 1000,
 		st.min_rtt == UINT64_MAX ? 0 : st.min_rtt / 1000);
