@@ -25,7 +25,8 @@ frames, the tbf's drop rate (tc -s), with CCID 2 and CCID 3.  The same policy
 over QUIC DATAGRAM frames (bench/quic_peer.c, ngtcp2 with its default CUBIC):
 the sender's own queue in front of ngtcp2_conn_writev_datagram, which refuses
 a datagram while congestion-limited or pacing.  Skipped, with a message, if
-quic_peer was not built (no libngtcp2).
+quic_peer was not built (no libngtcp2).  `--stacks` adds quic-reno (ngtcp2's
+Reno instead of CUBIC: a control for the comparison with CCID 2).
 """
 import argparse
 import csv
@@ -51,7 +52,8 @@ PAPER_P3 = {  # interval_ms: (I-share UDP, TCP, DCCP; drop rate UDP, TCP, DCCP) 
 PORT, BULK_PORT = 7000, 7001
 UDP_SIZE, DCCP_SIZE = 1460, 1400  # DCCP: its header and options must fit a 1500 B MTU
 QUIC_SIZE = 1400  # as DCCP: QUIC's short header, AEAD tag and DATAGRAM frame header must fit too
-P3_STACKS = ("udp", "tcp", "dccp-ccid2", "dccp-ccid3", "quic")
+P3_STACKS = ("udp", "tcp", "dccp-ccid2", "dccp-ccid3", "quic", "quic-reno")
+P3_DEFAULT = P3_STACKS[:5]
 
 
 def make_lab(lab):
@@ -89,7 +91,7 @@ def parse(lines, tag):
 
 
 def traffic(args, lab, s, d, dst, proto, interval, count, policy, sender_if, recv_if, ccid=2, grace=3.0,
-            bulk=False):
+            bulk=False, cc=None):
     """One run of the measured flow; returns per-packet rows and counters."""
     tool = os.path.join(args.build, "bench", "dccp_traffic")
     size = {"dccp": DCCP_SIZE, "quic": QUIC_SIZE}.get(proto, UDP_SIZE)
@@ -131,7 +133,7 @@ def traffic(args, lab, s, d, dst, proto, interval, count, policy, sender_if, rec
     pol = ["--policy", policy] if proto in ("dccp", "quic") else []
     if proto == "quic":
         argv = [quic_tool(args), "send", dst, PORT, "--interval-ms", interval, "--count", count,
-                "--size", size, *pol]
+                "--size", size, *pol, *(["--cc", cc] if cc else [])]
     else:
         argv = [tool, "send", proto, dst, PORT, "--interval-ms", interval, "--count", count,
                 "--size", size, *extra, *pol]
@@ -327,23 +329,24 @@ def plot_cdf(cdfs, path, title):
 def run_p3(args, lab, s, r, d, link):
     rows = []
     names = [x for x in P3_STACKS if x in args.stacks]
-    if "quic" in names and not os.access(quic_tool(args), os.X_OK):
+    if any(x.startswith("quic") for x in names) and not os.access(quic_tool(args), os.X_OK):
         print(f"P3 quic: skipped, {quic_tool(args)} was not built (needs libngtcp2-dev and "
               f"libngtcp2-crypto-gnutls-dev)", flush=True)
-        names.remove("quic")
-    stacks = [("dccp", int(x[-1])) if x.startswith("dccp") else (x, 2) for x in names]
+        names = [x for x in names if not x.startswith("quic")]
     for interval in args.intervals:
         count = int(args.p3_seconds * 1000 / interval)
-        for proto, ccid in stacks:
+        for name in names:
+            proto = name.split("-")[0]
+            ccid = int(name[-1]) if proto == "dccp" else 2
+            cc = name.split("-")[1] if proto == "quic" and "-" in name else None
             tbf_reset(lab, r, link.a.ifname)
             grace = 1.5 if proto != "tcp" else args.tcp_grace
             sent, got, st = traffic(args, lab, s, d, link.b.v4, proto, interval, count, "video", "veth1", "veth2",
-                                    ccid=ccid, grace=grace)
+                                    ccid=ccid, grace=grace, cc=cc)
             q = tbf_counts(lab, r, link.a.ifname)
             for k in ("in_sender_ms", "network_ms", "in_receiver_ms"):
                 st.pop(k)
             i_rx = sum(1 for g in got if g[1] == 1)
-            name = proto if proto != "dccp" else f"dccp-ccid{ccid}"
             if proto == "quic" and st.get("sent", 0) + st.get("dead", 0) + st.get("unsent", 0) \
                     != sum(1 for x in sent if x[3] == 0):
                 raise RuntimeError(f"quic_peer's counts disagree with its log: {st}")
@@ -419,21 +422,22 @@ def write_results(args, out, p2, p3, elapsed):
                     md.append(f"\n{iv} ms: {label}/UDP I-frame share ratio "
                               f"{dd[0]['i_share_pct'] / u[0]['i_share_pct']:.2f} (target >= 2, paper "
                               f"DCCP 2.4).")
-        qs = [x for x in p3 if x["stack"] == "quic"]
+        qs = [x for x in p3 if x["stack"].startswith("quic")]
         if qs:
             md += ["", f"QUIC (bench/quic_peer.c, ngtcp2 {qs[0]['tx_stats'].get('ngtcp2', '?')}, "
-                       f"{qs[0]['tx_stats'].get('cc', '?').upper()} with pacing, {QUIC_SIZE}-byte "
+                       "quic: its default congestion control, CUBIC; quic-reno: Reno; both paced; "
+                       f"{QUIC_SIZE}-byte "
                        "DATAGRAM frames): where the queue's head waited. ngtcp2 refuses a datagram "
                        "(writev_datagram returns 0) when bytes in flight reach the congestion window "
                        "(cwnd) or, with window left, when pacing holds the next packet; the policy "
                        "drops while the head waits.", "",
-                   "| interval | accepted | at once | after cwnd wait | after pacing wait "
+                   "| interval | stack | accepted | at once | after cwnd wait | after pacing wait "
                    "| dropped, head waiting for cwnd | for pacing | acked | declared lost "
                    "| cwnd cuts | final cwnd B | smoothed RTT ms |",
-                   "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                   "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
             for x in qs:
                 t = x["tx_stats"]
-                md.append(f"| {x['interval_ms']} ms | {t['sent']} | {t['went_at_once']} | "
+                md.append(f"| {x['interval_ms']} ms | {x['stack']} | {t['sent']} | {t['went_at_once']} | "
                           f"{t['went_after_cwnd']} | {t['went_after_pacing']} | "
                           f"{t['dead_behind_cwnd']} | {t['dead_behind_pacing']} | {t['acked']} | "
                           f"{t['lost']} | {t.get('congestion_events', '-')} | {t['cwnd']} | "
@@ -448,7 +452,7 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--only", default="P2,P3")
     ap.add_argument("--out", default=os.path.join(HERE, "results", "dccp"))
-    ap.add_argument("--stacks", default=",".join(P3_STACKS),
+    ap.add_argument("--stacks", default=",".join(P3_DEFAULT),
                     help="P3's stacks, comma-separated (default: %(default)s)")
     args = ap.parse_args(argv)
     args.stacks = [x.strip().lower() for x in args.stacks.split(",") if x.strip()]

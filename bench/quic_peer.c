@@ -5,13 +5,15 @@
  * and GnuTLS (ngtcp2_crypto_gnutls).
  *
  *   quic_peer send ADDR PORT --interval-ms I --count N [--size B] [--policy none|video]
+ *                  [--cc cubic|reno]
  *   quic_peer recv PORT --count N --timeout-s S
  *
  * A lab peer, not a QUIC product: the receiver makes a self-signed
  * certificate (ECDSA P-256) at start, the sender does not verify it; ALPN
  * "gc-p3".  Both advertise max_datagram_frame_size; the sender checks that
  * the receiver did.  Congestion control is ngtcp2's default (CUBIC in 0.12)
- * with its pacing; Path MTU discovery is off (its probes would cross the
+ * with its pacing, or Reno with --cc reno (a control for the comparison
+ * with CCID 2, which is TCP-like); Path MTU discovery is off (its probes would cross the
  * bottleneck too), so packets stay at ngtcp2's default 1452-byte UDP payload
  * limit.
  *
@@ -77,6 +79,7 @@ struct args {
 	int port;
 	unsigned interval_ms, count, size, timeout_s;
 	enum policy policy;
+	int cc; /* ngtcp2_cc_algo, -1: ngtcp2's default */
 };
 
 /* why ngtcp2 last refused the queue's head */
@@ -144,7 +147,7 @@ static _Noreturn void usage(const char *why)
 {
 	fprintf(stderr,
 		"quic_peer: %s\nusage: quic_peer send ADDR PORT --interval-ms I --count N "
-		"[--size B] [--policy none|video]\n       quic_peer recv PORT --count N "
+		"[--size B] [--policy none|video] [--cc cubic|reno]\n       quic_peer recv PORT --count N "
 		"--timeout-s S\n",
 		why);
 	exit(2);
@@ -570,6 +573,8 @@ static void send_main(const struct args *a)
 	ngtcp2_transport_params tp;
 	callbacks(&cb, 0);
 	settings_params(&s, &tp);
+	if (a->cc >= 0)
+		s.cc_algo = (ngtcp2_cc_algo)a->cc;
 	ngtcp2_path path = path_of(&p);
 	if ((rv = ngtcp2_conn_client_new(&p.conn, &dcid, &scid, &path, NGTCP2_PROTO_VER_V1, &cb, &s,
 					 &tp, NULL, &p)) != 0)
@@ -769,7 +774,7 @@ int main(int argc, char **argv)
 {
 	if (argc < 3)
 		usage("too few arguments");
-	struct args a = { .size = SIZE_MAX_ARG, .timeout_s = 60, .interval_ms = 30, .count = 100 };
+	struct args a = { .size = SIZE_MAX_ARG, .timeout_s = 60, .interval_ms = 30, .count = 100, .cc = -1 };
 	int send = !strcmp(argv[1], "send");
 	if (!send && strcmp(argv[1], "recv"))
 		usage("the first argument is send or recv");
@@ -798,6 +803,13 @@ int main(int argc, char **argv)
 				a.policy = POL_NONE;
 			else
 				usage("--policy is none or video");
+		} else if (!strcmp(o, "--cc") && send) {
+			if (v && !strcmp(v, "cubic"))
+				a.cc = NGTCP2_CC_ALGO_CUBIC;
+			else if (v && !strcmp(v, "reno"))
+				a.cc = NGTCP2_CC_ALGO_RENO;
+			else
+				usage("--cc is cubic or reno");
 		} else
 			usage("unknown option");
 	}
