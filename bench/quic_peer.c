@@ -13,9 +13,10 @@
  * "gc-p3".  Both advertise max_datagram_frame_size; the sender checks that
  * the receiver did.  Congestion control is ngtcp2's default (CUBIC in 0.12)
  * with its pacing, or Reno with --cc reno (a control for the comparison
- * with CCID 2, which is TCP-like); Path MTU discovery is off (its probes would cross the
- * bottleneck too), so packets stay at ngtcp2's default 1452-byte UDP payload
- * limit.
+ * with CCID 2, which is TCP-like).  Path MTU discovery is off (its probes
+ * would cross the bottleneck too) and packets may use ngtcp2's default
+ * 1452-byte UDP payload limit from the start.  QUIC_PEER_LOG=1 in the
+ * environment prints ngtcp2's own log on stderr.
  *
  * Packets carry the header and print the lines of bench/dccp_traffic.c, so
  * the driver accounts them the same way: the sender prints
@@ -39,7 +40,6 @@
 #include <inttypes.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -813,7 +813,6 @@ int main(int argc, char **argv)
 		} else
 			usage("unknown option");
 	}
-	signal(SIGPIPE, SIG_IGN);
 	if (send)
 		send_main(&a);
 	else
