@@ -22,7 +22,12 @@ P3: no competing flow; a video-like stream (every 10th packet an I-frame,
 equal sizes) at 10, 20 and 25 ms intervals.  DCCP's late data choice: with 3
 or more packets queued on the ring, B/P packets are marked dead first,
 I-frames only if that is not enough.  Reported: I-frame share among received
-frames, the tbf's drop rate (tc -s), with CCID 2 and CCID 3.
+frames, the tbf's drop rate (tc -s), with CCID 2 and CCID 3.  The same policy
+over QUIC DATAGRAM frames (bench/quic_peer.c, ngtcp2 with its default CUBIC):
+the sender's own queue in front of ngtcp2_conn_writev_datagram, which refuses
+a datagram while congestion-limited or pacing.  Skipped, with a message, if
+quic_peer was not built (no libngtcp2).  `--stacks` adds quic-reno (ngtcp2's
+Reno instead of CUBIC: a control for the comparison with CCID 2).
 """
 import argparse
 import csv
@@ -49,6 +54,9 @@ PAPER_P3 = {  # interval_ms: (I-share UDP, TCP, DCCP; drop rate UDP, TCP, DCCP) 
 }
 PORT, BULK_PORT = 7000, 7001
 UDP_SIZE, DCCP_SIZE = 1460, 1400  # DCCP: its header and options must fit a 1500 B MTU
+QUIC_SIZE = 1400  # as DCCP: QUIC's short header, AEAD tag and DATAGRAM frame header must fit too
+P3_STACKS = ("udp", "tcp", "dccp-ccid2", "dccp-ccid3", "quic", "quic-reno")
+P3_DEFAULT = P3_STACKS[:5]
 
 
 def make_lab(lab):
@@ -86,11 +94,15 @@ def parse(lines, tag):
 
 
 def traffic(args, lab, s, d, dst, proto, interval, count, policy, sender_if, recv_if, ccid=2, grace=3.0,
-            bulk=False):
+            bulk=False, cc=None):
     """One run of the measured flow; returns per-packet rows and counters."""
     tool = os.path.join(args.build, "bench", "dccp_traffic")
-    size = DCCP_SIZE if proto == "dccp" else UDP_SIZE
+    size = {"dccp": DCCP_SIZE, "quic": QUIC_SIZE}.get(proto, UDP_SIZE)
     extra = ["--ccid", str(ccid)] if proto == "dccp" else []
+    if proto == "quic":  # bench/quic_peer: its own tool, no PROTO argument
+        rx_argv = [quic_tool(args), "recv", PORT, "--count", count]
+    else:
+        rx_argv = [tool, "recv", proto, PORT, "--count", count, "--size", size, *extra]
     bulk_procs = []
     if bulk:
         br = lab.popen(d, [tool, "recv", "tcp", BULK_PORT, "--count", 10**7, "--timeout-s", 3600],
@@ -101,22 +113,27 @@ def traffic(args, lab, s, d, dst, proto, interval, count, policy, sender_if, rec
         bulk_procs = [bs, br]
         time.sleep(args.warmup)  # let TCP fill the queue
     # the third and fourth points: the packet leaving the sender's veth
-    # (TC egress) and reaching the receiver's (TC ingress)
-    leave = Stamps(lab, s, sender_if, "egress", stamp_obj(args, lab))
-    reach = Stamps(lab, d, recv_if, "ingress", stamp_obj(args, lab))
+    # (TC egress) and reaching the receiver's (TC ingress); QUIC's payload is
+    # encrypted, so no times for it (P3, its only run, does not use them)
+    stamped = proto != "quic"
+    leave = Stamps(lab, s, sender_if, "egress", stamp_obj(args, lab)) if stamped else None
+    reach = Stamps(lab, d, recv_if, "ingress", stamp_obj(args, lab)) if stamped else None
     # per-packet lines go to a file: a pipe nobody reads until the end fills
     # up, blocks the receiver and closes TCP's window
     rx_log = os.path.join(args.out, f".rx-{proto}.csv")
     rx_file = open(rx_log, "w")
-    rx = lab.popen(d, [tool, "recv", proto, PORT, "--count", count, "--size", size,
-                       "--timeout-s", int(count * interval / 1000 + 120), *extra],
+    rx = lab.popen(d, [*rx_argv, "--timeout-s", int(count * interval / 1000 + 120)],
                    stdout=rx_file, stderr=subprocess.PIPE, text=True)
     ready = rx.stderr.readline()
     if "listening" not in ready:
         raise RuntimeError(f"{proto} receiver did not start: {ready}{rx.stderr.read()}")
-    pol = ["--policy", policy] if proto == "dccp" else []
-    argv = [tool, "send", proto, dst, PORT, "--interval-ms", interval, "--count", count,
-            "--size", size, *extra, *pol]
+    pol = ["--policy", policy] if proto in ("dccp", "quic") else []
+    if proto == "quic":
+        argv = [quic_tool(args), "send", dst, PORT, "--interval-ms", interval, "--count", count,
+                "--size", size, *pol, *(["--cc", cc] if cc else [])]
+    else:
+        argv = [tool, "send", proto, dst, PORT, "--interval-ms", interval, "--count", count,
+                "--size", size, *extra, *pol]
     # A blocked TCP sender may take far longer than the schedule: stop it at
     # twice the schedule (plus slack) and count what it had handed over.
     limit = 2 * count * interval / 1000 + 20
@@ -143,7 +160,7 @@ def traffic(args, lab, s, d, dst, proto, interval, count, policy, sender_if, rec
     for p in bulk_procs:
         p.terminate()
         p.wait()
-    left, arrived = leave.read(), reach.read()
+    left, arrived = (leave.read(), reach.read()) if stamped else ({}, {})
     sent = parse(tx.stdout.splitlines(), "S")
     got = parse(out.splitlines(), "R")
     # accounting: every received packet was sent once and was not marked dead
@@ -165,6 +182,10 @@ def traffic(args, lab, s, d, dst, proto, interval, count, policy, sender_if, rec
     tx_stats["network_ms"] = [(arrived[q] - left[q]) / 1e6 for q in arrived if q in left]
     tx_stats["in_receiver_ms"] = [(g[3] - arrived[g[0]]) / 1e6 for g in got if g[0] in arrived]
     return sent, got, tx_stats
+
+
+def quic_tool(args):
+    return os.path.join(args.build, "bench", "quic_peer")
 
 
 def stamp_obj(args, lab):
@@ -314,19 +335,28 @@ def plot_cdf(cdfs, path, title):
 
 def run_p3(args, lab, s, r, d, link):
     rows = []
-    stacks = [("udp", 2), ("tcp", 2), ("dccp", 2), ("dccp", 3)]
+    names = [x for x in P3_STACKS if x in args.stacks]
+    if any(x.startswith("quic") for x in names) and not os.access(quic_tool(args), os.X_OK):
+        print(f"P3 quic: skipped, {quic_tool(args)} was not built (needs libngtcp2-dev and "
+              f"libngtcp2-crypto-gnutls-dev)", flush=True)
+        names = [x for x in names if not x.startswith("quic")]
     for interval in args.intervals:
         count = int(args.p3_seconds * 1000 / interval)
-        for proto, ccid in stacks:
+        for name in names:
+            proto = name.split("-")[0]
+            ccid = int(name[-1]) if proto == "dccp" else 2
+            cc = name.split("-")[1] if proto == "quic" and "-" in name else None
             tbf_reset(lab, r, link.a.ifname)
             grace = 1.5 if proto != "tcp" else args.tcp_grace
             sent, got, st = traffic(args, lab, s, d, link.b.v4, proto, interval, count, "video", "veth1", "veth2",
-                                    ccid=ccid, grace=grace)
+                                    ccid=ccid, grace=grace, cc=cc)
             q = tbf_counts(lab, r, link.a.ifname)
             for k in ("in_sender_ms", "network_ms", "in_receiver_ms"):
                 st.pop(k)
             i_rx = sum(1 for g in got if g[1] == 1)
-            name = proto if proto != "dccp" else f"dccp-ccid{ccid}"
+            if proto == "quic" and st.get("sent", 0) + st.get("dead", 0) + st.get("unsent", 0) \
+                    != sum(1 for x in sent if x[3] == 0):
+                raise RuntimeError(f"quic_peer's counts disagree with its log: {st}")
             rows.append({"interval_ms": interval, "stack": name,
                          "sent": sum(1 for x in sent if x[3] == 0),
                          "dead": sum(1 for x in sent if x[3] == 1), "received": len(got),
@@ -393,12 +423,32 @@ def write_results(args, out, p2, p3, elapsed):
                       f"{x['received']} | {x['i_share_pct']} | {pi} | {x['drop_pct']} | {pd} |")
         for iv in sorted({x["interval_ms"] for x in p3}):
             u = [x for x in p3 if x["interval_ms"] == iv and x["stack"] == "udp"]
-            dd = [x for x in p3 if x["interval_ms"] == iv and x["stack"] == "dccp-ccid2"]
-            if u and dd and u[0]["i_share_pct"] and dd[0]["i_share_pct"]:
-                md.append(f"\n{iv} ms: DCCP/UDP I-frame share ratio "
-                          f"{dd[0]['i_share_pct'] / u[0]['i_share_pct']:.2f} (target >= 2, paper 2.4).")
-        md += ["", "QUIC DATAGRAM (libngtcp2-dev 0.12) with the same policy: not done in the time "
-                   "available (see the report)."]
+            for stack, label in (("dccp-ccid2", "DCCP"), ("quic", "QUIC")):
+                dd = [x for x in p3 if x["interval_ms"] == iv and x["stack"] == stack]
+                if u and dd and u[0]["i_share_pct"] and dd[0]["i_share_pct"]:
+                    md.append(f"\n{iv} ms: {label}/UDP I-frame share ratio "
+                              f"{dd[0]['i_share_pct'] / u[0]['i_share_pct']:.2f} (target >= 2, paper "
+                              f"DCCP 2.4).")
+        qs = [x for x in p3 if x["stack"].startswith("quic")]
+        if qs:
+            md += ["", f"QUIC (bench/quic_peer.c, ngtcp2 {qs[0]['tx_stats'].get('ngtcp2', '?')}, "
+                       "quic: its default congestion control, CUBIC; quic-reno: Reno; both paced; "
+                       f"{QUIC_SIZE}-byte "
+                       "DATAGRAM frames): where the queue's head waited. ngtcp2 refuses a datagram "
+                       "(writev_datagram returns 0) when bytes in flight reach the congestion window "
+                       "(cwnd) or, with window left, when pacing holds the next packet; the policy "
+                       "drops while the head waits.", "",
+                   "| interval | stack | accepted | at once | after cwnd wait | after pacing wait "
+                   "| dropped, head waiting for cwnd | for pacing | acked | declared lost "
+                   "| cwnd cuts | final cwnd B | smoothed RTT ms |",
+                   "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+            for x in qs:
+                t = x["tx_stats"]
+                md.append(f"| {x['interval_ms']} ms | {x['stack']} | {t['sent']} | {t['went_at_once']} | "
+                          f"{t['went_after_cwnd']} | {t['went_after_pacing']} | "
+                          f"{t['dead_behind_cwnd']} | {t['dead_behind_pacing']} | {t['acked']} | "
+                          f"{t['lost']} | {t.get('congestion_events', '-')} | {t['cwnd']} | "
+                          f"{t['rtt_us'] / 1000:.0f} |")
     with open(os.path.join(out, "results.md"), "w") as f:
         f.write("\n".join(md) + "\n")
 
@@ -409,7 +459,13 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--only", default="P2,P3")
     ap.add_argument("--out", default=os.path.join(HERE, "results", "dccp"))
+    ap.add_argument("--stacks", default=",".join(P3_DEFAULT),
+                    help="P3's stacks, comma-separated (default: %(default)s)")
     args = ap.parse_args(argv)
+    args.stacks = [x.strip().lower() for x in args.stacks.split(",") if x.strip()]
+    bad = [x for x in args.stacks if x not in P3_STACKS]
+    if bad or not args.stacks:
+        ap.error(f"--stacks: {','.join(bad) or 'empty'}: not one of {','.join(P3_STACKS)}")
     args.build = os.path.abspath(args.build)
     if args.quick:
         args.warmup, args.p2_seconds, args.p3_seconds, args.intervals, args.tcp_grace = 1.0, 3, 2, [10], 5.0
