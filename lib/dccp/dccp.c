@@ -48,6 +48,13 @@ struct gc_dccp {
 	uint64_t acked, lost;
 	struct gc_dccp_listener *owner; /* raw listener that must not Reset our packets */
 	struct gc_dccp *next_owned;
+	/* DCCP-UDP: packets the engine's xmit framed, sent as one UDP_SEGMENT
+	 * run of equal sizes when the run ends (gso_flush) */
+	bool batching;
+	uint8_t *rxbuf; /* DCCP_SOCK_BATCH packets of RXSLOT bytes for c_poll */
+	uint8_t *gso;
+	size_t gso_len, gso_seg;
+	unsigned gso_n;
 };
 
 struct gc_dccp_listener {
@@ -166,9 +173,39 @@ static int addr_in(const char *fn, const struct sockaddr *sa, socklen_t len, str
 
 /* ---- the connection's callbacks (called with c->mu held) -------------------- */
 
+/* Send the run of equal-sized packets gathered so far. */
+static int gso_flush(struct gc_dccp *c)
+{
+	int r = 0;
+	if (c->gso_n == 1)
+		r = dccp_sock_send(c->fd, true, &c->peer, NULL, c->gso, c->gso_len);
+	else if (c->gso_n > 1)
+		r = dccp_sock_send_gso(c->fd, c->gso, c->gso_len, c->gso_seg);
+	c->gso_n = 0;
+	c->gso_len = 0;
+	return r;
+}
+
 static int c_emit(void *arg, const uint8_t *p, size_t len)
 {
 	struct gc_dccp *c = arg;
+	if (c->batching && len <= DCCP_SOCK_GSO_BYTES) {
+		/* in order: a packet of another size (an Ack the connection
+		 * sends between data packets) ends the run */
+		int r = 0;
+		if (c->gso_n &&
+		    (len != c->gso_seg || c->gso_n == DCCP_SOCK_GSO_SEGS ||
+		     c->gso_len + len > DCCP_SOCK_GSO_BYTES))
+			r = gso_flush(c);
+		if (!c->gso_n)
+			c->gso_seg = len;
+		memcpy(c->gso + c->gso_len, p, len);
+		c->gso_len += len;
+		c->gso_n++;
+		return r;
+	}
+	if (c->batching)
+		gso_flush(c);
 	return dccp_sock_send(c->fd, c->udp, &c->peer, c->udp ? NULL : &c->local, p, len);
 }
 
@@ -200,25 +237,36 @@ static void c_lost(void *arg, uint64_t seq)
 	f->used = false;
 }
 
-/* Read what the socket holds and run the timers. */
+/* One slot of c->rxbuf: any packet a socket can hand us (larger ones are
+ * truncated and dropped, as before).  Untouched pages of the buffer are
+ * never faulted in: acknowledgements use the first of each slot. */
+#define RXSLOT (65536 + 64)
+
+/* Read what the socket holds (DCCP_SOCK_BATCH packets per system call) and
+ * run the timers. */
 static void c_poll(struct gc_dccp *c, uint64_t now)
 {
-	uint8_t buf[65536 + 64];
-	for (int i = 0; i < 256; i++) { /* bounded: the timers run too */
-		struct dccp_sock_pkt sp;
-		ssize_t n = dccp_sock_recv(c->fd, c->udp, buf, sizeof(buf), &sp);
-		if (n < 0)
+	for (int round = 0; round < 256 / DCCP_SOCK_BATCH; round++) { /* bounded: the timers run too */
+		struct dccp_sock_pkt sp[DCCP_SOCK_BATCH];
+		ssize_t lens[DCCP_SOCK_BATCH];
+		int got = dccp_sock_recv_batch(c->fd, c->udp, c->rxbuf, RXSLOT, DCCP_SOCK_BATCH, sp, lens);
+		if (got <= 0)
 			break;
-		if (n == 0 || !same_ip(&sp.from, &c->peer))
-			continue;
-		if (c->udp && ssport(&sp.from) != ssport(&c->peer))
-			continue;
-		struct dccp_hdr h;
-		if (dccp_parse(sp.pkt, sp.len, c->udp ? NULL : &c->ph_in, &h, &c->conn.err) != DCCP_OK) {
-			c->conn.st.invalid++;
-			continue;
+		for (int i = 0; i < got; i++) {
+			if (lens[i] == 0 || !same_ip(&sp[i].from, &c->peer))
+				continue;
+			if (c->udp && ssport(&sp[i].from) != ssport(&c->peer))
+				continue;
+			struct dccp_hdr h;
+			if (dccp_parse(sp[i].pkt, sp[i].len, c->udp ? NULL : &c->ph_in, &h,
+				       &c->conn.err) != DCCP_OK) {
+				c->conn.st.invalid++;
+				continue;
+			}
+			dccp_conn_input(&c->conn, sp[i].pkt, sp[i].len, &h, now);
 		}
-		dccp_conn_input(&c->conn, sp.pkt, sp.len, &h, now);
+		if (got < DCCP_SOCK_BATCH)
+			break; /* drained: no further call to hear EAGAIN */
 	}
 	dccp_conn_timer(&c->conn, now);
 	if (c->gconn)
@@ -274,6 +322,10 @@ static unsigned hk_xmit(void *arg, struct gc_conn *gc, const struct gc_sent *p, 
 	(void)gc;
 	pthread_mutex_lock(&c->mu);
 	uint64_t now = now_ns();
+	/* DCCP-UDP: frame them all, send runs of equal sizes with UDP_SEGMENT
+	 * (an error of a run is seen at its end: its packets count as sent,
+	 * and lost, as one refused packet does below) */
+	c->batching = c->udp && c->gso;
 	for (i = 0; i < n; i++) {
 		uint64_t seq;
 		int r = dccp_conn_send(&c->conn, zone + p[i].off, p[i].len, now, &seq);
@@ -285,6 +337,10 @@ static unsigned hk_xmit(void *arg, struct gc_conn *gc, const struct gc_sent *p, 
 			i++; /* it has its number: it counts as sent (and lost); pause */
 			break;
 		}
+	}
+	if (c->batching) {
+		c->batching = false;
+		gso_flush(c);
 	}
 	pthread_mutex_unlock(&c->mu);
 	return i;
@@ -318,9 +374,15 @@ static struct gc_dccp *c_new(const struct gc_dccp_opts *o)
 	c->udp = o->encap == GC_DCCP_UDP;
 	c->ninflight = 4 * (size_t)o->ring_slots;
 	c->inflight = calloc(c->ninflight, sizeof(*c->inflight));
+	if (c->udp)
+		c->gso = malloc(DCCP_SOCK_GSO_BYTES); /* NULL: packet by packet */
+	c->rxbuf = malloc((size_t)DCCP_SOCK_BATCH * RXSLOT);
 	pthread_mutex_init(&c->mu, NULL);
 	pthread_cond_init(&c->cv, NULL);
-	if (!c->inflight) {
+	if (!c->inflight || !c->rxbuf) {
+		free(c->inflight);
+		free(c->rxbuf);
+		free(c->gso);
 		free(c);
 		return NULL;
 	}
@@ -352,6 +414,8 @@ static void c_free(struct gc_dccp *c)
 	pthread_cond_destroy(&c->cv);
 	pthread_mutex_destroy(&c->mu);
 	free(c->inflight);
+	free(c->rxbuf);
+	free(c->gso);
 	free(c);
 }
 

@@ -26,9 +26,24 @@ struct dccp_sock_pkt {
 /* Read one packet.  > 0: got one in out; 0: a malformed read (drop it);
  * -EAGAIN: none; other -errno. */
 ssize_t dccp_sock_recv(int fd, bool udp, uint8_t *buf, size_t cap, struct dccp_sock_pkt *out);
+/* Up to n (at most DCCP_SOCK_BATCH) packets in one recvmmsg() call, the
+ * i-th into buf + i * cap; out[i] and lens[i] as dccp_sock_recv() gives
+ * them.  Returns how many were read, or -errno (-EAGAIN: none). */
+#define DCCP_SOCK_BATCH 16
+int dccp_sock_recv_batch(int fd, bool udp, uint8_t *buf, size_t cap, unsigned n,
+			 struct dccp_sock_pkt *out, ssize_t *lens);
 /* Send pkt to `to`, from the address `from` (NULL: the kernel picks). */
 int dccp_sock_send(int fd, bool udp, const struct sockaddr_storage *to,
 		   const struct sockaddr_storage *from, const uint8_t *pkt, size_t len);
+
+/* DCCP-UDP only: n packets of seg bytes each (the last may be shorter) at
+ * buf[0..len), as one UDP_SEGMENT send on the connected socket fd: the
+ * stack is walked once and the datagrams are cut at the end.  0 or -errno. */
+int dccp_sock_send_gso(int fd, const uint8_t *buf, size_t len, size_t seg);
+/* The most one dccp_sock_send_gso() carries (UDP's 64 KiB, and the kernel's
+ * UDP_MAX_SEGMENTS of 64 on older kernels). */
+#define DCCP_SOCK_GSO_BYTES 65000
+#define DCCP_SOCK_GSO_SEGS 64
 
 /* The pseudo-header for a packet from src to dst (ports ignored). */
 void dccp_pseudo_from(struct dccp_pseudo *ph, const struct sockaddr_storage *src,
