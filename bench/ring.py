@@ -90,10 +90,10 @@ def build(build_dir, tmp):
     sh(["cmake", "--build", build_dir, "-j2", "--target", "groupcast_static"], stdout=subprocess.DEVNULL)
     os.makedirs(tmp, exist_ok=True)
     exe = os.path.join(tmp, "ring_p1")
-    libs = subprocess.run(["pkg-config", "--libs", "liburing", "libbpf"], check=True, capture_output=True,
+    libs = subprocess.run(["pkg-config", "--libs", "liburing", "libbpf", "libsodium"], check=True, capture_output=True,
                           text=True).stdout.split()
     sh(["cc", "-std=c11", "-O2", "-D_GNU_SOURCE", "-Wall", "-Wextra", "-Werror", "-I", os.path.join(ROOT, "include"),
-        os.path.join(ROOT, "bench", "ring_p1.c"), os.path.join(build_dir, "libgroupcast.a"), *libs, "-lpthread",
+        os.path.join(ROOT, "bench", "ring_p1.c"), os.path.join(build_dir, "libgroupcast.a"), *libs, "-lpthread", "-lm",
         "-o", exe])
     sink = compile_bpf(build_dir, os.path.join(ROOT, "bench", "ring_sink.bpf.c"), os.path.join(tmp, "ring_sink.o"),
                        ["-Werror"])
@@ -142,6 +142,15 @@ def run(lab, star, r, exe, conns, placement, args, sock):
         argv += ["--gso"]
     if conns > 1:
         argv += ["--sock", sock]
+    if "dccp" in modes:
+        # The gc_dccp receiver runs on the CPU the engine does not use, and
+        # RPS hands the receiving veth's packets to that CPU, so that the
+        # receive path (IP, UDP, the receiver's socket) is the receiver's
+        # work, not the sender's; the TC sink of the UDP runs of the same
+        # pass moves with it.
+        rx_cpu = 1 - engine_cpu
+        argv += ["--rx-cpu", str(rx_cpu)]
+        lab.set_rps(r.ns, r.ifname, 1 << rx_cpu)
     log(f"  ip netns exec {star.sender} {' '.join(argv)}")
     out = lab.run(star.sender, argv, capture_output=True, text=True, check=False)
     rows = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
