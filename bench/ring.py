@@ -22,6 +22,17 @@ send() and to "gso" are taken rep by rep within the same interleaved pass.
 --gso adds the "gso" baseline to the unpaced runs too.  Results of paced
 mode go to bench/results/ring/paced/ unless --out says otherwise.
 
+DCCP framing (--modes asked,dccp; issue 14's "P1 with DCCP framing and CCID 2
+in an uncongested state"): the same producer over a gc_dccp connection
+(CCID 2, DCCP-UDP) to a gc_dccp receiver in the receiving namespace, against
+the UDP ring and send() of the same pass (1400 B, k = 16, one connection by
+default).  Each DCCP run opens a fresh connection and sends 50000 packets
+first (slow start over; the window at the end is reported).  The receivers
+run on the CPU the engine does not use and are not counted: gc_dccp's, and
+a UDP reader (port 6512) that the UDP methods of this pass send to instead
+of the TC sink, so that every method meets the same IP/UDP receive path on
+the sending CPU.  Results go to bench/results/ring/dccp/.
+
 Total CPU per packet (application plus engine) of the ring + engine against
 UDP send() on a connected socket, for payloads of 0, 100, 500, 1000 and 1400
 bytes, with the application publishing every k = 1, 2, 4, 8, 16, 32 packets
@@ -70,6 +81,7 @@ from gcbench.run import ROOT, Lab, compile_bpf, log  # noqa: E402
 SIZES = [0, 100, 500, 1000, 1400]
 KS = [1, 2, 4, 8, 16, 32]
 PORT = 9000
+DCCP_UDP_PORT = 6512  # the UDP reader of the DCCP pass (ring_sink.bpf.c lets it through)
 
 # The paper's numbers (seed 001, section 4.1), put beside ours.
 PAPER = {
@@ -143,14 +155,12 @@ def run(lab, star, r, exe, conns, placement, args, sock):
     if conns > 1:
         argv += ["--sock", sock]
     if "dccp" in modes:
-        # The gc_dccp receiver runs on the CPU the engine does not use, and
-        # RPS hands the receiving veth's packets to that CPU, so that the
-        # receive path (IP, UDP, the receiver's socket) is the receiver's
-        # work, not the sender's; the TC sink of the UDP runs of the same
-        # pass moves with it.
-        rx_cpu = 1 - engine_cpu
-        argv += ["--rx-cpu", str(rx_cpu)]
-        lab.set_rps(r.ns, r.ifname, 1 << rx_cpu)
+        # The DCCP pass: gc_dccp's receiver reads and acknowledges every
+        # packet on the CPU the engine does not use; the UDP methods of the
+        # pass send to a UDP reader on that CPU (port DCCP_UDP_PORT), not to
+        # the TC sink, so that both meet the same receive path.
+        argv[argv.index("--port") + 1] = str(DCCP_UDP_PORT)
+        argv += ["--rx-cpu", str(1 - engine_cpu), "--rx-read"]
     log(f"  ip netns exec {star.sender} {' '.join(argv)}")
     out = lab.run(star.sender, argv, capture_output=True, text=True, check=False)
     rows = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
@@ -177,6 +187,8 @@ def summarize(rows):
     udp = {(row["placement"], row["conns"], row["size"], row["rep"]): row for row in rows if row["method"] == "udp"}
     gso = {(row["placement"], row["conns"], row["size"], row["k"], row["rep"]): row for row in rows
            if row["method"] == "gso"}
+    ring_asked = {(row["placement"], row["conns"], row["size"], row["k"], row["rep"]): row for row in rows
+                  if row["method"] == "ring" and row["notify"] == "asked"}
     out = []
 
     def per_packet(x):
@@ -191,6 +203,10 @@ def summarize(rows):
             [x for x in ok if x["method"] != "gso"], gso,
             lambda x: (x["placement"], x["conns"], x["size"], x["k"], x["rep"]), per_packet))
 
+        ratio_ring, ratio_ring_min, ratio_ring_max = analyse.spread(analyse.paired_ratios(
+            [x for x in ok if x["method"] == "dccp"], ring_asked,
+            lambda x: (x["placement"], x["conns"], x["size"], x["k"], x["rep"]), per_packet))
+
         def med(field):
             return analyse.median_or_none(x[field] / x["packets"] for x in ok)
 
@@ -202,6 +218,11 @@ def summarize(rows):
             "wall_ns": med("wall_ns"), "notifies_per_pkt": med("notifies"), "gso_share": med("gso"),
             "ratio": ratio, "ratio_min": ratio_min, "ratio_max": ratio_max,
             "ratio_gso": ratio_gso, "ratio_gso_min": ratio_gso_min, "ratio_gso_max": ratio_gso_max,
+            "ratio_ring": ratio_ring, "ratio_ring_min": ratio_ring_min, "ratio_ring_max": ratio_ring_max,
+            "cwnd_min": min((x.get("cwnd", 0) for x in g), default=0),
+            "cwnd_max": max((x.get("cwnd", 0) for x in g), default=0),
+            "dccp_lost": sum(x.get("dccp_lost", 0) for x in g),
+            "rtt_us": analyse.median_or_none(x["rtt_us"] for x in ok) if k[2] == "dccp" else None,
         }
         out.append(s)
     return out
@@ -486,12 +507,61 @@ def report_paced(summary, outdir, args, facts, started, elapsed):
         f.write("\n".join(L) + "\n")
 
 
+def report_dccp(summary, outdir, args, facts, started, elapsed):
+    L = ["# P1 with DCCP framing: the packet ring over a gc_dccp CCID 2 connection against the UDP ring\n"]
+    L.append(f"Run {started} on {facts.get('cpu', '?')}, {facts['cpus']} CPUs, Linux {facts['kernel']}; "
+             f"{elapsed:.0f} s.  Command and details: `command.txt`; every run: `raw.jsonl`; medians: "
+             "`summary.csv`.\n")
+    L.append(f"{args.reps} interleaved reps of {args.packets} packets per method; the producer is the ring's "
+             "(1400 B, publish every k = 16, gc_ring_submit()).  CPU per packet = the sender process's CPU time "
+             "(application + engine thread) from the start of the burst to the last packet handed over.  "
+             "\"DCCP\": gc_dccp_connect(), CCID 2, DCCP-UDP (RFC 6773, port 6511: unprivileged, and the "
+             "encapsulation with a GSO path; native DCCP goes through a raw socket packet by packet), to a "
+             "gc_dccp receiver in the receiving namespace; each run opens a fresh connection and sends "
+             "50000 packets before measuring, so that slow start is over.  The sender's engine frames, sends "
+             "and reads the receiver's Acks (Ack Ratio 2, the feature's default): all counted.  The "
+             "receivers (gc_dccp's, and a UDP reader that the UDP methods of the pass send to instead of the "
+             "TC sink) run on the CPU the engine does not use and are not counted; the kernel's IP/UDP "
+             "receive runs on the sending CPU, the same for every method.  Ratios rep by rep within the "
+             "pass; median [min-max].\n")
+    L.append("| placement | method | CPU/packet (ns) | app | engine | / send() | / UDP ring | target | "
+             "cwnd at the end (min-max) | RTT (us) | lost |")
+    L.append("|---|---|---|---|---|---|---|---|---|---|---|")
+    names = {"udp": "send()", "ring": "UDP ring, gc_ring_submit()", "dccp": "DCCP ring (CCID 2), gc_ring_submit()"}
+    for pl in args.placements:
+        for x in sorted([x for x in summary if x["placement"] == pl and x["conns"] == 1],
+                        key=lambda x: ["udp", "gso", "ring", "dccp"].index(x["method"])):
+            if x["method"] == "ring" and x["notify"] != "asked":
+                continue
+            dccp = x["method"] == "dccp"
+            cw = f"{x['cwnd_min']}-{x['cwnd_max']}" if dccp else ""
+            r = f"{fmt(x['ratio'], 2)} [{fmt(x['ratio_min'], 2)}-{fmt(x['ratio_max'], 2)}]"
+            rr = (f"**{fmt(x['ratio_ring'], 2)}** [{fmt(x['ratio_ring_min'], 2)}-{fmt(x['ratio_ring_max'], 2)}]"
+                  if dccp else "")
+            L.append(f"| {pl} | {names.get(x['method'], x['method'])} | {fmt(x['cpu_ns'])} "
+                     f"[{fmt(x['cpu_min'])}-{fmt(x['cpu_max'])}] | {fmt(x['app_ns'])} | {fmt(x['engine_ns'])} | "
+                     f"{r} | {rr} | {'<= 1.3' if dccp else ''} | "
+                     f"{cw} | "
+                     f"{fmt(x['rtt_us']) if dccp else ''} | "
+                     f"{x['dccp_lost'] if dccp else ''} |")
+    L.append("")
+    L.append(DCCP_READING)
+    with open(os.path.join(outdir, "results.md"), "w") as f:
+        f.write("\n".join(L) + "\n")
+
+
+DCCP_READING = ""
+
+
 def write_results(rows, args, facts, started, elapsed):
     """summary.csv, the plots and results.md from the raw rows; returns the summary."""
     summary = summarize(rows)
     write_dicts_csv(os.path.join(args.out, "summary.csv"), summary)
     if args.pace:
         report_paced(summary, args.out, args, facts, started, elapsed)
+        return summary
+    if "dccp" in args.modes.split(","):
+        report_dccp(summary, args.out, args, facts, started, elapsed)
         return summary
     plots(summary, args.out, args.placements, args.conns, args.sizes, args.ks)
     report(summary, args.out, args, facts, started, elapsed)
@@ -532,6 +602,11 @@ def main():
             args.packets = 40000
         if "--out" not in sys.argv:
             args.out = os.path.join(ROOT, "bench", "results", "ring", "paced")
+    if args.modes and "dccp" in args.modes.split(","):
+        for opt, val in (("--conns", "1"), ("--sizes", "1400"), ("--ks", "16"),
+                         ("--out", os.path.join(ROOT, "bench", "results", "ring", "dccp"))):
+            if opt not in sys.argv:
+                setattr(args, opt[2:], val)
     if args.modes is None:
         args.modes = "asked,flush,inline" if args.pace else "asked,always,flush"
     args.conns = [int(c) for c in args.conns.split(",")]
@@ -600,6 +675,13 @@ def main():
         f.write(f"elapsed: {elapsed:.0f} s\n")
     shutil.rmtree(tmp, ignore_errors=True)
     portable(args.out)
+    if "dccp" in args.modes.split(","):
+        for x in summary:
+            if x["method"] == "dccp":
+                log(f"{x['placement']}: DCCP ring {fmt(x['cpu_ns'])} ns/packet, / UDP ring {fmt(x['ratio_ring'], 2)}, "
+                    f"/ send() {fmt(x['ratio'], 2)}, cwnd {x['cwnd_min']}-{x['cwnd_max']}")
+        log(f"results in {args.out}")
+        return
     if args.pace:
         for x in summary:
             if x["method"] != "udp":

@@ -86,6 +86,7 @@ static struct {
 	int gso;	      /* also run "gso": UDP_SEGMENT in the application */
 	int rx_cpu;	      /* the DCCP receiver's CPU */
 	uint64_t warmup;      /* DCCP: packets sent before measuring (cwnd grows) */
+	int rx_read;	      /* a UDP receiver reads --port (udp_reader_start) */
 } o = { .rx_cpu = 1,
 	.warmup = 50000,
 	.port = 9000,
@@ -563,6 +564,60 @@ static void dccp_receiver_start(void)
 	close(p[0]);
 }
 
+/*
+ * --rx-read: a UDP receiver that reads every datagram sent to --port (a
+ * child in the receiving namespace on --rx-cpu, recvmmsg() into one buffer,
+ * not counted), so that the UDP methods of a pass meet the same receive
+ * path as DCCP does (the kernel's IP/UDP receive and a reader on the other
+ * CPU) instead of the TC sink's drop.
+ */
+static void udp_reader_start(void)
+{
+	int p[2];
+	if (!o.rxns)
+		die("--rx-read needs --rxns%s", "");
+	if (pipe(p) < 0)
+		die("pipe%s", "");
+	pid_t pid = fork();
+	if (pid < 0)
+		die("fork%s", "");
+	if (pid == 0) {
+		char path[256];
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		snprintf(path, sizeof(path), "/run/netns/%s", o.rxns);
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0 || setns(fd, CLONE_NEWNET) < 0)
+			die("join the receiver's namespace %s", o.rxns);
+		close(fd);
+		pin(o.rx_cpu);
+		struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)o.port) };
+		int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), rcv = 8 << 20;
+		if (s < 0 || inet_pton(AF_INET, o.dest, &a.sin_addr) != 1 ||
+		    bind(s, (struct sockaddr *)&a, sizeof(a)) < 0)
+			die("bind the UDP reader to %s", o.dest);
+		setsockopt(s, SOL_SOCKET, SO_RCVBUFFORCE, &rcv, sizeof(rcv));
+		if (write(p[1], "r", 1) != 1)
+			_exit(1);
+		enum { N = 64, SZ = 2048 };
+		static unsigned char buf[N][SZ];
+		struct mmsghdr mm[N];
+		struct iovec iov[N];
+		for (;;) {
+			for (int i = 0; i < N; i++) {
+				iov[i] = (struct iovec){ buf[i], SZ };
+				mm[i].msg_hdr = (struct msghdr){ .msg_iov = &iov[i], .msg_iovlen = 1 };
+			}
+			if (recvmmsg(s, mm, N, MSG_WAITFORONE, NULL) < 0 && errno != EINTR)
+				_exit(1);
+		}
+	}
+	char ch;
+	close(p[1]);
+	if (read(p[0], &ch, 1) != 1)
+		die("the UDP reader did not start%s", "");
+	close(p[0]);
+}
+
 /* Pin every thread of this process but the calling one (the engine) to cpu. */
 static void pin_others(int cpu)
 {
@@ -837,16 +892,15 @@ static void list(const char *s, size_t *sz, unsigned *u, size_t *n)
 
 int main(int argc, char **argv)
 {
-	static const struct option lo[] = { { "dest", 1, 0, 'd' },    { "port", 1, 0, 'p' },
-					    { "rxns", 1, 0, 'r' },    { "sizes", 1, 0, 's' },
-					    { "ks", 1, 0, 'k' },      { "modes", 1, 0, 'm' },
-					    { "reps", 1, 0, 'R' },    { "packets", 1, 0, 'n' },
-					    { "conns", 1, 0, 'c' },   { "entries", 1, 0, 'e' },
-					    { "app-cpu", 1, 0, 'a' }, { "engine-cpu", 1, 0, 'g' },
-					    { "sock", 1, 0, 'S' },    { "rxif", 1, 0, 'i' },
-					    { "batch", 1, 0, 'b' },   { "pace", 1, 0, 'P' },
-					    { "gso", 0, 0, 'G' },     { "rx-cpu", 1, 0, 'X' },
-					    { "warmup", 1, 0, 'W' },  { 0, 0, 0, 0 } };
+	static const struct option lo[] = {
+		{ "dest", 1, 0, 'd' },	  { "port", 1, 0, 'p' },    { "rxns", 1, 0, 'r' },
+		{ "sizes", 1, 0, 's' },	  { "ks", 1, 0, 'k' },	    { "modes", 1, 0, 'm' },
+		{ "reps", 1, 0, 'R' },	  { "packets", 1, 0, 'n' }, { "conns", 1, 0, 'c' },
+		{ "entries", 1, 0, 'e' }, { "app-cpu", 1, 0, 'a' }, { "engine-cpu", 1, 0, 'g' },
+		{ "sock", 1, 0, 'S' },	  { "rxif", 1, 0, 'i' },    { "batch", 1, 0, 'b' },
+		{ "pace", 1, 0, 'P' },	  { "gso", 0, 0, 'G' },	    { "rx-cpu", 1, 0, 'X' },
+		{ "warmup", 1, 0, 'W' },  { "rx-read", 0, 0, 'Y' }, { 0, 0, 0, 0 }
+	};
 	size_t nk;
 	int c;
 
@@ -892,6 +946,7 @@ int main(int argc, char **argv)
 		case 'G': o.gso = 1; break;
 		case 'X': o.rx_cpu = atoi(optarg); break;
 		case 'W': o.warmup = strtoull(optarg, NULL, 0); break;
+		case 'Y': o.rx_read = 1; break;
 		default: return 2;
 		}
 	}
@@ -900,6 +955,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (o.rx_read)
+		udp_reader_start();
 	for (int i = 0; i < o.nmodes; i++)
 		if (o.modes[i] == 4) {
 			if (o.conns != 1) {

@@ -23,6 +23,10 @@
 #include "ring/cc.h"
 #include "ring/internal.h"
 
+/* The longest header a data packet in a UDP_SEGMENT run may have (a data
+ * packet's options are NDP Count and pending Confirms: far less). */
+#define GSO_HDR 128
+
 /* A data packet in flight: its DCCP seq and the ring packet it carried. */
 struct inflight {
 	uint64_t seq;
@@ -48,13 +52,15 @@ struct gc_dccp {
 	uint64_t acked, lost;
 	struct gc_dccp_listener *owner; /* raw listener that must not Reset our packets */
 	struct gc_dccp *next_owned;
-	/* DCCP-UDP: packets the engine's xmit framed, sent as one UDP_SEGMENT
-	 * run of equal sizes when the run ends (gso_flush) */
+	/* DCCP-UDP: the data packets the engine's xmit framed, sent as one
+	 * UDP_SEGMENT run of equal sizes when the run ends (gso_flush): their
+	 * headers here, their payloads where they are (the ring's zone) */
 	bool batching;
-	uint8_t *rxbuf; /* DCCP_SOCK_BATCH packets of RXSLOT bytes for c_poll */
-	uint8_t *gso;
-	size_t gso_len, gso_seg;
 	unsigned gso_n;
+	size_t gso_len, gso_seg;
+	struct iovec gso_iov[2 * DCCP_SOCK_GSO_SEGS];
+	uint8_t gso_hdr[DCCP_SOCK_GSO_SEGS][GSO_HDR];
+	uint8_t *rxbuf; /* DCCP_SOCK_BATCH packets of RXSLOT bytes for c_poll */
 };
 
 struct gc_dccp_listener {
@@ -177,10 +183,9 @@ static int addr_in(const char *fn, const struct sockaddr *sa, socklen_t len, str
 static int gso_flush(struct gc_dccp *c)
 {
 	int r = 0;
-	if (c->gso_n == 1)
-		r = dccp_sock_send(c->fd, true, &c->peer, NULL, c->gso, c->gso_len);
-	else if (c->gso_n > 1)
-		r = dccp_sock_send_gso(c->fd, c->gso, c->gso_len, c->gso_seg);
+	if (c->gso_n)
+		r = dccp_sock_sendv(c->fd, c->gso_iov, 2 * (size_t)c->gso_n,
+				    c->gso_n > 1 ? c->gso_seg : 0);
 	c->gso_n = 0;
 	c->gso_len = 0;
 	return r;
@@ -189,24 +194,35 @@ static int gso_flush(struct gc_dccp *c)
 static int c_emit(void *arg, const uint8_t *p, size_t len)
 {
 	struct gc_dccp *c = arg;
-	if (c->batching && len <= DCCP_SOCK_GSO_BYTES) {
-		/* in order: a packet of another size (an Ack the connection
-		 * sends between data packets) ends the run */
-		int r = 0;
-		if (c->gso_n &&
-		    (len != c->gso_seg || c->gso_n == DCCP_SOCK_GSO_SEGS ||
-		     c->gso_len + len > DCCP_SOCK_GSO_BYTES))
-			r = gso_flush(c);
-		if (!c->gso_n)
-			c->gso_seg = len;
-		memcpy(c->gso + c->gso_len, p, len);
-		c->gso_len += len;
-		c->gso_n++;
-		return r;
-	}
 	if (c->batching)
-		gso_flush(c);
+		gso_flush(c); /* in order: a control packet between data packets */
 	return dccp_sock_send(c->fd, c->udp, &c->peer, c->udp ? NULL : &c->local, p, len);
+}
+
+/* A DCCP-UDP data packet: into the current run when the engine's xmit is
+ * framing (the run ends at a packet of another size), else at once. */
+static int c_emitv(void *arg, const uint8_t *hdr, size_t hlen, const void *data, size_t dlen)
+{
+	struct gc_dccp *c = arg;
+	size_t len = hlen + dlen;
+	int r = 0;
+	if (!c->batching || hlen > GSO_HDR || len > DCCP_SOCK_GSO_BYTES) {
+		if (c->batching)
+			gso_flush(c);
+		struct iovec iov[2] = { { (void *)hdr, hlen }, { (void *)data, dlen } };
+		return dccp_sock_sendv(c->fd, iov, 2, 0);
+	}
+	if (c->gso_n &&
+	    (len != c->gso_seg || c->gso_n == DCCP_SOCK_GSO_SEGS || c->gso_len + len > DCCP_SOCK_GSO_BYTES))
+		r = gso_flush(c);
+	if (!c->gso_n)
+		c->gso_seg = len;
+	memcpy(c->gso_hdr[c->gso_n], hdr, hlen);
+	c->gso_iov[2 * c->gso_n] = (struct iovec){ c->gso_hdr[c->gso_n], hlen };
+	c->gso_iov[2 * c->gso_n + 1] = (struct iovec){ (void *)data, dlen };
+	c->gso_len += len;
+	c->gso_n++;
+	return r;
 }
 
 static struct inflight *slot(struct gc_dccp *c, uint64_t seq)
@@ -325,7 +341,7 @@ static unsigned hk_xmit(void *arg, struct gc_conn *gc, const struct gc_sent *p, 
 	/* DCCP-UDP: frame them all, send runs of equal sizes with UDP_SEGMENT
 	 * (an error of a run is seen at its end: its packets count as sent,
 	 * and lost, as one refused packet does below) */
-	c->batching = c->udp && c->gso;
+	c->batching = c->udp;
 	for (i = 0; i < n; i++) {
 		uint64_t seq;
 		int r = dccp_conn_send(&c->conn, zone + p[i].off, p[i].len, now, &seq);
@@ -374,15 +390,12 @@ static struct gc_dccp *c_new(const struct gc_dccp_opts *o)
 	c->udp = o->encap == GC_DCCP_UDP;
 	c->ninflight = 4 * (size_t)o->ring_slots;
 	c->inflight = calloc(c->ninflight, sizeof(*c->inflight));
-	if (c->udp)
-		c->gso = malloc(DCCP_SOCK_GSO_BYTES); /* NULL: packet by packet */
 	c->rxbuf = malloc((size_t)DCCP_SOCK_BATCH * RXSLOT);
 	pthread_mutex_init(&c->mu, NULL);
 	pthread_cond_init(&c->cv, NULL);
 	if (!c->inflight || !c->rxbuf) {
 		free(c->inflight);
 		free(c->rxbuf);
-		free(c->gso);
 		free(c);
 		return NULL;
 	}
@@ -415,7 +428,6 @@ static void c_free(struct gc_dccp *c)
 	pthread_mutex_destroy(&c->mu);
 	free(c->inflight);
 	free(c->rxbuf);
-	free(c->gso);
 	free(c);
 }
 
@@ -510,7 +522,9 @@ GC_EXPORT struct gc_dccp *gc_dccp_connect(const struct sockaddr *peer, socklen_t
 				      .udp = c->udp };
 	dccp_pseudo_from(&p.ph_out, &c->local, &c->peer);
 	dccp_pseudo_from(&c->ph_in, &c->peer, &c->local);
-	struct dccp_conn_env env = { .emit = c_emit, .acked = c_acked, .lost = c_lost, .arg = c };
+	struct dccp_conn_env env = {
+		.emit = c_emit, .emitv = c_emitv, .acked = c_acked, .lost = c_lost, .arg = c
+	};
 	uint64_t iss;
 	randombytes_buf(&iss, sizeof(iss));
 	uint64_t t0 = now_ns(), deadline = t0 + (uint64_t)o.timeout_ms * 1000000u;
@@ -685,7 +699,9 @@ GC_EXPORT struct gc_dccp *gc_dccp_accept(struct gc_dccp_listener *l, int timeout
 			pre_family = pre >= 0 ? sp.from.ss_family : AF_UNSPEC;
 		}
 		void *ea[2] = { l, &sp };
-		struct dccp_conn_env env = { .emit = c_emit, .acked = c_acked, .lost = c_lost, .arg = c };
+		struct dccp_conn_env env = {
+			.emit = c_emit, .emitv = c_emitv, .acked = c_acked, .lost = c_lost, .arg = c
+		};
 		/* the Ack that completes the handshake is answered through the
 		 * listener's socket (borrowed): the connection's own does not
 		 * exist yet */

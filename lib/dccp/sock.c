@@ -15,7 +15,7 @@
  * DCCP-UDP (RFC 6773): an ordinary UDP socket; the kernel adds and checks
  * the UDP header and its checksum (the only checksum of DCCP-UDP), so the
  * DCCP packet is the datagram's payload.  Data packets of equal size leave
- * in UDP_SEGMENT runs (dccp_sock_send_gso): one walk through the stack per
+ * in UDP_SEGMENT runs (dccp_sock_sendv): one walk through the stack per
  * run instead of per packet, as the UDP ring engine does (lib/ring/udp.c).
  * Native DCCP has no such offload: a raw socket sends packet by packet.
  */
@@ -223,22 +223,23 @@ int dccp_sock_send(int fd, bool udp, const struct sockaddr_storage *to,
 	return 0;
 }
 
-int dccp_sock_send_gso(int fd, const uint8_t *buf, size_t len, size_t seg)
+int dccp_sock_sendv(int fd, const struct iovec *iov, size_t n, size_t seg)
 {
-	struct iovec iov = { (void *)buf, len };
 	union {
 		struct cmsghdr h;
 		uint8_t b[CMSG_SPACE(sizeof(uint16_t))];
 	} cm;
 	memset(&cm, 0, sizeof(cm));
-	struct msghdr m = {
-		.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.b, .msg_controllen = sizeof(cm.b)
-	};
-	uint16_t s = (uint16_t)seg;
-	cm.h.cmsg_level = SOL_UDP;
-	cm.h.cmsg_type = UDP_SEGMENT;
-	cm.h.cmsg_len = CMSG_LEN(sizeof(s));
-	memcpy(CMSG_DATA(&cm.h), &s, sizeof(s));
+	struct msghdr m = { .msg_iov = (struct iovec *)iov, .msg_iovlen = n };
+	if (seg) {
+		uint16_t s = (uint16_t)seg;
+		cm.h.cmsg_level = SOL_UDP;
+		cm.h.cmsg_type = UDP_SEGMENT;
+		cm.h.cmsg_len = CMSG_LEN(sizeof(s));
+		memcpy(CMSG_DATA(&cm.h), &s, sizeof(s));
+		m.msg_control = cm.b;
+		m.msg_controllen = sizeof(cm.b);
+	}
 	if (sendmsg(fd, &m, MSG_DONTWAIT) < 0)
 		return -errno;
 	return 0;

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 struct dccp_pseudo;
 
@@ -36,11 +37,12 @@ int dccp_sock_recv_batch(int fd, bool udp, uint8_t *buf, size_t cap, unsigned n,
 int dccp_sock_send(int fd, bool udp, const struct sockaddr_storage *to,
 		   const struct sockaddr_storage *from, const uint8_t *pkt, size_t len);
 
-/* DCCP-UDP only: n packets of seg bytes each (the last may be shorter) at
- * buf[0..len), as one UDP_SEGMENT send on the connected socket fd: the
- * stack is walked once and the datagrams are cut at the end.  0 or -errno. */
-int dccp_sock_send_gso(int fd, const uint8_t *buf, size_t len, size_t seg);
-/* The most one dccp_sock_send_gso() carries (UDP's 64 KiB, and the kernel's
+/* DCCP-UDP only: the packets in iov[0..n) on the connected socket fd, as
+ * one datagram (seg 0) or as one UDP_SEGMENT message of datagrams of seg
+ * bytes each (the last may be shorter): the stack is walked once and the
+ * datagrams are cut at the end.  0 or -errno. */
+int dccp_sock_sendv(int fd, const struct iovec *iov, size_t n, size_t seg);
+/* The most one UDP_SEGMENT message carries (UDP's 64 KiB, and the kernel's
  * UDP_MAX_SEGMENTS of 64 on older kernels). */
 #define DCCP_SOCK_GSO_BYTES 65000
 #define DCCP_SOCK_GSO_SEGS 64
