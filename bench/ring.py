@@ -550,7 +550,28 @@ def report_dccp(summary, outdir, args, facts, started, elapsed):
         f.write("\n".join(L) + "\n")
 
 
-DCCP_READING = ""
+DCCP_READING = """\
+## Reading it
+
+- Issue 14's target, DCCP framing with CCID 2 within 1.3 times the UDP ring's cost per packet, is
+  not met in this run (the "/ UDP ring" column).  The window was not the limit in the congestion
+  sense (it ends at CCID 2's maximum of 1024 packets, nothing lost), but it was full: the gc_dccp
+  receiver, which reads every packet and sends an Ack per two (Ack Ratio 2, the feature's default,
+  which the connection does not renegotiate), is slower than the sender.  The
+  sender is then ack-clocked: it reads the Acks (recvmmsg(), 16 at most per call), sleeps until they
+  come, and each wake-up sends a short UDP_SEGMENT run.  `perf.md` splits the engine's time.
+- What the DCCP sender does per packet beside the UDP ring's work: build a 16-byte header (no
+  checksum of ours in DCCP-UDP; the payload goes from the zone to the kernel as a second iovec,
+  never copied in user space), record the packet for the Ack Vectors, and process one Ack per two
+  packets.  Before this pass the engine sent every DCCP packet with its own sendmsg() and copied
+  each payload twice in user space; the messages of the commits that changed it (1eef7e5,
+  1415ad6) have those measurements.
+- Native DCCP (IP protocol 33) cannot batch: raw sockets have no UDP_SEGMENT, and its checksum
+  covers the payload, so it would pay a send() per packet.  That is why this pass uses DCCP-UDP.
+- The receivers run on the CPU the sender's engine does not use: CPU 1 in "shared" (application
+  and engine on CPU 0), CPU 0 beside the application in "split" (engine on CPU 1); their time is
+  not counted in either placement.
+"""
 
 
 def write_results(rows, args, facts, started, elapsed):
