@@ -10,14 +10,16 @@ Categories (a sample goes to the first that matches):
                          of the packets just sent (veth -> IP -> UDP socket)
   send                   the rest of sendmsg/sendmmsg (copy, GSO segmentation,
                          veth)
-  receive (recvmmsg/recvmsg), sleep/wake (epoll), futex
+  receive (recvmmsg/recvmsg), sleep/wake (epoll), futex, notify (a write:
+  the ring's eventfd), pacing sleep (clock_nanosleep), other context switches
 """
 import collections
 import sys
 
 RX = ("__udp4_lib_rcv", "ip_rcv", "ip_local_deliver", "process_backlog", "__netif_receive_skb")
 CATS = (("sys_sendmsg", "send"), ("sendmmsg", "send"), ("recvmmsg", "receive"), ("sys_recvmsg", "receive"),
-        ("epoll", "sleep/wake (epoll)"), ("futex", "futex"))
+        ("epoll", "sleep/wake (epoll)"), ("futex", "futex"), ("ksys_write", "notify (eventfd write)"),
+        ("clock_nanosleep", "pacing sleep"), ("__schedule", "other context switches"))
 
 
 def main():

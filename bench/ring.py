@@ -473,6 +473,31 @@ READING = """\
 """
 
 
+PACED_READING = """\
+## Reading it
+
+- gc_ring_submit() ("asked") hands every burst to an engine thread that parked the ring after the
+  previous one, 800 us earlier: the application's eventfd write wakes it (a large part of "app" in
+  that row), and the engine returns from epoll_pwait2(), sends the 16 packets in one
+  GSO run, finds the ring empty, parks it and sleeps again ("engine").  Its send costs what the
+  application's own UDP_SEGMENT costs it (the "gso" row); the rest of the ratio to "gso" is the
+  hand-off.  `perf.md` splits it: on one CPU the write and two context switches; across CPUs more
+  than twice that, a wake-up of the other, idle CPU and its return to idle per burst.  Across CPUs
+  its cost also varies most from run to run on this shared virtual machine (the spread of the
+  split gc_ring_submit() row; earlier runs of this pass are in the history of this directory).
+- The hand-off does not depend on the ring: it is the price of a second thread that sleeps
+  between bursts.  Spinning before parking (idle_us) would burn the whole gap between bursts;
+  notifying every other burst halves the wake-ups and delays the first burst of each pair by one
+  gap (800 us here).  Not handing over is what removes it: gc_ring_flush() ("flush") and
+  GC_RING_ENGINE_SUBMIT_FLUSH ("inline") send from the application's thread when the engine has
+  parked the ring, so their packets also leave before the call returns, and the calling thread
+  pays for the send (gc_ring(3), "Where the cost of handing over goes").
+- The default gc_ring_submit() path keeps the hand-off: making it send in the caller would change
+  what the call costs the application's thread (a sendmmsg() instead of a write) and move the
+  engine's work onto the application's CPU in the split placement, which is what the flag is for.
+"""
+
+
 def report_paced(summary, outdir, args, facts, started, elapsed):
     L = ["# P1, paced: packet ring + engine against send() and the application's own UDP_SEGMENT\n"]
     L.append(f"Run {started} on {facts.get('cpu', '?')}, {facts['cpus']} CPUs, Linux {facts['kernel']}; "
@@ -503,6 +528,8 @@ def report_paced(summary, outdir, args, facts, started, elapsed):
                     tgt = "<= 0.45 and <= 1.1 x gso" if x["method"] == "ring" else ""
                     L.append(f"| {pl} | {size} | {k} | {name} | {fmt(x['cpu_ns'])} | {fmt(x['app_ns'])} | "
                              f"{fmt(x['engine_ns'])} | {r} | {g} | {tgt} |")
+    L.append("")
+    L.append(PACED_READING)
     with open(os.path.join(outdir, "results.md"), "w") as f:
         f.write("\n".join(L) + "\n")
 
