@@ -31,8 +31,8 @@ static int read_n(int fd, uint8_t *buf, size_t cap, struct dccp_sock_pkt *sp, ss
 		struct pollfd pf = { .fd = fd, .events = POLLIN };
 		if (poll(&pf, 1, RX_TIMEOUT_MS) != 1)
 			break;
-		int r = dccp_sock_recv_batch(fd, true, buf + (size_t)got * cap, cap, (unsigned)(n - got),
-					     sp + got, lens + got);
+		int r = dccp_sock_recv_batch(fd, true, buf + (size_t)got * cap, cap,
+					     (unsigned)(n - got), sp + got, lens + got);
 		if (r <= 0)
 			break;
 		got += r;
