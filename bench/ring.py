@@ -582,11 +582,11 @@ DCCP_READING = """\
 
 - Issue 14's target, DCCP framing with CCID 2 within 1.3 times the UDP ring's cost per packet, is
   not met in this run (the "/ UDP ring" column).  The window was not the limit in the congestion
-  sense (it ends at CCID 2's maximum of 1024 packets, nothing lost), but it was full: the gc_dccp
-  receiver, which reads every packet and sends an Ack per two (Ack Ratio 2, the feature's default,
-  which the connection does not renegotiate), is slower than the sender.  The
-  sender is then ack-clocked: it reads the Acks (recvmmsg(), 16 at most per call), sleeps until they
-  come, and each wake-up sends a short UDP_SEGMENT run.  `perf.md` splits the engine's time.
+  sense (it ends at CCID 2's maximum of 1024 packets, nothing lost), but it fills: the gc_dccp
+  receiver reads every packet and sends an Ack per two (Ack Ratio 2, the feature's default, which
+  the connection does not renegotiate), and the sender, faster, waits for those Acks.  It is
+  ack-clocked: it reads the Acks (recvmmsg(), 16 at most per call), sleeps until they come, and
+  each wake-up sends a short UDP_SEGMENT run.  `perf.md` splits the engine's time.
 - What the DCCP sender does per packet beside the UDP ring's work: build a 16-byte header (no
   checksum of ours in DCCP-UDP; the payload goes from the zone to the kernel as a second iovec,
   never copied in user space), record the packet for the Ack Vectors, and process one Ack per two
