@@ -68,6 +68,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <groupcast/dccp.h>
 #include <groupcast/ring.h>
 
 #define MAXV 16
@@ -80,13 +81,26 @@ static struct {
 	uint64_t packets;
 	size_t sizes[MAXV], nsizes;
 	unsigned ks[MAXV], nks;
-	int modes[4], nmodes; /* 0 asked, 1 always, 2 flush, 3 inline */
+	int modes[5], nmodes; /* 0 asked, 1 always, 2 flush, 3 inline, 4 dccp */
 	uint64_t pace;	      /* packets per second; 0: as fast as possible */
 	int gso;	      /* also run "gso": UDP_SEGMENT in the application */
-} o = { .port = 9000, .conns = 1, .app_cpu = 0, .engine_cpu = 1, .reps = 5, .entries = 1024, .packets = 200000 };
+	int rx_cpu;	      /* the DCCP receiver's CPU */
+	uint64_t warmup;      /* DCCP: packets sent before measuring (cwnd grows) */
+	int rx_read;	      /* a UDP receiver reads --port (udp_reader_start) */
+} o = { .rx_cpu = 1,
+	.warmup = 50000,
+	.port = 9000,
+	.conns = 1,
+	.app_cpu = 0,
+	.engine_cpu = 1,
+	.reps = 5,
+	.entries = 1024,
+	.packets = 200000 };
 
 struct res {
 	uint64_t cpu, app, engine, wall, busy, notifies, rx, sleeps, gso, syscalls, eng_notifies;
+	/* dccp: the sender's gc_dccp_stats() at the end, and what changed */
+	uint64_t cwnd, pipe, rtt_us, dsent, dacked, dlost, invalid;
 };
 
 static void die(const char *fmt, const char *arg)
@@ -388,7 +402,7 @@ static void ring_teardown(struct ringctx *c)
 	free(c->off);
 }
 
-static const char *const mode_names[] = { "asked", "always", "flush", "inline" };
+static const char *const mode_names[] = { "asked", "always", "flush", "inline", "asked" };
 
 /* Hand the published packets over: mode 0 (gc_ring_submit()) notifies when
  * asked, 1 every time, 2 flushes, 3 gc_ring_submit() with an engine started
@@ -396,7 +410,7 @@ static const char *const mode_names[] = { "asked", "always", "flush", "inline" }
  * the ring flushed. */
 static int hand_over(struct gc_ring *r, int mode)
 {
-	if (mode == 0 || mode == 3) {
+	if (mode == 0 || mode == 3 || mode == 4) {
 		int n = gc_ring_submit(r);
 		if (n < 0)
 			die("submit%s", "");
@@ -467,10 +481,225 @@ static uint64_t ring_send(struct ringctx *c, size_t size, uint64_t n, unsigned k
 	return notifies;
 }
 
+/* ---- DCCP framing (--modes dccp) ---------------------------------------- */
+
+/*
+ * The same producer over a gc_dccp connection (CCID 2, DCCP-UDP: RFC 6773,
+ * port 6511) to a gc_dccp receiver in the receiving namespace.  The
+ * receiver is a child process (its CPU is not counted, as the TC sink's
+ * work is not the receiver's); the sender's engine thread, which frames,
+ * sends and processes the receiver's Acks, is a thread of this process and
+ * counts whole.  Every run opens a fresh connection and sends o.warmup
+ * packets before measuring, so that slow start is over and the window
+ * (reported at the end) is not the limit.
+ */
+static pid_t dccp_rx = -1;
+
+static struct gc_dccp_opts dccp_opts(void)
+{
+	size_t mps = 1;
+	for (size_t i = 0; i < o.nsizes; i++)
+		if (o.sizes[i] > mps)
+			mps = o.sizes[i];
+	return (struct gc_dccp_opts){ .size = sizeof(struct gc_dccp_opts),
+				      .ccid = 2,
+				      .encap = GC_DCCP_UDP,
+				      .mps = (uint32_t)mps,
+				      .ring_slots = o.entries };
+}
+
+static struct sockaddr_in dccp_addr(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(GC_DCCP_UDP_PORT) };
+	if (inet_pton(AF_INET, o.dest, &a.sin_addr) != 1)
+		die("--dest %s: not an IPv4 address", o.dest);
+	return a;
+}
+
+/* The receiver: accepts one connection per run and reads it to its end. */
+static void dccp_receiver_start(void)
+{
+	int p[2];
+	if (!o.rxns)
+		die("--modes dccp needs --rxns%s", "");
+	if (pipe(p) < 0)
+		die("pipe%s", "");
+	dccp_rx = fork();
+	if (dccp_rx < 0)
+		die("fork%s", "");
+	if (dccp_rx == 0) {
+		char path[256];
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		snprintf(path, sizeof(path), "/run/netns/%s", o.rxns);
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0 || setns(fd, CLONE_NEWNET) < 0)
+			die("join the receiver's namespace %s", o.rxns);
+		close(fd);
+		pin(o.rx_cpu);
+		struct gc_dccp_opts op = dccp_opts();
+		struct sockaddr_in a = dccp_addr();
+		struct gc_dccp_listener *l = gc_dccp_listen((struct sockaddr *)&a, sizeof(a), &op);
+		if (!l)
+			die("gc_dccp_listen on %s", o.dest);
+		if (write(p[1], "r", 1) != 1)
+			_exit(1);
+		static unsigned char buf[65536];
+		for (;;) {
+			struct gc_dccp *c = gc_dccp_accept(l, -1);
+			if (!c)
+				continue;
+			for (;;) {
+				struct gc_dccp_rxinfo ri;
+				ssize_t n = gc_dccp_recv(c, buf, sizeof(buf), &ri, 10000);
+				if ((n < 0 && errno != EAGAIN) || (n == 0 && ri.eof))
+					break;
+			}
+			gc_dccp_close(c, 2000);
+		}
+	}
+	char ch;
+	close(p[1]);
+	if (read(p[0], &ch, 1) != 1)
+		die("the DCCP receiver did not start%s", "");
+	close(p[0]);
+}
+
+/*
+ * --rx-read: a UDP receiver that reads every datagram sent to --port (a
+ * child in the receiving namespace on --rx-cpu, recvmmsg() into one buffer,
+ * not counted), so that the UDP methods of a pass meet the same receive
+ * path as DCCP does (the kernel's IP/UDP receive and a reader on the other
+ * CPU) instead of the TC sink's drop.
+ */
+static void udp_reader_start(void)
+{
+	int p[2];
+	if (!o.rxns)
+		die("--rx-read needs --rxns%s", "");
+	if (pipe(p) < 0)
+		die("pipe%s", "");
+	pid_t pid = fork();
+	if (pid < 0)
+		die("fork%s", "");
+	if (pid == 0) {
+		char path[256];
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		snprintf(path, sizeof(path), "/run/netns/%s", o.rxns);
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0 || setns(fd, CLONE_NEWNET) < 0)
+			die("join the receiver's namespace %s", o.rxns);
+		close(fd);
+		pin(o.rx_cpu);
+		struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)o.port) };
+		int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), rcv = 8 << 20;
+		if (s < 0 || inet_pton(AF_INET, o.dest, &a.sin_addr) != 1 ||
+		    bind(s, (struct sockaddr *)&a, sizeof(a)) < 0)
+			die("bind the UDP reader to %s", o.dest);
+		setsockopt(s, SOL_SOCKET, SO_RCVBUFFORCE, &rcv, sizeof(rcv));
+		if (write(p[1], "r", 1) != 1)
+			_exit(1);
+		enum { N = 64, SZ = 2048 };
+		static unsigned char buf[N][SZ];
+		struct mmsghdr mm[N];
+		struct iovec iov[N];
+		for (;;) {
+			for (int i = 0; i < N; i++) {
+				iov[i] = (struct iovec){ buf[i], SZ };
+				mm[i].msg_hdr = (struct msghdr){ .msg_iov = &iov[i], .msg_iovlen = 1 };
+			}
+			if (recvmmsg(s, mm, N, MSG_WAITFORONE, NULL) < 0 && errno != EINTR)
+				_exit(1);
+		}
+	}
+	char ch;
+	close(p[1]);
+	if (read(p[0], &ch, 1) != 1)
+		die("the UDP reader did not start%s", "");
+	close(p[0]);
+}
+
+/* Pin every thread of this process but the calling one (the engine) to cpu. */
+static void pin_others(int cpu)
+{
+	cpu_set_t s;
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+	pid_t me = (pid_t)gettid();
+
+	CPU_ZERO(&s);
+	CPU_SET(cpu, &s);
+	while (d && (e = readdir(d))) {
+		pid_t t = (pid_t)atoi(e->d_name);
+		if (t > 0 && t != me && sched_setaffinity(t, sizeof(s), &s) < 0)
+			die("pin the engine to CPU %s", cpu ? "1" : "0");
+	}
+	if (d)
+		closedir(d);
+}
+
+static void run_dccp(size_t size, unsigned k, struct res *res)
+{
+	memset(res, 0, sizeof(*res));
+	pin(o.app_cpu);
+	struct gc_dccp_opts op = dccp_opts();
+	struct sockaddr_in a = dccp_addr();
+	struct gc_dccp *d = gc_dccp_connect((struct sockaddr *)&a, sizeof(a), &op);
+	if (!d)
+		die("gc_dccp_connect to %s", o.dest);
+	pin_others(o.engine_cpu);
+	struct ringctx c = { .z = gc_dccp_zone(d), .r = gc_dccp_ring(d) };
+	c.off = calloc(o.entries, sizeof(*c.off));
+	if (!c.z || !c.r || !c.off)
+		die("dccp ring%s", "");
+	for (unsigned i = 0; i < o.entries; i++) {
+		memset(gc_zone_buf(c.z, i), 0x5a, size);
+		c.off[i] = gc_zone_offset(c.z, gc_zone_buf(c.z, i));
+	}
+	uint64_t work;
+	if (o.warmup)
+		ring_send(&c, size, o.warmup, k, 4, &work);
+	struct gc_ring_status st;
+	for (int i = 0; i < 5000; i++) { /* from a parked ring, as ring_setup() */
+		gc_ring_status(c.r, &st);
+		if (st.kern_notify)
+			break;
+		usleep(200);
+	}
+	struct gc_dccp_stats s0, s1;
+	gc_dccp_stats(d, &s0);
+	uint64_t c0 = ns(CLOCK_PROCESS_CPUTIME_ID), a0 = ns(CLOCK_THREAD_CPUTIME_ID);
+	uint64_t w0 = ns(CLOCK_MONOTONIC), b0 = machine_busy();
+	res->notifies = ring_send(&c, size, o.packets, k, 4, &work);
+	res->app = ns(CLOCK_THREAD_CPUTIME_ID) - a0;
+	res->cpu = ns(CLOCK_PROCESS_CPUTIME_ID) - c0;
+	res->wall = ns(CLOCK_MONOTONIC) - w0;
+	res->busy = machine_busy() - b0;
+	res->engine = res->cpu > res->app ? res->cpu - res->app : 0;
+	if (o.pace) {
+		res->app = work;
+		res->cpu = work + res->engine;
+	}
+	gc_dccp_stats(d, &s1);
+	res->cwnd = s1.cwnd;
+	res->pipe = s1.pipe;
+	res->rtt_us = s1.rtt_us;
+	res->dsent = s1.sent - s0.sent;
+	res->dacked = s1.acked - s0.acked;
+	res->dlost = s1.lost - s0.lost;
+	res->invalid = s1.invalid - s0.invalid;
+	if (gc_dccp_close(d, 5000) < 0)
+		fprintf(stderr, "ring_p1: gc_dccp_close: %s\n", gc_errmsg());
+	free(c.off);
+}
+
 /* ---- one run ------------------------------------------------------------ */
 
 static void run_single(const char *method, size_t size, unsigned k, int mode, struct res *res)
 {
+	if (!strcmp(method, "dccp")) {
+		run_dccp(size, k, res);
+		return;
+	}
 	memset(res, 0, sizeof(*res));
 	pin(o.app_cpu);
 	if (strcmp(method, "ring")) {
@@ -669,7 +898,8 @@ int main(int argc, char **argv)
 		{ "reps", 1, 0, 'R' },	  { "packets", 1, 0, 'n' }, { "conns", 1, 0, 'c' },
 		{ "entries", 1, 0, 'e' }, { "app-cpu", 1, 0, 'a' }, { "engine-cpu", 1, 0, 'g' },
 		{ "sock", 1, 0, 'S' },	  { "rxif", 1, 0, 'i' },    { "batch", 1, 0, 'b' },
-		{ "pace", 1, 0, 'P' },	  { "gso", 0, 0, 'G' },	    { 0, 0, 0, 0 }
+		{ "pace", 1, 0, 'P' },	  { "gso", 0, 0, 'G' },	    { "rx-cpu", 1, 0, 'X' },
+		{ "warmup", 1, 0, 'W' },  { "rx-read", 0, 0, 'Y' }, { 0, 0, 0, 0 }
 	};
 	size_t nk;
 	int c;
@@ -700,6 +930,8 @@ int main(int argc, char **argv)
 				o.modes[o.nmodes++] = 2;
 			if (strstr(optarg, "inline"))
 				o.modes[o.nmodes++] = 3;
+			if (strstr(optarg, "dccp"))
+				o.modes[o.nmodes++] = 4;
 			break;
 		case 'R': o.reps = atoi(optarg); break;
 		case 'n': o.packets = strtoull(optarg, NULL, 0); break;
@@ -712,6 +944,9 @@ int main(int argc, char **argv)
 		case 'b': o.batch = (unsigned)strtoul(optarg, NULL, 0); break;
 		case 'P': o.pace = strtoull(optarg, NULL, 0); break;
 		case 'G': o.gso = 1; break;
+		case 'X': o.rx_cpu = atoi(optarg); break;
+		case 'W': o.warmup = strtoull(optarg, NULL, 0); break;
+		case 'Y': o.rx_read = 1; break;
 		default: return 2;
 		}
 	}
@@ -720,6 +955,17 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (o.rx_read)
+		udp_reader_start();
+	for (int i = 0; i < o.nmodes; i++)
+		if (o.modes[i] == 4) {
+			if (o.conns != 1) {
+				fprintf(stderr, "ring_p1: --modes dccp: one connection only\n");
+				return 2;
+			}
+			dccp_receiver_start(); /* before any thread exists */
+			break;
+		}
 	for (int rep = 0; rep < o.reps; rep++) {
 		for (size_t si = 0; si < o.nsizes; si++) {
 			/* udp, gso with every k, then the ring with every k and
@@ -727,9 +973,10 @@ int main(int argc, char **argv)
 			 * first k. */
 			int ngso = o.gso ? (int)o.nks : 0;
 			for (int m = -1 - ngso; m < o.nmodes * (int)o.nks; m++) {
-				const char *method = m == -1 - ngso ? "udp"
-					: m < 0			    ? "gso"
-								    : "ring";
+				const char *method = m == -1 - ngso    ? "udp"
+					: m < 0			       ? "gso"
+					: o.modes[m / (int)o.nks] == 4 ? "dccp"
+								       : "ring";
 				unsigned k = m == -1 - ngso ? (o.pace ? o.ks[0] : 0)
 					: m < 0		    ? o.ks[m + ngso]
 							    : o.ks[m % o.nks];
@@ -750,16 +997,21 @@ int main(int argc, char **argv)
 				       "\"busy_ns\": %llu, \"rx\": %llu, \"notifies\": %llu, "
 				       "\"engine_notifies\": %llu, \"engine_sleeps\": %llu, \"gso\": %llu, "
 				       "\"syscalls\": %llu, \"app_cpu\": %d, \"engine_cpu\": %d, "
-				       "\"batch\": %u, \"entries\": %u, \"pace\": %llu}\n",
+				       "\"batch\": %u, \"entries\": %u, \"pace\": %llu, \"cwnd\": %llu, "
+				       "\"pipe\": %llu, \"rtt_us\": %llu, \"dccp_sent\": %llu, "
+				       "\"dccp_acked\": %llu, \"dccp_lost\": %llu, \"dccp_invalid\": %llu}\n",
 				       method, o.sizes[si], k, m < 0 ? "-" : mode_names[mode], o.conns,
 				       rep, (unsigned long long)sent, (unsigned long long)r.cpu,
 				       (unsigned long long)r.app, (unsigned long long)r.engine,
 				       (unsigned long long)r.wall, (unsigned long long)r.busy,
 				       (unsigned long long)r.rx, (unsigned long long)r.notifies,
-				       (unsigned long long)r.eng_notifies,
-				       (unsigned long long)r.sleeps, (unsigned long long)r.gso,
-				       (unsigned long long)r.syscalls, o.app_cpu, o.engine_cpu,
-				       o.batch ? o.batch : 64, o.entries, (unsigned long long)o.pace);
+				       (unsigned long long)r.eng_notifies, (unsigned long long)r.sleeps,
+				       (unsigned long long)r.gso, (unsigned long long)r.syscalls,
+				       o.app_cpu, o.engine_cpu, o.batch ? o.batch : 64, o.entries,
+				       (unsigned long long)o.pace, (unsigned long long)r.cwnd,
+				       (unsigned long long)r.pipe, (unsigned long long)r.rtt_us,
+				       (unsigned long long)r.dsent, (unsigned long long)r.dacked,
+				       (unsigned long long)r.dlost, (unsigned long long)r.invalid);
 			}
 		}
 	}

@@ -2,7 +2,10 @@
 /*
  * ring_sink.bpf.c - the P1 receiver (bench/ring.py): a TC ingress program on
  * the receiving veth of the lab that drops IPv4 UDP datagrams as they arrive
- * and passes everything else (ARP).  The paper measured senders against an
+ * and passes everything else (ARP, and in the DCCP pass of ring.py UDP to
+ * ports 6511, DCCP-UDP to the gc_dccp receiver, which must read the packets
+ * to acknowledge them, and 6512, the UDP reader that the UDP methods of that
+ * pass send to, so that they meet the same receive path).  The paper measured senders against an
  * emulated network card; this keeps the receiver's work per packet small and
  * the same for every method.  (XDP on veth would copy every packet into its
  * page pool first: UDP skbs lack XDP's headroom.)  The veth counts the
@@ -13,6 +16,7 @@
 #include <linux/in.h>
 #include <linux/ip.h>
 #include <linux/pkt_cls.h>
+#include <linux/udp.h>
 
 #define SEC(n) __attribute__((section(n), used))
 
@@ -25,7 +29,13 @@ int gc_p1_sink(struct __sk_buff *skb)
 
 	if ((void *)(ip + 1) > end || eth->h_proto != __builtin_bswap16(ETH_P_IP))
 		return TC_ACT_OK;
-	return ip->protocol == IPPROTO_UDP ? TC_ACT_SHOT : TC_ACT_OK;
+	if (ip->protocol != IPPROTO_UDP)
+		return TC_ACT_OK;
+	struct udphdr *udp = (void *)ip + ip->ihl * 4;
+	if (ip->ihl >= 5 && (void *)(udp + 1) <= end &&
+	    (udp->dest == __builtin_bswap16(6511) || udp->dest == __builtin_bswap16(6512)))
+		return TC_ACT_OK; /* RFC 6773 DCCP-UDP, and the UDP reader of the DCCP pass */
+	return TC_ACT_SHOT;
 }
 
 char _license[] SEC("license") = "GPL";

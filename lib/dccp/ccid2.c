@@ -528,6 +528,35 @@ static bool rx_recv(void *rx, uint8_t type, uint64_t seq, uint8_t ccval, const s
 	return x->due;
 }
 
+/*
+ * How many packets from q down (q first) are in state s, at most max: a run
+ * of the Ack Vector.  The window is mostly one long run (every packet
+ * received), and every Ack walks all of it: eight states are compared at a
+ * time where the array does not wrap (perf: the byte-by-byte walk was a
+ * quarter of a receiving engine's time at 100k Acks/s).
+ */
+static uint64_t run_down(struct ccid2_rx *x, uint64_t q, uint8_t s, uint64_t max)
+{
+	const uint64_t pat = 0x0101010101010101ull * s;
+	uint64_t n = 0;
+
+	while (n < max) {
+		size_t i = (size_t)(dccp_seq_sub(q, n) & (CCID2_RX_WINDOW - 1));
+		if (i >= 7 && max - n >= 8) { /* st[i-7..i], none past max */
+			uint64_t w;
+			memcpy(&w, &x->st[i - 7], sizeof(w));
+			if (w == pat) {
+				n += 8;
+				continue;
+			}
+		}
+		if (x->st[i] != s)
+			break;
+		n++;
+	}
+	return n;
+}
+
 static void put_feedback(void *rx, struct dccp_obuf *b, uint64_t now_ns, uint64_t *ackno)
 {
 	struct ccid2_rx *x = rx;
@@ -546,22 +575,14 @@ static void put_feedback(void *rx, struct dccp_obuf *b, uint64_t now_ns, uint64_
 	if (cap > sizeof(vec))
 		cap = sizeof(vec);
 	/* Newest first; a truncated vector is still true, just shorter. */
-	uint64_t q = x->gsr, count = 0;
-	uint8_t state = *st_of(x, q);
-	for (;;) {
-		uint8_t s = *st_of(x, q);
-		if (s != state) {
-			if (!dccp_ackvec_rle(vec, &n, cap, state, count))
-				break;
-			state = s;
-			count = 0;
-		}
-		count++;
-		if (q == x->lo) {
-			dccp_ackvec_rle(vec, &n, cap, state, count);
+	uint64_t q = x->gsr, left = dccp_seq_sub(x->gsr, x->lo) + 1;
+	while (left) {
+		uint8_t state = *st_of(x, q);
+		uint64_t count = run_down(x, q, state, left);
+		if (!dccp_ackvec_rle(vec, &n, cap, state, count))
 			break;
-		}
-		q = dccp_seq_sub(q, 1);
+		left -= count;
+		q = dccp_seq_sub(q, count);
 	}
 	dccp_opt_put_vector(b, DCCP_OPT_ACKVEC0, vec, n);
 }

@@ -58,14 +58,21 @@ static int emit(struct dccp_conn *c, uint8_t type, const uint8_t *opts, size_t o
 	h.seq = c->s.gss;
 	h.has_ack = dccp_type_has_ack(type);
 	h.ack = c->s.gsr;
-	ssize_t n = dccp_build(pkt, sizeof(pkt), &h, opts, optlen, data, dlen,
-			       c->p.udp ? NULL : &c->p.ph_out);
+	/* DCCP-UDP: the header does not depend on the payload (no checksum
+	 * of ours, no length field), so it is built alone for emitv() */
+	bool split = c->p.udp && c->env.emitv && dlen;
+	ssize_t n = dccp_build(pkt, sizeof(pkt), &h, opts, optlen, split ? NULL : data,
+			       split ? 0 : dlen, c->p.udp ? NULL : &c->p.ph_out);
 	if (n < 0)
 		return (int)n;
+	if (split && (size_t)n + dlen > 65535)
+		return -EMSGSIZE; /* as dccp_build() of the whole packet says */
 	if (type == DCCP_DATA || type == DCCP_DATAACK)
 		c->ndp_run = 0;
 	else
 		c->ndp_run++;
+	if (split)
+		return c->env.emitv(c->env.arg, pkt, (size_t)n, data, dlen);
 	return c->env.emit(c->env.arg, pkt, (size_t)n);
 }
 

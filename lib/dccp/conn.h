@@ -42,6 +42,12 @@ enum dccp_state {
 struct dccp_conn_env {
 	/* Send DCCP packet p[0..len) to the peer.  Returns 0 or -errno. */
 	int (*emit)(void *arg, const uint8_t *p, size_t len);
+	/* Optional (NULL: emit() gets every packet whole).  DCCP-UDP only,
+	 * where no checksum of ours covers the payload: a packet with data as
+	 * its header hdr[0..hlen) (valid during the call) and the caller's
+	 * data[0..dlen) (dccp_conn_send()'s, untouched), so that the payload
+	 * goes out from where it is.  Returns 0 or -errno. */
+	int (*emitv)(void *arg, const uint8_t *hdr, size_t hlen, const void *data, size_t dlen);
 	/* The CCID says our data packet seq arrived / was lost (may be NULL). */
 	void (*acked)(void *arg, uint64_t seq);
 	void (*lost)(void *arg, uint64_t seq);

@@ -23,6 +23,10 @@
 #include "ring/cc.h"
 #include "ring/internal.h"
 
+/* The longest header a data packet in a UDP_SEGMENT run may have (a data
+ * packet's options are NDP Count and pending Confirms: far less). */
+#define GSO_HDR 128
+
 /* A data packet in flight: its DCCP seq and the ring packet it carried. */
 struct inflight {
 	uint64_t seq;
@@ -48,6 +52,15 @@ struct gc_dccp {
 	uint64_t acked, lost;
 	struct gc_dccp_listener *owner; /* listener that must not Reset our packets */
 	struct gc_dccp *next_owned;
+	/* DCCP-UDP: the data packets the engine's xmit framed, sent as one
+	 * UDP_SEGMENT run of equal sizes when the run ends (gso_flush): their
+	 * headers here, their payloads where they are (the ring's zone) */
+	bool batching;
+	unsigned gso_n;
+	size_t gso_len, gso_seg;
+	struct iovec gso_iov[2 * DCCP_SOCK_GSO_SEGS];
+	uint8_t gso_hdr[DCCP_SOCK_GSO_SEGS][GSO_HDR];
+	uint8_t *rxbuf; /* DCCP_SOCK_BATCH packets of RXSLOT bytes for c_poll */
 };
 
 struct gc_dccp_listener {
@@ -166,10 +179,50 @@ static int addr_in(const char *fn, const struct sockaddr *sa, socklen_t len, str
 
 /* ---- the connection's callbacks (called with c->mu held) -------------------- */
 
+/* Send the run of equal-sized packets gathered so far. */
+static int gso_flush(struct gc_dccp *c)
+{
+	int r = 0;
+	if (c->gso_n)
+		r = dccp_sock_sendv(c->fd, c->gso_iov, 2 * (size_t)c->gso_n,
+				    c->gso_n > 1 ? c->gso_seg : 0);
+	c->gso_n = 0;
+	c->gso_len = 0;
+	return r;
+}
+
 static int c_emit(void *arg, const uint8_t *p, size_t len)
 {
 	struct gc_dccp *c = arg;
+	if (c->batching)
+		gso_flush(c); /* in order: a control packet between data packets */
 	return dccp_sock_send(c->fd, c->udp, &c->peer, c->udp ? NULL : &c->local, p, len);
+}
+
+/* A DCCP-UDP data packet: into the current run when the engine's xmit is
+ * framing (the run ends at a packet of another size), else at once. */
+static int c_emitv(void *arg, const uint8_t *hdr, size_t hlen, const void *data, size_t dlen)
+{
+	struct gc_dccp *c = arg;
+	size_t len = hlen + dlen;
+	int r = 0;
+	if (!c->batching || hlen > GSO_HDR || len > DCCP_SOCK_GSO_BYTES) {
+		if (c->batching)
+			gso_flush(c);
+		struct iovec iov[2] = { { (void *)hdr, hlen }, { (void *)data, dlen } };
+		return dccp_sock_sendv(c->fd, iov, 2, 0);
+	}
+	if (c->gso_n &&
+	    (len != c->gso_seg || c->gso_n == DCCP_SOCK_GSO_SEGS || c->gso_len + len > DCCP_SOCK_GSO_BYTES))
+		r = gso_flush(c);
+	if (!c->gso_n)
+		c->gso_seg = len;
+	memcpy(c->gso_hdr[c->gso_n], hdr, hlen);
+	c->gso_iov[2 * c->gso_n] = (struct iovec){ c->gso_hdr[c->gso_n], hlen };
+	c->gso_iov[2 * c->gso_n + 1] = (struct iovec){ (void *)data, dlen };
+	c->gso_len += len;
+	c->gso_n++;
+	return r;
 }
 
 static struct inflight *slot(struct gc_dccp *c, uint64_t seq)
@@ -224,17 +277,26 @@ static void c_wake(struct gc_dccp *c, uint64_t now)
 	pthread_cond_broadcast(&c->cv);
 }
 
-/* Read what the socket holds and run the timers. */
+/* One slot of c->rxbuf: any packet a socket can hand us (larger ones are
+ * truncated and dropped, as before).  Untouched pages of the buffer are
+ * never faulted in: acknowledgements use the first of each slot. */
+#define RXSLOT (65536 + 64)
+
+/* Read what the socket holds (DCCP_SOCK_BATCH packets per system call) and
+ * run the timers. */
 static void c_poll(struct gc_dccp *c, uint64_t now)
 {
-	uint8_t buf[65536 + 64];
-	for (int i = 0; i < 256; i++) { /* bounded: the timers run too */
-		struct dccp_sock_pkt sp;
-		ssize_t n = dccp_sock_recv(c->fd, c->udp, buf, sizeof(buf), &sp);
-		if (n < 0)
+	for (int round = 0; round < 256 / DCCP_SOCK_BATCH; round++) { /* bounded: the timers run too */
+		struct dccp_sock_pkt sp[DCCP_SOCK_BATCH];
+		ssize_t lens[DCCP_SOCK_BATCH];
+		int got = dccp_sock_recv_batch(c->fd, c->udp, c->rxbuf, RXSLOT, DCCP_SOCK_BATCH, sp, lens);
+		if (got <= 0)
 			break;
-		if (n > 0)
-			c_input(c, &sp, now);
+		for (int i = 0; i < got; i++)
+			if (lens[i] > 0)
+				c_input(c, &sp[i], now);
+		if (got < DCCP_SOCK_BATCH)
+			break; /* drained: no further call to hear EAGAIN */
 	}
 	c_wake(c, now);
 }
@@ -287,6 +349,10 @@ static unsigned hk_xmit(void *arg, struct gc_conn *gc, const struct gc_sent *p, 
 	(void)gc;
 	pthread_mutex_lock(&c->mu);
 	uint64_t now = now_ns();
+	/* DCCP-UDP: frame them all, send runs of equal sizes with UDP_SEGMENT
+	 * (an error of a run is seen at its end: its packets count as sent,
+	 * and lost, as one refused packet does below) */
+	c->batching = c->udp;
 	for (i = 0; i < n; i++) {
 		uint64_t seq;
 		int r = dccp_conn_send(&c->conn, zone + p[i].off, p[i].len, now, &seq);
@@ -298,6 +364,10 @@ static unsigned hk_xmit(void *arg, struct gc_conn *gc, const struct gc_sent *p, 
 			i++; /* it has its number: it counts as sent (and lost); pause */
 			break;
 		}
+	}
+	if (c->batching) {
+		c->batching = false;
+		gso_flush(c);
 	}
 	pthread_mutex_unlock(&c->mu);
 	return i;
@@ -331,9 +401,12 @@ static struct gc_dccp *c_new(const struct gc_dccp_opts *o)
 	c->udp = o->encap == GC_DCCP_UDP;
 	c->ninflight = 4 * (size_t)o->ring_slots;
 	c->inflight = calloc(c->ninflight, sizeof(*c->inflight));
+	c->rxbuf = malloc((size_t)DCCP_SOCK_BATCH * RXSLOT);
 	pthread_mutex_init(&c->mu, NULL);
 	pthread_cond_init(&c->cv, NULL);
-	if (!c->inflight) {
+	if (!c->inflight || !c->rxbuf) {
+		free(c->inflight);
+		free(c->rxbuf);
 		free(c);
 		return NULL;
 	}
@@ -365,6 +438,7 @@ static void c_free(struct gc_dccp *c)
 	pthread_cond_destroy(&c->cv);
 	pthread_mutex_destroy(&c->mu);
 	free(c->inflight);
+	free(c->rxbuf);
 	free(c);
 }
 
@@ -459,7 +533,9 @@ GC_EXPORT struct gc_dccp *gc_dccp_connect(const struct sockaddr *peer, socklen_t
 				      .udp = c->udp };
 	dccp_pseudo_from(&p.ph_out, &c->local, &c->peer);
 	dccp_pseudo_from(&c->ph_in, &c->peer, &c->local);
-	struct dccp_conn_env env = { .emit = c_emit, .acked = c_acked, .lost = c_lost, .arg = c };
+	struct dccp_conn_env env = {
+		.emit = c_emit, .emitv = c_emitv, .acked = c_acked, .lost = c_lost, .arg = c
+	};
 	uint64_t iss;
 	randombytes_buf(&iss, sizeof(iss));
 	uint64_t t0 = now_ns(), deadline = t0 + (uint64_t)o.timeout_ms * 1000000u;
@@ -680,7 +756,9 @@ GC_EXPORT struct gc_dccp *gc_dccp_accept(struct gc_dccp_listener *l, int timeout
 			pre_family = pre >= 0 ? sp.from.ss_family : AF_UNSPEC;
 		}
 		void *ea[2] = { l, &sp };
-		struct dccp_conn_env env = { .emit = c_emit, .acked = c_acked, .lost = c_lost, .arg = c };
+		struct dccp_conn_env env = {
+			.emit = c_emit, .emitv = c_emitv, .acked = c_acked, .lost = c_lost, .arg = c
+		};
 		/* the Ack that completes the handshake is answered through the
 		 * listener's socket (borrowed): the connection's own does not
 		 * exist yet */

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 struct dccp_pseudo;
 
@@ -29,9 +30,25 @@ ssize_t dccp_sock_recv(int fd, bool udp, uint8_t *buf, size_t cap, struct dccp_s
 /* The source of the next datagram queued on fd, without reading it (a
  * UDP socket).  0, -EAGAIN: none, or -errno. */
 int dccp_sock_peek_from(int fd, struct sockaddr_storage *from);
+/* Up to n (at most DCCP_SOCK_BATCH) packets in one recvmmsg() call, the
+ * i-th into buf + i * cap; out[i] and lens[i] as dccp_sock_recv() gives
+ * them.  Returns how many were read, or -errno (-EAGAIN: none). */
+#define DCCP_SOCK_BATCH 16
+int dccp_sock_recv_batch(int fd, bool udp, uint8_t *buf, size_t cap, unsigned n,
+			 struct dccp_sock_pkt *out, ssize_t *lens);
 /* Send pkt to `to`, from the address `from` (NULL: the kernel picks). */
 int dccp_sock_send(int fd, bool udp, const struct sockaddr_storage *to,
 		   const struct sockaddr_storage *from, const uint8_t *pkt, size_t len);
+
+/* DCCP-UDP only: the packets in iov[0..n) on the connected socket fd, as
+ * one datagram (seg 0) or as one UDP_SEGMENT message of datagrams of seg
+ * bytes each (the last may be shorter): the stack is walked once and the
+ * datagrams are cut at the end.  0 or -errno. */
+int dccp_sock_sendv(int fd, const struct iovec *iov, size_t n, size_t seg);
+/* The most one UDP_SEGMENT message carries (UDP's 64 KiB, and the kernel's
+ * UDP_MAX_SEGMENTS of 64 on older kernels). */
+#define DCCP_SOCK_GSO_BYTES 65000
+#define DCCP_SOCK_GSO_SEGS 64
 
 /* The pseudo-header for a packet from src to dst (ports ignored). */
 void dccp_pseudo_from(struct dccp_pseudo *ph, const struct sockaddr_storage *src,

@@ -34,6 +34,12 @@ def pair():
     with Lab() as lab:
         a, b = lab.add_ns("a"), lab.add_ns("b")
         link = lab.add_link(a, b)
+        # DCCP-UDP data leaves in UDP_SEGMENT runs: a veth would carry a
+        # run whole to the peer's ingress, where the loss filter would drop
+        # it whole; segmenting at the sending veth, as a NIC does on the
+        # wire, lets the filter drop single packets
+        for n in (link.a, link.b):
+            lab.set_offload(n.ns, n.ifname, tx_udp_segmentation=False)
         yield lab, link
 
 

@@ -548,6 +548,29 @@ static void receiver(void)
 	EXPECT_EQ(wrong, 0);
 	EXPECT(described > 1000);
 	o->free(rx);
+
+	/* long runs across the window's wrap (put_feedback compares eight
+	 * states at a time): 10000 packets, a run of 11 lost at every 1000th,
+	 * single losses at every 333rd; the vector describes exactly the last
+	 * CCID2_RX_WINDOW packets up to 9999 (10000 is lost), each rightly */
+	rx = fresh_rx();
+	static int8_t wide[10001];
+	for (uint64_t i = 1; i <= 10000; i++)
+		if (i % 1000 > 10 && i % 333)
+			o->recv(rx, DCCP_DATA, SIM_ISS + i, 0, &none, 100, 0);
+	feedback(rx, wide, SIM_ISS, SIM_ISS + 10000, DCCP_MAX_HDR);
+	wrong = described = 0;
+	for (uint64_t i = 1; i <= 10000; i++) {
+		if (wide[i] < 0)
+			continue;
+		described++;
+		wrong += wide[i] !=
+			(i % 1000 > 10 && i % 333 ? DCCP_ACK_RECEIVED : DCCP_ACK_NOT_RECEIVED);
+	}
+	EXPECT_EQ(wrong, 0);
+	EXPECT_EQ(described, CCID2_RX_WINDOW);
+	EXPECT(wide[9999 - CCID2_RX_WINDOW] < 0 && wide[9999 - CCID2_RX_WINDOW + 1] >= 0); /* 9999: the last received */
+	o->free(rx);
 }
 
 int main(void)
