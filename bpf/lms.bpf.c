@@ -23,8 +23,10 @@
  * source can answer it with a dmcast down that one link instead of a
  * multicast to the whole group.  Forgery: a turned mark from below is always
  * dropped (drop_premarked); a provisional one only over a link lmsd found to
- * have routers on it (GC_LMS_IF_ROUTERS), else drop_forged_mark; from the
- * parent it is drop_upstream (not turned above).
+ * have routers on it (GC_LMS_IF_ROUTERS), else drop_forged_mark, and naming
+ * an address in a subnet routed through a router on that link (lms_below),
+ * else drop_mark_not_below; from the parent it is drop_upstream (not turned
+ * above).
  *
  * dmcasts are unicast IPv4, protocol 4 (IPIP), option 139, addressed to the
  * turning point.  Accepted only when the sender is the replier the map names
@@ -85,6 +87,14 @@ struct {
 	__type(key, __u32);   /* one of this router's addresses (network order) */
 	__type(value, __u32); /* its ifindex */
 } lms_local SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, GC_LMS_MAX_BELOW);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct gc_lms_below);
+	__type(value, __u8); /* 1: only the keys matter */
+} lms_below SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -180,12 +190,20 @@ static __always_inline int request(struct __sk_buff *skb, struct iphdr *ip, stru
 	/* From below.  Only a turning point marks a request, and turning points
 	 * are above us: a turned request from below is forged.  A provisional
 	 * mark is a router's below us, so it comes only over a link with routers
-	 * on it; on a host's link it is forged. */
+	 * on it, naming an address that lies through them; on a host's link, or
+	 * naming anything else (the sender itself, a third party), it is forged. */
 	if (opt->tpaddr && (!provisional || !gc_lms_provisional))
 		return drop(GC_LMS_DROP_PREMARKED);
 	inif = bpf_map_lookup_elem(&lms_ifs, &in);
-	if (provisional && (!inif || !(inif->flags & GC_LMS_IF_ROUTERS)))
-		return drop(GC_LMS_DROP_FORGED_MARK);
+	if (provisional) {
+		/* ... and names an address reached through a router there. */
+		struct gc_lms_below b = { 64, in, opt->tpaddr };
+
+		if (!inif || !(inif->flags & GC_LMS_IF_ROUTERS))
+			return drop(GC_LMS_DROP_FORGED_MARK);
+		if (!bpf_map_lookup_elem(&lms_below, &b))
+			return drop(GC_LMS_DROP_MARK_NOT_BELOW);
+	}
 	if (in != r->replier) {
 		struct gc_lms_down d = { opt->src, opt->group, in };
 

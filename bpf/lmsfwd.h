@@ -14,6 +14,7 @@
 #define GC_LMS_MAX_ROUTES 4096
 #define GC_LMS_MAX_DOWN 16384
 #define GC_LMS_MAX_IFS 256
+#define GC_LMS_MAX_BELOW 4096
 #define GC_LMS_TC_PRIO \
 	0x4c4d /* our filter's tc priority ("LM"): a loss filter (prio 1) runs first */
 #define GC_LMS_TC_HANDLE 1
@@ -54,6 +55,18 @@ struct gc_lms_if {
 	__u8 pad;
 };
 
+/* lms_below (an LPM trie): per interface, the destinations of the main
+ * table's routes whose gateway is on it (default routes excepted), the
+ * subnets reached through a router on that link.  A provisional mark arriving
+ * over ifindex is accepted only when tpaddr is in one of them: it names a
+ * router below that link (or a host there, see docs/lms-provisional.md), not
+ * the link itself, nor anything above or aside. */
+struct gc_lms_below {
+	__u32 prefixlen; /* 32 (the ifindex) + the route's prefix length */
+	__u32 ifindex;
+	__u32 addr; /* the route's destination (network order); a lookup: tpaddr */
+};
+
 /* Per-CPU counters (lms_stats), by index.  lmsd prints them by these names. */
 enum gc_lms_stat {
 	GC_LMS_REQ_TURNED, /* request turned here: marked, sent down the replier link */
@@ -72,6 +85,8 @@ enum gc_lms_stat {
 	GC_LMS_DROP_UPSTREAM, /* request from the parent that was not turned above, or no replier below */
 	GC_LMS_REQ_PROVISIONAL, /* request sent up (also counted in req_up) marked provisional here */
 	GC_LMS_DROP_FORGED_MARK, /* provisional mark from below on a link without routers (a host's) */
+	GC_LMS_DROP_MARK_NOT_BELOW, /* provisional mark from a link with routers naming an address no
+				     * route through them reaches (lms_below): a host's */
 	GC_LMS_NSTATS
 };
 
@@ -79,6 +94,6 @@ enum gc_lms_stat {
 	"req_turned", "req_up", "req_down", "dmcast", "drop_bad_len", "drop_truncated",           \
 		"drop_no_state", "drop_bad_if", "drop_not_downstream", "drop_forged", "drop_ttl", \
 		"drop_premarked", "drop_bad_inner", "drop_upstream", "req_provisional",           \
-		"drop_forged_mark"
+		"drop_forged_mark", "drop_mark_not_below"
 
 #endif

@@ -28,7 +28,7 @@ import pytest
 
 import lmspkt
 from lmspkt import DMCAST, PROVISIONAL, REQ, option
-from netlab import Lab
+from netlab import Lab, Link, Node, Tree
 
 G = "239.192.7.7"
 PORT = 7700
@@ -409,6 +409,137 @@ def test_request_cannot_be_turned_into_a_flood(net):
     assert stats(lmsd, "r3")["req_turned"] == r3_before + 20
 
 
+# ---- a link shared by a host and a router below ------------------------------
+
+@pytest.fixture(scope="module")
+def shared(build):
+    """The smallest tree with a link shared by a host and a router below:
+
+        s -- r1 --[switch: r1, r2, hx]-- r2 -- h1
+
+    hx is a host on r2's uplink (a bridge in its own namespace, snooping off,
+    so every station hears every multicast).  No replier anywhere: r2 marks
+    h1's requests provisionally and r1 sends them up to S.  lmsd on r1 and r2."""
+    with Lab() as lab:
+        ns = {n: lab.add_ns(n) for n in ("s", "r1", "r2", "h1", "hx", "sw")}
+        up = lab.add_link(ns["s"], ns["r1"], v6=False)
+        legs = {n: lab.add_link(ns["sw"], ns[n], v4=False, v6=False) for n in ("r1", "r2", "hx")}
+        lab.ip(ns["sw"], "link", "add", "br0", "type", "bridge", "mcast_snooping", "0")
+        for leg in legs.values():
+            lab.ip(ns["sw"], "link", "set", leg.a.ifname, "master", "br0")
+        lab.ip(ns["sw"], "link", "set", "br0", "up")
+        net = legs["r1"].v4_net  # the first leg's subnet: the shared link's
+        on = {n: Node(ns[n], legs[n].b.ifname, net.replace(".0/24", f".{k}"), None)
+              for k, n in enumerate(("r1", "r2", "hx"), 1)}
+        for n, node in on.items():
+            lab.ip(ns[n], "addr", "add", f"{node.v4}/24", "dev", node.ifname)
+        low = lab.add_link(ns["r2"], ns["h1"], v6=False)
+        routes = {"s": [(net, up.b.v4), (low.v4_net, up.b.v4)], "r1": [(low.v4_net, on["r2"].v4)],
+                  "r2": [(up.v4_net, on["r1"].v4)], "h1": [(up.v4_net, low.a.v4), (net, low.a.v4)],
+                  "hx": [(up.v4_net, on["r1"].v4), (low.v4_net, on["r2"].v4)]}
+        for n, rs in routes.items():
+            for key in ("net.ipv4.conf.all.rp_filter", "net.ipv4.conf.default.rp_filter"):
+                lab.set_sysctl(key, 0, ns=ns[n])
+            for dst, via in rs:
+                lab.ip(ns[n], "route", "add", dst, "via", via)
+        for r in ("r1", "r2"):
+            lab.set_sysctl("net.ipv4.ip_forward", 1, ns=ns[r])
+        t = Tree("s", {"s": None, "r1": "s", "r2": "r1", "h1": "r2"},
+                 {n: ns[n] for n in ("s", "r1", "r2", "h1")},
+                 {"r1": up, "r2": Link(legs["r2"].index, on["r1"], on["r2"], net, ""), "h1": low},
+                 ("r1", "r2"), ("h1",))
+        lab.resolve(ns["s"], [up.b.v4])
+        lab.resolve(ns["r1"], [up.a.v4, on["r2"].v4, on["hx"].v4])
+        lab.resolve(ns["r2"], [on["r1"].v4, low.b.v4])
+        lab.resolve(ns["hx"], [on["r1"].v4, on["r2"].v4])
+        lab.resolve(ns["h1"], [low.a.v4])
+        S = t.addr("s")
+        lab.smcroute(t, S, G)
+        lmsd = {r: lab.lmsd(ns[r], build / "tools" / "lmsd") for r in ("r1", "r2")}
+        for d in lmsd.values():
+            d.wait(lambda st: st.get("routes") and all(i["attached"] for i in st["interfaces"])
+                   and any(i["below"] for i in st["interfaces"]))
+        rx = Receivers(lab, t, ["s", "h1"])
+        yield lab, t, on, lmsd, rx
+
+
+def test_shared_link_state_lists_what_lies_below(shared):
+    """r1's link to the switch has a router on it (r2, the gateway to h1's
+    link): marks from there may name an address on h1's link, nothing else."""
+    lab, t, on, lmsd, rx = shared
+    st = lmsd["r1"].state()
+    assert {i["name"]: (i["routers"], i["below"]) for i in st["interfaces"]} == {
+        t.iface("r1", "s").ifname: (False, []), on["r1"].ifname: (True, [t.uplinks["h1"].v4_net])}
+
+
+def test_shared_link_router_mark_passes(shared):
+    """h1's request: r2 marks it provisionally (its address on h1's link);
+    r1 gets it over the shared link, where that address lies through r2, and
+    S receives it with r2's mark, byte for byte."""
+    lab, t, on, lmsd, rx = shared
+    before = stats(lmsd, "r1")
+    data = tag() + b"via r2"
+    send_request(lab, t, "h1", data)
+    got = rx.wait(data, ["s"])
+    want = option(REQ, t.addr("s"), G, ifindex(lab, t, "r2", "h1") | PROVISIONAL, t.iface("r2", "h1").v4)
+    assert [(r["data"], r["opts"]) for r in got["s"]] == [(data.hex(), want.hex())]
+    after = wait_stat(lmsd, "r1", "req_up", before["req_up"] + 1)
+    assert {k: after[k] - before[k] for k in after if after[k] != before[k]} == {"req_up": 1}
+
+
+def hx_request(lab, on, data, opt):
+    lab.run(on["hx"].ns, [sys.executable, "-c", lmspkt.SENDER, json.dumps(
+        {"ifaddr": on["hx"].v4, "group": G, "port": PORT, "ttl": 16, "opts": opt.hex(),
+         "data": [data.hex()]})])
+
+
+def test_shared_link_host_unmarked_request_marked_by_r1(shared):
+    """hx's own (unmarked) request is r1's to mark: S gets r1's provisional
+    mark (its interface on the switch, its address there)."""
+    lab, t, on, lmsd, rx = shared
+    data = tag() + b"hx asks"
+    hx_request(lab, on, data, option(REQ, t.addr("s"), G))
+    got = rx.wait(data, ["s"])
+    r1_if = json.loads(lab.ip(on["r1"].ns, "-j", "link", "show", "dev", on["r1"].ifname))[0]["ifindex"]
+    want = option(REQ, t.addr("s"), G, r1_if | PROVISIONAL, on["r1"].v4)
+    assert [(r["data"], r["opts"]) for r in got["s"]] == [(data.hex(), want.hex())]
+    assert got["h1"] == []
+
+
+FORGED = ["third party: the source", "third party: unrouted", "the forger itself", "r1 on the shared link"]
+
+
+@pytest.mark.parametrize("name", FORGED)
+def test_shared_link_host_forged_mark_dropped(shared, name):
+    """hx, on a link that has a router below (r2), forges a provisional mark
+    naming an address that does not lie through r2: r1 drops it
+    (drop_mark_not_below) and nothing else moves.  S never gets the
+    request, so it sends nothing to the named address; h1 gets nothing."""
+    lab, t, on, lmsd, rx = shared
+    tpaddr = {"third party: the source": t.addr("s"), "third party: unrouted": lab.unrouted_v4(),
+              "the forger itself": on["hx"].v4, "r1 on the shared link": on["r1"].v4}[name]
+    before = stats(lmsd, "r1")
+    heard = rx.counts()
+    for _ in range(3):
+        hx_request(lab, on, tag(), option(REQ, t.addr("s"), G, 5 | PROVISIONAL, tpaddr))
+    after = wait_stat(lmsd, "r1", "drop_mark_not_below", before["drop_mark_not_below"] + 3)
+    assert {k: after[k] - before[k] for k in after if after[k] != before[k]} == {"drop_mark_not_below": 3}
+    time.sleep(QUIET)
+    assert rx.counts() == heard
+
+
+def test_shared_link_host_mark_naming_below_passes(shared):
+    """The limit that remains (docs/lms-provisional.md): r1 cannot tell a
+    router below r2's link from a host there, so hx's mark naming h1 passes,
+    and S would direct a repair at h1, inside the subtree of hx's own link."""
+    lab, t, on, lmsd, rx = shared
+    data = tag() + b"names h1"
+    opt = option(REQ, t.addr("s"), G, 5 | PROVISIONAL, t.addr("h1"))
+    hx_request(lab, on, data, opt)
+    got = rx.wait(data, ["s"])
+    assert [(r["data"], r["opts"]) for r in got["s"]] == [(data.hex(), opt.hex())]
+
+
 # ---- lmsd ------------------------------------------------------------------------
 
 def test_lmsd_state_names_the_tree(net):
@@ -425,6 +556,11 @@ def test_lmsd_state_names_the_tree(net):
     assert st["provisional"] is True
     assert {i["name"]: i["routers"] for i in st["interfaces"]} == {
         t.iface("r1", "s").ifname: False, t.iface("r1", "r2").ifname: True, t.iface("r1", "r3").ifname: True}
+    # what a provisional mark from each may name: the links through the routers there
+    assert {i["name"]: sorted(i["below"]) for i in st["interfaces"]} == {
+        t.iface("r1", "s").ifname: [],
+        t.iface("r1", "r2").ifname: sorted(t.uplinks[h].v4_net for h in ("h1", "h2")),
+        t.iface("r1", "r3").ifname: sorted(t.uplinks[h].v4_net for h in ("h3", "h4"))}
     assert {i["name"]: i["routers"] for i in lmsd["r2"].state()["interfaces"]} == {
         t.iface("r2", "r1").ifname: True, t.iface("r2", "h1").ifname: False, t.iface("r2", "h2").ifname: False}
 

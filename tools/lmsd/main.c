@@ -52,6 +52,8 @@ static struct {
 	const char *route_note[LMSD_MAX_SG]; /* why a configured replier is not used */
 	int nsg;
 	struct gc_lms_if ifs[LMSD_MAX_VIFS];
+	struct gc_lms_below below[GC_LMS_MAX_BELOW]; /* lms_below's keys, from the main table */
+	int nbelow;
 	uint32_t attached[LMSD_MAX_VIFS];
 	int nattached;
 	int hier_fd;
@@ -181,6 +183,17 @@ static bool keep_local(const void *k)
 	return false;
 }
 
+static bool keep_below(const void *k)
+{
+	struct gc_lms_below b;
+
+	memcpy(&b, k, sizeof(b));
+	for (int i = 0; i < D.nbelow; i++)
+		if (!memcmp(&D.below[i], &b, sizeof(b)))
+			return true;
+	return false;
+}
+
 static bool keep_route(const void *k)
 {
 	struct gc_lms_sg sg;
@@ -207,12 +220,15 @@ static bool keep_down(const void *k)
 /* Mark the vif interfaces that carry a gateway of a main-table route
  * (/proc/net/route, RTF_GATEWAY): routers are below (or above) there, and a
  * provisional mark arriving over one may be theirs.  On a link with no
- * gateway only hosts send, and a provisional mark from it is forged. */
+ * gateway only hosts send, and a provisional mark from it is forged.  The
+ * destinations of those routes (lms_below) are what such a mark may name:
+ * the marking router's address on its own lower link lies in one of them.  A
+ * default route is left out: it would let a mark name any address. */
 static void read_gateways(void)
 {
 	FILE *f = fopen("/proc/net/route", "r");
 	char line[256], name[IF_NAMESIZE + 1];
-	unsigned flags;
+	unsigned flags, dst, mask;
 
 	if (!f) {
 		fprintf(stderr, "lmsd: /proc/net/route: %s (no link is taken to have routers)\n",
@@ -224,11 +240,20 @@ static void read_gateways(void)
 		return;
 	}
 	while (fgets(line, sizeof(line), f)) {
-		if (sscanf(line, "%16s %*x %*x %x", name, &flags) != 2 || !(flags & 0x2 /* RTF_GATEWAY */))
+		/* addresses print as the __be32's value: read back, network order */
+		if (sscanf(line, "%16s %x %*x %x %*d %*d %*d %x", name, &dst, &flags, &mask) != 4 ||
+		    !(flags & 0x2 /* RTF_GATEWAY */))
 			continue;
-		for (int i = 0; i < D.nvifs; i++)
-			if (D.vifs[i].ifindex && !strcmp(D.vifs[i].name, name))
-				D.ifs[i].flags |= GC_LMS_IF_ROUTERS;
+		for (int i = 0; i < D.nvifs; i++) {
+			if (!D.vifs[i].ifindex || strcmp(D.vifs[i].name, name))
+				continue;
+			D.ifs[i].flags |= GC_LMS_IF_ROUTERS;
+			if (!mask || D.nbelow == GC_LMS_MAX_BELOW)
+				continue;
+			D.below[D.nbelow++] =
+				(struct gc_lms_below){ 32 + (__u32)__builtin_popcount(mask),
+						       D.vifs[i].ifindex, dst & mask };
+		}
 	}
 	fclose(f);
 }
@@ -239,6 +264,7 @@ static void read_ifs(void)
 	struct ifaddrs *all, *a;
 
 	memset(D.ifs, 0, sizeof(D.ifs));
+	D.nbelow = 0;
 	if (getifaddrs(&all)) {
 		fprintf(stderr, "lmsd: getifaddrs: %s\n", strerror(errno));
 		return;
@@ -303,6 +329,11 @@ static void refresh(void)
 		bpf_map_update_elem(fifs, &D.vifs[i].ifindex, &D.ifs[i], BPF_ANY);
 		bpf_map_update_elem(flocal, &D.ifs[i].addr, &D.vifs[i].ifindex, BPF_ANY);
 	}
+	int fbelow = bpf_map__fd(D.skel->maps.lms_below);
+	for (int i = 0; i < D.nbelow; i++) {
+		__u8 one = 1;
+		bpf_map_update_elem(fbelow, &D.below[i], &one, BPF_ANY);
+	}
 	sync_attach();
 
 	n = D.nvifs ? lmsd_mfc_read(D.vifs, D.nvifs, D.sg, LMSD_MAX_SG) : 0;
@@ -345,6 +376,7 @@ static void refresh(void)
 	prune(fdown, sizeof(struct gc_lms_down), keep_down);
 	prune(fifs, 4, keep_if);
 	prune(flocal, 4, keep_local);
+	prune(fbelow, sizeof(struct gc_lms_below), keep_below);
 }
 
 /* ---- state as JSON --------------------------------------------------------- */
@@ -376,11 +408,17 @@ static void write_state(FILE *f)
 		const __u8 *m = D.ifs[i].mac;
 		fprintf(f,
 			"%s\n  {\"vif\": %d, \"ifindex\": %u, \"name\": \"%s\", \"addr\": \"%s\", "
-			"\"mac\": \"%02x:%02x:%02x:%02x:%02x:%02x\", \"attached\": %s, \"routers\": %s}",
+			"\"mac\": \"%02x:%02x:%02x:%02x:%02x:%02x\", \"attached\": %s, \"routers\": %s, "
+			"\"below\": [",
 			first ? "" : ",", D.vifs[i].vif, D.vifs[i].ifindex, D.vifs[i].name,
 			ip4(D.ifs[i].addr, a), m[0], m[1], m[2], m[3], m[4], m[5],
 			in_list(D.attached, D.nattached, D.vifs[i].ifindex) ? "true" : "false",
 			D.ifs[i].flags & GC_LMS_IF_ROUTERS ? "true" : "false");
+		for (int j = 0, nb = 0; j < D.nbelow; j++)
+			if (D.below[j].ifindex == D.vifs[i].ifindex)
+				fprintf(f, "%s\"%s/%u\"", nb++ ? ", " : "", ip4(D.below[j].addr, a),
+					D.below[j].prefixlen - 32);
+		fprintf(f, "]}");
 		first = 0;
 	}
 	fprintf(f, "],\n \"routes\": [");
