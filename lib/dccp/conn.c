@@ -882,13 +882,15 @@ static bool rate_ok(struct dccp_listener *l, const struct dccp_pseudo *ph_in, ui
 	crypto_shorthash(h8, ph_in->src, 16, l->key);
 	uint32_t h;
 	memcpy(&h, h8, 4);
-	unsigned slot = h % 64;
-	if (l->rl[slot].h != h || now_ns - l->rl[slot].window_ns >= 1000 * MS) {
-		l->rl[slot].h = h;
+	unsigned slot = h % DCCP_RL_BUCKETS;
+	if (now_ns - l->rl[slot].window_ns >= 1000 * MS) {
 		l->rl[slot].window_ns = now_ns;
 		l->rl[slot].n = 0;
 	}
-	return l->rl[slot].n++ < l->per_source_rate;
+	if (l->rl[slot].n >= l->per_source_rate)
+		return false;
+	l->rl[slot].n++;
+	return true;
 }
 
 /* A stateless reply: Response or Reset, seq given. */

@@ -156,19 +156,25 @@ bool dccp_conn_pop(struct dccp_conn *c, struct dccp_rxpkt *out);
 
 /* ---- the stateless listener (§8.1.4 Init Cookie) ------------------------ */
 
+#define DCCP_RL_BUCKETS 64
+
 struct dccp_listener {
 	uint8_t key[DCCP_COOKIE_KEY];
 	struct dccp_conn_params p; /* ccid, service, mps, seq_window; sport = our port */
 	struct dccp_counters err;
 	uint64_t requests, responses, bad_cookies, resets;
-	/* per-source Response budget: a tiny hash of recent sources (no
-	 * per-connection state; a flood from one address costs one slot) */
+	/* Response budget per source: sources hash (keyed) onto 64 buckets
+	 * that each allow per_source_rate Responses a second, shared by the
+	 * sources that collide there.  A flood from one address costs one
+	 * bucket, and Requests spoofed from any number of addresses get at most
+	 * 64 * per_source_rate Responses a second in all (no per-connection
+	 * state; a bucket is never handed to a newcomer, which would let two
+	 * colliding sources reset each other's count). */
 	struct {
-		uint32_t h;
 		uint64_t window_ns;
 		unsigned n;
-	} rl[64];
-	unsigned per_source_rate; /* Responses per source per second */
+	} rl[DCCP_RL_BUCKETS];
+	unsigned per_source_rate; /* Responses per source (bucket) per second */
 	/* MACs of the cookies that opened connections in the last
 	 * DCCP_COOKIE_LIFE_S: a replayed Ack opens nothing (state kept only
 	 * for handshakes that completed) */

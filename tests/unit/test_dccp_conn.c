@@ -338,6 +338,29 @@ static void test_request_flood(void)
 	/* the listener has no per-connection state: only its fixed struct */
 	EXPECT(memcmp(before.key, L.key, sizeof(L.key)) == 0);
 	EXPECT_EQ(sizeof(L), sizeof(before));
+
+	/* Requests spoofed from 5000 addresses in one second: at most
+	 * per_source_rate per bucket in all (sources that collide in a bucket
+	 * share it and cannot reset each other's count) */
+	dccp_listener_init(&L, &lp);
+	to_client.n = 0;
+	for (unsigned i = 0; i < 5000; i++) {
+		struct dccp_pseudo src = ph_c2s, back = ph_s2c;
+		src.src[2] = back.dst[2] = (uint8_t)(i >> 8);
+		src.src[3] = back.dst[3] = (uint8_t)i;
+		struct dccp_conn c;
+		struct dccp_conn_params cp = params(40000, 5001);
+		cp.ph_out = src;
+		to_server.n = 0;
+		dccp_conn_connect(&c, &cp, &cenv, i, now + 2000 * MS);
+		struct pkt p = q_pop(&to_server);
+		to_client.n = 0; /* the queue holds 4096: count by the listener's own */
+		feed_listener(&p, &src, &back, now + 2000 * MS + i * 100);
+		dccp_conn_free(&c);
+	}
+	EXPECT_EQ(L.requests, 5000u);
+	EXPECT(L.responses <= (uint64_t)DCCP_RL_BUCKETS * L.per_source_rate);
+	EXPECT(L.responses >= (uint64_t)DCCP_RL_BUCKETS * L.per_source_rate * 3 / 4);
 }
 
 static void test_windows_and_sync(void)
