@@ -207,8 +207,9 @@ static void test_handshake_and_data(void)
 	close_pair();
 }
 
-/* The client's Ack (with the cookie) as the listener would see it. */
-static struct pkt handshake_ack(uint64_t now)
+/* A listener on port 5001 and a client whose Request to it is queued in
+ * to_server. */
+static void listener_and_request(uint64_t now, uint64_t iss)
 {
 	to_server.n = to_client.n = 0;
 	struct dccp_conn_params lp = params(5001, 0);
@@ -216,8 +217,14 @@ static struct pkt handshake_ack(uint64_t now)
 	dccp_listener_init(&L, &lp);
 	struct dccp_conn_params cp = params(40000, 5001);
 	cp.ph_out = ph_c2s;
-	dccp_conn_connect(&C, &cp, &cenv, 77, now);
+	CHECK_OK(dccp_conn_connect(&C, &cp, &cenv, iss, now));
 	have_s = false;
+}
+
+/* The client's Ack (with the cookie) as the listener would see it. */
+static struct pkt handshake_ack(uint64_t now)
+{
+	listener_and_request(now, 77);
 	to_s(&L, &S, &have_s, now);
 	to_c(&C, now);
 	CHECK(to_server.n == 1);
@@ -430,20 +437,12 @@ static void test_midconnection_seqwin(void)
 
 /* A listener and a client up to PARTOPEN: the client's Ack of the Response
  * is queued in to_server. */
-static struct dccp_conn_params to_partopen(uint64_t now, uint64_t iss)
+static void to_partopen(uint64_t now, uint64_t iss)
 {
-	to_server.n = to_client.n = 0;
-	struct dccp_conn_params lp = params(5001, 0);
-	lp.ph_out = ph_s2c;
-	dccp_listener_init(&L, &lp);
-	struct dccp_conn_params cp = params(40000, 5001);
-	cp.ph_out = ph_c2s;
-	CHECK_OK(dccp_conn_connect(&C, &cp, &cenv, iss, now));
-	have_s = false;
+	listener_and_request(now, iss);
 	to_s(&L, &S, &have_s, now);
 	to_c(&C, now);
 	CHECK(C.state == DCCP_S_PARTOPEN);
-	return cp;
 }
 
 /* Confirms pending in PARTOPEN never push a DataAck past the MPS: they go
@@ -451,7 +450,7 @@ static struct dccp_conn_params to_partopen(uint64_t now, uint64_t iss)
 static void test_partopen_mps(void)
 {
 	uint64_t now = 260000 * MS;
-	struct dccp_conn_params cp = to_partopen(now, 9);
+	to_partopen(now, 9);
 	to_server.n = 0;
 	memset(C.confirm_buf, 0, sizeof(C.confirm_buf)); /* 64 bytes of (padding) options */
 	C.confirm_len = sizeof(C.confirm_buf);
@@ -461,7 +460,7 @@ static void test_partopen_mps(void)
 	for (unsigned i = 0; i < to_server.n; i++) {
 		struct dccp_hdr h;
 		CHECK(parse(&to_server.p[i], &ph_c2s, &h));
-		EXPECT(h.opt_len + h.data_len <= cp.mps + 64);
+		EXPECT(h.opt_len + h.data_len <= C.p.mps + 64);
 	}
 	EXPECT_EQ(to_server.n, 2u); /* an Ack with the Confirms, then the DataAck */
 	dccp_conn_free(&C);
@@ -533,17 +532,10 @@ static void test_ndp_count(void)
 {
 	uint64_t now = 280000 * MS;
 	uint8_t v[8];
-	to_server.n = to_client.n = 0;
-	struct dccp_conn_params lp = params(5001, 0);
-	lp.ph_out = ph_s2c;
-	dccp_listener_init(&L, &lp);
-	struct dccp_conn_params cp = params(40000, 5001);
-	cp.ph_out = ph_c2s;
-	dccp_conn_connect(&C, &cp, &cenv, 3000, now);
+	listener_and_request(now, 3000);
 	CHECK(to_server.n == 1);
 	EXPECT_EQ(feat_opt(&to_server.p[0], &ph_c2s, DCCP_OPT_CHANGE_R, 7, v), 1);
 	EXPECT_EQ(v[0], 1);
-	have_s = false;
 	to_s(&L, &S, &have_s, now);
 	CHECK(to_client.n == 1); /* the Response: Confirm L(7, 1 [1]) and its own Change R(7, 1) */
 	EXPECT_EQ(feat_opt(&to_client.p[0], &ph_s2c, DCCP_OPT_CONFIRM_L, 7, v), 2);
