@@ -18,8 +18,9 @@
  * 1452-byte UDP payload limit from the start.  QUIC_PEER_LOG=1 in the
  * environment prints ngtcp2's own log on stderr.
  *
- * Packets carry the header and print the lines of bench/dccp_traffic.c, so
- * the driver accounts them the same way: the sender prints
+ * Packets carry the header and print the lines of bench/dccp_traffic.c
+ * (both from bench/p3_video.h), so the driver accounts them the same way:
+ * the sender prints
  * "S,seq,type,t_app_ns,dead" when the application sends a packet (dead 0)
  * and again when the late data choice drops it (dead 1); the receiver
  * prints "R,seq,type,t_app_ns,t_rx_ns" per DATAGRAM frame and
