@@ -14,6 +14,8 @@
  * dropped as late data ("S,seq,type,t_app_ns,dead"); the receiver prints
  * "R,seq,type,t_app_ns,t_rx_ns" per packet and a JSON summary last.
  * TCP is a byte stream: the receiver reads whole records of --size bytes.
+ * The header, the frame types, these lines and the "video" policy's choice
+ * are bench/p3_video.h's, shared with bench/quic_peer.c.
  *
  * Late data choice (DCCP only, on the packet ring, between the engine and
  * the application; include/groupcast/ring.h):
@@ -39,11 +41,7 @@
 #include <groupcast/dccp.h>
 #include <groupcast/ring.h>
 
-struct hdr {
-	uint64_t seq;
-	uint64_t t_app_ns;
-	uint32_t type;
-} __attribute__((packed));
+#include "p3_video.h"
 
 enum proto { P_UDP, P_TCP, P_DCCP };
 enum policy { POL_NONE, POL_STALE, POL_VIDEO };
@@ -56,13 +54,6 @@ struct args {
 	int ccid, encap;
 	enum policy policy;
 };
-
-static uint64_t now_ns(clockid_t c)
-{
-	struct timespec ts;
-	clock_gettime(c, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static _Noreturn void die(const char *what)
 {
@@ -83,20 +74,7 @@ static _Noreturn void usage(const char *why)
 
 static unsigned num(const char *opt, const char *v, unsigned lo, unsigned hi)
 {
-	char *end;
-	errno = 0;
-	unsigned long x = strtoul(v ? v : "", &end, 10);
-	if (!v || errno || *end || end == v || x < lo || x > hi) {
-		fprintf(stderr, "dccp_traffic: %s: '%s' is not a number in %u..%u\n", opt,
-			v ? v : "", lo, hi);
-		exit(2);
-	}
-	return (unsigned)x;
-}
-
-static unsigned frame_type(uint64_t seq)
-{
-	return seq % 10 == 0; /* 10 % I-frames */
+	return p3_num("dccp_traffic", opt, v, lo, hi);
 }
 
 static struct sockaddr_in addr_of(const char *a, int port)
@@ -110,26 +88,12 @@ static struct sockaddr_in addr_of(const char *a, int port)
 	return sin;
 }
 
-static void fill(uint8_t *b, unsigned size, uint64_t seq)
-{
-	struct hdr h = { .seq = seq, .t_app_ns = now_ns(CLOCK_REALTIME), .type = frame_type(seq) };
-	memset(b, 0, size);
-	memcpy(b, &h, sizeof(h));
-}
-
 static void sleep_until(uint64_t t_mono)
 {
 	struct timespec ts = { .tv_sec = (time_t)(t_mono / 1000000000u),
 			       .tv_nsec = (long)(t_mono % 1000000000u) };
 	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
 		;
-}
-
-static void log_sent(const uint8_t *b, int dead)
-{
-	struct hdr h;
-	memcpy(&h, b, sizeof(h));
-	printf("S,%" PRIu64 ",%u,%" PRIu64 ",%d\n", h.seq, h.type, h.t_app_ns, dead);
 }
 
 /* ---- UDP and TCP: plain sockets, no choice ------------------------------- */
@@ -150,10 +114,10 @@ static void send_sock(const struct args *a)
 	uint8_t *b = malloc(a->size);
 	if (!b)
 		die("malloc");
-	uint64_t t0 = now_ns(CLOCK_MONOTONIC);
+	uint64_t t0 = p3_now_ns(CLOCK_MONOTONIC);
 	for (uint64_t seq = 0; seq < a->count; seq++) {
 		sleep_until(t0 + seq * a->interval_ms * 1000000ull);
-		fill(b, a->size, seq);
+		p3_fill(b, a->size, seq);
 		/* TCP blocks here once the socket buffer is full: that is the
 		 * application-level delay the experiment shows. */
 		size_t done = 0;
@@ -168,7 +132,7 @@ static void send_sock(const struct args *a)
 			}
 			done += (size_t)n;
 		}
-		log_sent(b, 0);
+		p3_log_sent(b, 0);
 	}
 	close(sd);
 	free(b);
@@ -195,7 +159,7 @@ static void late_choice(struct gc_ring *r, struct slot *meta, const struct args 
 		unsigned pos = (first + (unsigned)i) % ents;
 		live += !(atomic_load(&gc_ring_pkt(r, pos)->flags) & GC_PKT_DEAD);
 	}
-	for (int pass = 0; pass < 2; pass++) {
+	for (unsigned pass = 0; pass < P3_VIDEO_PASSES; pass++) {
 		for (int i = 0; i < n; i++) {
 			unsigned pos = (first + (unsigned)i) % ents;
 			struct gc_pkt *p = gc_ring_pkt(r, pos);
@@ -206,12 +170,10 @@ static void late_choice(struct gc_ring *r, struct slot *meta, const struct args 
 				kill = pass == 0 &&
 					now - meta[pos].t_mono > 3ull * a->interval_ms * 1000000ull;
 			else if (a->policy == POL_VIDEO)
-				/* pass 0: B/P packets, pass 1: I-frames, while 3 or more
-				 * stay queued (the newest one counts: it was just sent) */
-				kill = live >= 3 && meta[pos].type == (pass == 0 ? 0u : 1u);
+				kill = p3_video_drops(pass, meta[pos].type, (unsigned)live);
 			if (kill && gc_ring_mark_dead(r, pos) == 1) { /* 1: certain not to go */
 				live--;
-				log_sent(bufs[pos], 1);
+				p3_log_sent(bufs[pos], 1);
 			}
 		}
 	}
@@ -235,7 +197,7 @@ static void send_dccp(const struct args *a)
 	uint8_t **bufs = calloc(ents, sizeof(*bufs));
 	if (!meta || !bufs)
 		die("calloc");
-	uint64_t t0 = now_ns(CLOCK_MONOTONIC);
+	uint64_t t0 = p3_now_ns(CLOCK_MONOTONIC);
 	for (uint64_t seq = 0; seq < a->count; seq++) {
 		sleep_until(t0 + seq * a->interval_ms * 1000000ull);
 		struct gc_pkt *p;
@@ -247,19 +209,19 @@ static void send_dccp(const struct args *a)
 		}
 		unsigned pos = gc_ring_pos(r, p);
 		uint8_t *b = gc_zone_buf(z, pos);
-		fill(b, a->size, seq);
+		p3_fill(b, a->size, seq);
 		p->off = gc_zone_offset(z, b);
 		p->len = a->size;
 		p->user_seq = seq;
 		meta[pos] = (struct slot){ .seq = seq,
-					   .t_mono = now_ns(CLOCK_MONOTONIC),
-					   .type = frame_type(seq) };
+					   .t_mono = p3_now_ns(CLOCK_MONOTONIC),
+					   .type = p3_frame_type(seq) };
 		bufs[pos] = b;
-		log_sent(b, 0);
+		p3_log_sent(b, 0);
 		if (gc_ring_publish(r) < 0)
 			die("gc_ring_publish");
 		if (a->policy != POL_NONE)
-			late_choice(r, meta, a, bufs, now_ns(CLOCK_MONOTONIC));
+			late_choice(r, meta, a, bufs, p3_now_ns(CLOCK_MONOTONIC));
 		if (gc_ring_submit(r) < 0) {
 			fprintf(stderr, "dccp_traffic: gc_ring_submit: %s\n", gc_errmsg());
 			exit(1);
@@ -278,16 +240,6 @@ static void send_dccp(const struct args *a)
 
 /* ---- receivers -------------------------------------------------------- */
 
-static void log_rx(const uint8_t *b, size_t len)
-{
-	struct hdr h;
-	if (len < sizeof(h))
-		return;
-	memcpy(&h, b, sizeof(h));
-	printf("R,%" PRIu64 ",%u,%" PRIu64 ",%" PRIu64 "\n", h.seq, h.type, h.t_app_ns,
-	       now_ns(CLOCK_REALTIME));
-}
-
 static void recv_main(const struct args *a)
 {
 	struct sockaddr_in sin = addr_of(NULL, a->port);
@@ -295,7 +247,7 @@ static void recv_main(const struct args *a)
 	uint8_t *b = malloc(a->size + 64);
 	if (!b)
 		die("malloc");
-	uint64_t deadline = now_ns(CLOCK_MONOTONIC) + (uint64_t)a->timeout_s * 1000000000u;
+	uint64_t deadline = p3_now_ns(CLOCK_MONOTONIC) + (uint64_t)a->timeout_s * 1000000000u;
 	unsigned got = 0;
 	if (a->proto == P_DCCP) {
 		struct gc_dccp_opts o = {
@@ -312,14 +264,14 @@ static void recv_main(const struct args *a)
 			fprintf(stderr, "dccp_traffic: gc_dccp_accept: %s\n", gc_errmsg());
 			exit(1);
 		}
-		while (got < a->count && now_ns(CLOCK_MONOTONIC) < deadline) {
+		while (got < a->count && p3_now_ns(CLOCK_MONOTONIC) < deadline) {
 			struct gc_dccp_rxinfo ri;
 			ssize_t n = gc_dccp_recv(c, b, a->size, &ri, 200);
 			if (n < 0 && errno == EAGAIN)
 				continue;
 			if (n <= 0)
 				break;
-			log_rx(b, (size_t)n);
+			p3_log_rx(b, (size_t)n);
 			got++;
 		}
 		gc_dccp_close(c, 1000);
@@ -346,7 +298,7 @@ static void recv_main(const struct args *a)
 		}
 		size_t have = 0;
 		while (got < a->count) {
-			uint64_t now = now_ns(CLOCK_MONOTONIC);
+			uint64_t now = p3_now_ns(CLOCK_MONOTONIC);
 			if (now >= deadline)
 				break;
 			struct pollfd pf = { .fd = sd, .events = POLLIN };
@@ -361,13 +313,13 @@ static void recv_main(const struct args *a)
 			if (n == 0 && tcp)
 				break;
 			if (!tcp) {
-				log_rx(b, (size_t)n);
+				p3_log_rx(b, (size_t)n);
 				got++;
 				continue;
 			}
 			have += (size_t)n;
 			if (have == a->size) {
-				log_rx(b, have);
+				p3_log_rx(b, have);
 				have = 0;
 				got++;
 			}
@@ -421,7 +373,7 @@ int main(int argc, char **argv)
 		else if (!strcmp(o, "--count"))
 			a.count = num(o, v, 1, 10000000);
 		else if (!strcmp(o, "--size"))
-			a.size = num(o, v, (unsigned)sizeof(struct hdr), 1400 + 60);
+			a.size = num(o, v, (unsigned)sizeof(struct p3_hdr), 1400 + 60);
 		else if (!strcmp(o, "--timeout-s"))
 			a.timeout_s = num(o, v, 1, 3600);
 		else if (!strcmp(o, "--ccid"))

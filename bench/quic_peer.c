@@ -18,8 +18,9 @@
  * 1452-byte UDP payload limit from the start.  QUIC_PEER_LOG=1 in the
  * environment prints ngtcp2's own log on stderr.
  *
- * Packets carry the header and print the lines of bench/dccp_traffic.c, so
- * the driver accounts them the same way: the sender prints
+ * Packets carry the header and print the lines of bench/dccp_traffic.c
+ * (both from bench/p3_video.h), so the driver accounts them the same way:
+ * the sender prints
  * "S,seq,type,t_app_ns,dead" when the application sends a packet (dead 0)
  * and again when the late data choice drops it (dead 1); the receiver
  * prints "R,seq,type,t_app_ns,t_rx_ns" per DATAGRAM frame and
@@ -55,12 +56,7 @@
 #include <ngtcp2/ngtcp2_crypto.h>
 #include <ngtcp2/ngtcp2_crypto_gnutls.h>
 
-/* bench/dccp_traffic.c's packet header: the driver parses these fields */
-struct hdr {
-	uint64_t seq;
-	uint64_t t_app_ns;
-	uint32_t type;
-} __attribute__((packed));
+#include "p3_video.h"
 
 enum policy { POL_NONE, POL_VIDEO };
 
@@ -113,16 +109,9 @@ struct peer {
 	ngtcp2_tstamp recovery_ts;
 };
 
-static uint64_t now_ns(clockid_t c)
-{
-	struct timespec ts;
-	clock_gettime(c, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static uint64_t mono(void)
 {
-	return now_ns(CLOCK_MONOTONIC);
+	return p3_now_ns(CLOCK_MONOTONIC);
 }
 
 static _Noreturn void die(const char *what)
@@ -155,37 +144,7 @@ static _Noreturn void usage(const char *why)
 
 static unsigned num(const char *opt, const char *v, unsigned lo, unsigned hi)
 {
-	char *end;
-	errno = 0;
-	unsigned long x = strtoul(v ? v : "", &end, 10);
-	if (!v || errno || *end || end == v || x < lo || x > hi) {
-		fprintf(stderr, "quic_peer: %s: '%s' is not a number in %u..%u\n", opt, v ? v : "",
-			lo, hi);
-		exit(2);
-	}
-	return (unsigned)x;
-}
-
-static unsigned frame_type(uint64_t seq)
-{
-	return seq % 10 == 0; /* 10 % I-frames */
-}
-
-static void log_sent(const uint8_t *b, int dead)
-{
-	struct hdr h;
-	memcpy(&h, b, sizeof(h));
-	printf("S,%" PRIu64 ",%u,%" PRIu64 ",%d\n", h.seq, h.type, h.t_app_ns, dead);
-}
-
-static void log_rx(const uint8_t *b, size_t len)
-{
-	struct hdr h;
-	if (len < sizeof(h))
-		return;
-	memcpy(&h, b, sizeof(h));
-	printf("R,%" PRIu64 ",%u,%" PRIu64 ",%" PRIu64 "\n", h.seq, h.type, h.t_app_ns,
-	       now_ns(CLOCK_REALTIME));
+	return p3_num("quic_peer", opt, v, lo, hi);
 }
 
 /* ---- ngtcp2 callbacks ----------------------------------------------------- */
@@ -217,7 +176,7 @@ static int recv_datagram_cb(ngtcp2_conn *conn, uint32_t flags, const uint8_t *da
 	(void)conn;
 	(void)flags;
 	struct peer *p = user;
-	log_rx(data, len);
+	p3_log_rx(data, len);
 	p->got++;
 	return 0;
 }
@@ -288,6 +247,23 @@ static void settings_params(ngtcp2_settings *s, ngtcp2_transport_params *tp)
 	tp->max_datagram_frame_size = 65535;
 	tp->max_idle_timeout = 10 * NGTCP2_SECONDS;
 	tp->initial_max_data = 1 << 20; /* no streams are used; a sane value */
+}
+
+/* What ngtcp2_conn_client_new() and ngtcp2_conn_server_new() take; scid:
+ * this end's connection ID, fresh. */
+struct conn_params {
+	ngtcp2_callbacks cb;
+	ngtcp2_settings s;
+	ngtcp2_transport_params tp;
+	ngtcp2_cid scid;
+};
+
+static void conn_params(struct conn_params *c, int server)
+{
+	callbacks(&c->cb, server);
+	settings_params(&c->s, &c->tp);
+	c->scid = (ngtcp2_cid){ .datalen = 8 };
+	(void)gnutls_rnd(GNUTLS_RND_RANDOM, c->scid.data, c->scid.datalen);
 }
 
 static const char *cc_name(ngtcp2_cc_algo cc)
@@ -408,25 +384,6 @@ static int read_all(struct peer *p)
 	}
 }
 
-/* Sends what ngtcp2 has (ACKs, handshake, probes), no application data. */
-static void write_all(struct peer *p)
-{
-	uint8_t b[PKT_BUF];
-	uint64_t ts = mono();
-	for (;;) {
-		ngtcp2_path_storage ps;
-		ngtcp2_path_storage_zero(&ps);
-		ngtcp2_pkt_info pi;
-		ngtcp2_ssize n = ngtcp2_conn_write_pkt(p->conn, &ps.path, &pi, b, sizeof(b), ts);
-		if (n < 0)
-			die_ng("ngtcp2_conn_write_pkt", (int)n);
-		if (n == 0)
-			break;
-		send_pkt(p, b, (size_t)n);
-	}
-	ngtcp2_conn_update_pkt_tx_time(p->conn, ts);
-}
-
 static int expire(struct peer *p)
 {
 	uint64_t now = mono();
@@ -435,8 +392,9 @@ static int expire(struct peer *p)
 	return 0;
 }
 
-/* Waits for a packet, ngtcp2's next timer or `until` (monotonic ns). */
-static void wait_io(struct peer *p, uint64_t until)
+/* Waits for a packet, ngtcp2's next timer or `until` (monotonic ns), then
+ * reads what arrived and runs the timers; returns 0 or ngtcp2's error. */
+static int wait_io(struct peer *p, uint64_t until)
 {
 	uint64_t exp = ngtcp2_conn_get_expiry(p->conn), now = mono();
 	if (exp < until)
@@ -446,13 +404,45 @@ static void wait_io(struct peer *p, uint64_t until)
 	struct pollfd pf = { .fd = p->fd, .events = POLLIN };
 	if (ppoll(&pf, 1, &ts, NULL) < 0 && errno != EINTR)
 		die("ppoll");
+	int rv = read_all(p);
+	return rv != 0 ? rv : expire(p);
 }
 
-static void udp_socket(struct peer *p)
+/* The UDP socket and the TLS credentials; the sender binds none, the
+ * receiver (server) p->local. */
+static void peer_open(struct peer *p, int server)
 {
 	p->fd = socket(AF_INET, SOCK_DGRAM, 0);
 	if (p->fd < 0)
 		die("socket");
+	if (server) {
+		int one = 1;
+		setsockopt(p->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (bind(p->fd, (struct sockaddr *)&p->local, sizeof(p->local)) != 0)
+			die("bind");
+	}
+	int rv = gnutls_certificate_allocate_credentials(&p->cred);
+	if (rv != 0)
+		die_tls("gnutls_certificate_allocate_credentials", rv);
+}
+
+/* Connects the socket to p->remote and learns the local address of the
+ * path (ngtcp2 checks it). */
+static void peer_connect(struct peer *p)
+{
+	if (connect(p->fd, (struct sockaddr *)&p->remote, sizeof(p->remote)) != 0)
+		die("connect");
+	socklen_t ll = sizeof(p->local);
+	if (getsockname(p->fd, (struct sockaddr *)&p->local, &ll) != 0)
+		die("getsockname");
+}
+
+static void peer_close(struct peer *p)
+{
+	ngtcp2_conn_del(p->conn);
+	gnutls_deinit(p->tls);
+	gnutls_certificate_free_credentials(p->cred);
+	close(p->fd);
 }
 
 /* ---- sender ------------------------------------------------------------------ */
@@ -469,10 +459,10 @@ static void late_choice(struct peer *p)
 {
 	if (p->a->policy != POL_VIDEO)
 		return;
-	for (unsigned pass = 0; pass < 2; pass++)
-		for (unsigned i = 0; i < p->qn && p->qn >= 3;) {
-			if (p->q[i].type == (pass == 0 ? 0u : 1u)) {
-				log_sent(p->q[i].buf, 1);
+	for (unsigned pass = 0; pass < P3_VIDEO_PASSES; pass++)
+		for (unsigned i = 0; i < p->qn;) {
+			if (p3_video_drops(pass, p->q[i].type, p->qn)) {
+				p3_log_sent(p->q[i].buf, 1);
 				p->dead++;
 				p->dead_by[p->blocked]++;
 				q_remove(p, i);
@@ -482,7 +472,8 @@ static void late_choice(struct peer *p)
 }
 
 /* Offers the queue's head to ngtcp2 until it refuses; also sends ACKs and
- * whatever else ngtcp2 has. */
+ * whatever else ngtcp2 has (with an empty queue, as the receiver's and
+ * the handshake's always is, only that: ACKs, handshake, probes). */
 static void flush(struct peer *p)
 {
 	uint8_t b[PKT_BUF];
@@ -528,10 +519,7 @@ static void flush(struct peer *p)
 /* One pass of the event loop: what arrived, timers, what can go. */
 static void step(struct peer *p, uint64_t until)
 {
-	wait_io(p, until);
-	int rv = read_all(p);
-	if (rv == 0)
-		rv = expire(p);
+	int rv = wait_io(p, until);
 	if (rv != 0)
 		die_ng("connection", rv);
 	/* ngtcp2 starts a recovery period, and cuts the window, on a loss or
@@ -554,36 +542,26 @@ static void send_main(const struct args *a)
 		fprintf(stderr, "quic_peer: ADDR: '%s' is not an IPv4 address\n", a->addr);
 		exit(2);
 	}
-	udp_socket(&p);
-	if (connect(p.fd, (struct sockaddr *)&p.remote, sizeof(p.remote)) != 0)
-		die("connect");
-	socklen_t ll = sizeof(p.local);
-	if (getsockname(p.fd, (struct sockaddr *)&p.local, &ll) != 0)
-		die("getsockname");
-	int rv = gnutls_certificate_allocate_credentials(&p.cred);
-	if (rv != 0)
-		die_tls("gnutls_certificate_allocate_credentials", rv);
+	peer_open(&p, 0);
+	peer_connect(&p);
 	tls_session(&p, 0); /* no trust store, no verification: a lab peer */
 
-	ngtcp2_cid dcid = { .datalen = NGTCP2_MIN_INITIAL_DCIDLEN }, scid = { .datalen = 8 };
+	ngtcp2_cid dcid = { .datalen = NGTCP2_MIN_INITIAL_DCIDLEN };
 	(void)gnutls_rnd(GNUTLS_RND_RANDOM, dcid.data, dcid.datalen);
-	(void)gnutls_rnd(GNUTLS_RND_RANDOM, scid.data, scid.datalen);
-	ngtcp2_callbacks cb;
-	ngtcp2_settings s;
-	ngtcp2_transport_params tp;
-	callbacks(&cb, 0);
-	settings_params(&s, &tp);
+	struct conn_params cp;
+	conn_params(&cp, 0);
 	if (a->cc >= 0)
-		s.cc_algo = (ngtcp2_cc_algo)a->cc;
+		cp.s.cc_algo = (ngtcp2_cc_algo)a->cc;
 	ngtcp2_path path = path_of(&p);
-	if ((rv = ngtcp2_conn_client_new(&p.conn, &dcid, &scid, &path, NGTCP2_PROTO_VER_V1, &cb, &s,
-					 &tp, NULL, &p)) != 0)
+	int rv;
+	if ((rv = ngtcp2_conn_client_new(&p.conn, &dcid, &cp.scid, &path, NGTCP2_PROTO_VER_V1,
+					 &cp.cb, &cp.s, &cp.tp, NULL, &p)) != 0)
 		die_ng("ngtcp2_conn_client_new", rv);
 	ngtcp2_conn_set_tls_native_handle(p.conn, p.tls);
 
 	/* handshake */
 	uint64_t limit = mono() + 10ull * 1000000000u;
-	write_all(&p);
+	flush(&p);
 	while (!ngtcp2_conn_get_handshake_completed(p.conn)) {
 		if (mono() > limit) {
 			fprintf(stderr, "quic_peer: handshake with %s:%d: no answer in 10 s\n",
@@ -621,13 +599,11 @@ static void send_main(const struct args *a)
 		while (p.qn == QMAX) /* full: only possible without a policy */
 			step(&p, mono() + step_ns);
 		struct qent *e = &p.q[p.qn++];
-		struct hdr h = { .seq = seq, .t_app_ns = now_ns(CLOCK_REALTIME), .type = frame_type(seq) };
-		memset(e->buf, 0, a->size);
-		memcpy(e->buf, &h, sizeof(h));
+		p3_fill(e->buf, a->size, seq);
 		e->seq = seq;
-		e->type = h.type;
+		e->type = p3_frame_type(seq);
 		e->why = W_NONE;
-		log_sent(e->buf, 0);
+		p3_log_sent(e->buf, 0);
 		late_choice(&p);
 		flush(&p);
 		seq++;
@@ -651,7 +627,7 @@ static void send_main(const struct args *a)
 		",\"ssthresh\":%" PRIu64 ",\"rtt_us\":%" PRIu64 ",\"min_rtt_us\":%" PRIu64 "}\n",
 		p.accepted, p.dead, p.qn, p.acked, p.lost, p.went[W_NONE], p.went[W_CWND],
 		p.went[W_PACING], p.dead_by[W_CWND], p.dead_by[W_PACING], p.cong_events, p.send_err,
-		ngtcp2_version(0)->version_str, cc_name(s.cc_algo), st.cwnd,
+		ngtcp2_version(0)->version_str, cc_name(cp.s.cc_algo), st.cwnd,
 		st.ssthresh == UINT64_MAX ? 0 : st.ssthresh, st.smoothed_rtt / 1000,
 		st.min_rtt == UINT64_MAX ? 0 : st.min_rtt / 1000);
 
@@ -667,10 +643,7 @@ static void send_main(const struct args *a)
 	if (n > 0)
 		send_pkt(&p, b, (size_t)n);
 	fflush(stdout);
-	ngtcp2_conn_del(p.conn);
-	gnutls_deinit(p.tls);
-	gnutls_certificate_free_credentials(p.cred);
-	close(p.fd);
+	peer_close(&p);
 	free(p.q);
 }
 
@@ -681,14 +654,7 @@ static void recv_main(const struct args *a)
 	struct peer p = { .a = a };
 	setvbuf(stdout, NULL, _IOLBF, 0); /* the driver may stop us: keep every line */
 	p.local = (struct sockaddr_in){ .sin_family = AF_INET, .sin_port = htons((uint16_t)a->port) };
-	udp_socket(&p);
-	int one = 1;
-	setsockopt(p.fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(p.fd, (struct sockaddr *)&p.local, sizeof(p.local)) != 0)
-		die("bind");
-	int rv = gnutls_certificate_allocate_credentials(&p.cred);
-	if (rv != 0)
-		die_tls("gnutls_certificate_allocate_credentials", rv);
+	peer_open(&p, 1);
 	self_signed(p.cred);
 	fprintf(stderr, "listening\n");
 	uint64_t deadline = mono() + (uint64_t)a->timeout_s * 1000000000u;
@@ -717,26 +683,19 @@ static void recv_main(const struct args *a)
 		if (ngtcp2_accept(&hd, b, (size_t)n) == 0)
 			break;
 	}
-	/* the address the client sent to: ngtcp2 checks the path */
-	if (connect(p.fd, (struct sockaddr *)&p.remote, sizeof(p.remote)) != 0)
-		die("connect");
-	socklen_t ll = sizeof(p.local);
-	if (getsockname(p.fd, (struct sockaddr *)&p.local, &ll) != 0)
-		die("getsockname");
+	/* the address the client sent to */
+	peer_connect(&p);
 
-	ngtcp2_cid scid = { .datalen = 8 };
-	(void)gnutls_rnd(GNUTLS_RND_RANDOM, scid.data, scid.datalen);
-	ngtcp2_callbacks cb;
-	ngtcp2_settings s;
-	ngtcp2_transport_params tp;
-	callbacks(&cb, 1);
-	settings_params(&s, &tp);
-	tp.original_dcid = hd.dcid;
-	tp.stateless_reset_token_present = 1;
-	(void)gnutls_rnd(GNUTLS_RND_RANDOM, tp.stateless_reset_token, sizeof(tp.stateless_reset_token));
+	struct conn_params cp;
+	conn_params(&cp, 1);
+	cp.tp.original_dcid = hd.dcid;
+	cp.tp.stateless_reset_token_present = 1;
+	(void)gnutls_rnd(GNUTLS_RND_RANDOM, cp.tp.stateless_reset_token,
+			 sizeof(cp.tp.stateless_reset_token));
 	ngtcp2_path path = path_of(&p);
-	if ((rv = ngtcp2_conn_server_new(&p.conn, &hd.scid, &scid, &path, hd.version, &cb, &s, &tp,
-					 NULL, &p)) != 0)
+	int rv;
+	if ((rv = ngtcp2_conn_server_new(&p.conn, &hd.scid, &cp.scid, &path, hd.version, &cp.cb,
+					 &cp.s, &cp.tp, NULL, &p)) != 0)
 		die_ng("ngtcp2_conn_server_new", rv);
 	tls_session(&p, 1);
 	ngtcp2_conn_set_tls_native_handle(p.conn, p.tls);
@@ -746,13 +705,10 @@ static void recv_main(const struct args *a)
 
 	int closed = 0;
 	while (p.got < a->count && !closed) {
-		write_all(&p);
+		flush(&p);
 		if (mono() >= deadline)
 			break;
-		wait_io(&p, deadline);
-		rv = read_all(&p);
-		if (rv == 0)
-			rv = expire(&p);
+		rv = wait_io(&p, deadline);
 		if (rv == NGTCP2_ERR_DRAINING || rv == NGTCP2_ERR_IDLE_CLOSE)
 			closed = 1; /* the sender closed or went away */
 		else if (rv == NGTCP2_ERR_CRYPTO)
@@ -761,13 +717,10 @@ static void recv_main(const struct args *a)
 			die_ng("connection", rv);
 	}
 	if (!closed)
-		write_all(&p); /* the last ACKs */
+		flush(&p); /* the last ACKs */
 	fflush(stdout);
 	fprintf(stderr, "{\"received\":%u}\n", p.got);
-	ngtcp2_conn_del(p.conn);
-	gnutls_deinit(p.tls);
-	gnutls_certificate_free_credentials(p.cred);
-	close(p.fd);
+	peer_close(&p);
 }
 
 int main(int argc, char **argv)
@@ -793,7 +746,7 @@ int main(int argc, char **argv)
 		else if (!strcmp(o, "--count"))
 			a.count = num(o, v, 1, 10000000);
 		else if (!strcmp(o, "--size") && send)
-			a.size = num(o, v, (unsigned)sizeof(struct hdr), SIZE_MAX_ARG);
+			a.size = num(o, v, (unsigned)sizeof(struct p3_hdr), SIZE_MAX_ARG);
 		else if (!strcmp(o, "--timeout-s") && !send)
 			a.timeout_s = num(o, v, 1, 3600);
 		else if (!strcmp(o, "--policy") && send) {

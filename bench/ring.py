@@ -240,6 +240,24 @@ def fmt(v, digits=0):
     return "lost" if v is None else f"{v:.{digits}f}"
 
 
+def ratio_cell(x, name="ratio", bold=False):
+    """A summary row's ratio as "median [min-max]", the median in bold if asked."""
+    b = "**" if bold else ""
+    return f"{b}{fmt(x[name], 2)}{b} [{fmt(x[name + '_min'], 2)}-{fmt(x[name + '_max'], 2)}]"
+
+
+def run_line(facts, started, elapsed):
+    """The line under a results.md title: when, where, how long, which files."""
+    return (f"Run {started} on {facts.get('cpu', '?')}, {facts['cpus']} CPUs, Linux {facts['kernel']}; "
+            f"{elapsed:.0f} s.  Command and details: `command.txt`; every run: `raw.jsonl`; medians: "
+            "`summary.csv`.\n")
+
+
+def write_md(outdir, lines, end=""):
+    with open(os.path.join(outdir, "results.md"), "w") as f:
+        f.write("\n".join(lines) + end)
+
+
 def plots(summary, outdir, placements, conns_list, sizes, ks):
     plt = plot.pyplot()
     us = 1e-3
@@ -299,9 +317,7 @@ def plots(summary, outdir, placements, conns_list, sizes, ks):
 def report(summary, outdir, args, facts, started, elapsed):
     L = []
     L.append("# P1: packet ring + engine against UDP send() (Lai & Kohler, Figures 7 and 8)\n")
-    L.append(f"Run {started} on {facts.get('cpu', '?')}, {facts['cpus']} CPUs, Linux {facts['kernel']}; "
-             f"{elapsed:.0f} s.  Command and details: `command.txt`; every run: `raw.jsonl`; medians: "
-             "`summary.csv`.\n")
+    L.append(run_line(facts, started, elapsed))
     L.append("Total CPU per packet = application + engine (process CPU time of every process involved), median "
              f"over {args.reps} interleaved reps of {args.packets} packets; receiver: {args.receiver} "
              "(bench/ring_sink.bpf.c drops the datagrams at the receiving veth).  \"ratio\" = ring / UDP, taken "
@@ -317,7 +333,7 @@ def report(summary, outdir, args, facts, started, elapsed):
     L.append("|---|---|---|---|---|---|")
 
     def cell(x):
-        return f"**{fmt(x['ratio'], 2)}** [{fmt(x['ratio_min'], 2)}-{fmt(x['ratio_max'], 2)}]" if x else "-"
+        return ratio_cell(x, bold=True) if x else "-"
 
     for pl in args.placements:
         for conns in args.conns:
@@ -422,8 +438,7 @@ def report(summary, outdir, args, facts, started, elapsed):
     for pl in args.placements:
         for conns in args.conns:
             L.append(f"![Figure 8, {conns} conn, {pl}](fig8_{conns}conn_{pl}.png)\n")
-    with open(os.path.join(outdir, "results.md"), "w") as f:
-        f.write("\n".join(L))
+    write_md(outdir, L)
 
 
 READING = """\
@@ -500,9 +515,7 @@ PACED_READING = """\
 
 def report_paced(summary, outdir, args, facts, started, elapsed):
     L = ["# P1, paced: packet ring + engine against send() and the application's own UDP_SEGMENT\n"]
-    L.append(f"Run {started} on {facts.get('cpu', '?')}, {facts['cpus']} CPUs, Linux {facts['kernel']}; "
-             f"{elapsed:.0f} s.  Command and details: `command.txt`; every run: `raw.jsonl`; medians: "
-             "`summary.csv`.\n")
+    L.append(run_line(facts, started, elapsed))
     L.append(f"The sender emits {args.pace} packets/s in bursts of k, {args.packets} packets per run, "
              f"{args.reps} interleaved reps; CPU per packet = the sender's thread CPU time during its bursts "
              "(its sleeping and waking between bursts left out, the same for every method) + the engine "
@@ -522,23 +535,19 @@ def report_paced(summary, outdir, args, facts, started, elapsed):
                                                       "always": "ring, notify every burst",
                                                       "flush": "ring, gc_ring_flush()",
                                                       "inline": "ring, gc_ring_submit(), SUBMIT_FLUSH engine"}[x["notify"]]
-                    r = f"{fmt(x['ratio'], 2)} [{fmt(x['ratio_min'], 2)}-{fmt(x['ratio_max'], 2)}]"
-                    g = (f"{fmt(x['ratio_gso'], 2)} [{fmt(x['ratio_gso_min'], 2)}-{fmt(x['ratio_gso_max'], 2)}]"
-                         if x["ratio_gso"] is not None else "")
+                    r = ratio_cell(x)
+                    g = ratio_cell(x, "ratio_gso") if x["ratio_gso"] is not None else ""
                     tgt = "<= 0.45 and <= 1.1 x gso" if x["method"] == "ring" else ""
                     L.append(f"| {pl} | {size} | {k} | {name} | {fmt(x['cpu_ns'])} | {fmt(x['app_ns'])} | "
                              f"{fmt(x['engine_ns'])} | {r} | {g} | {tgt} |")
     L.append("")
     L.append(PACED_READING)
-    with open(os.path.join(outdir, "results.md"), "w") as f:
-        f.write("\n".join(L) + "\n")
+    write_md(outdir, L, "\n")
 
 
 def report_dccp(summary, outdir, args, facts, started, elapsed):
     L = ["# P1 with DCCP framing: the packet ring over a gc_dccp CCID 2 connection against the UDP ring\n"]
-    L.append(f"Run {started} on {facts.get('cpu', '?')}, {facts['cpus']} CPUs, Linux {facts['kernel']}; "
-             f"{elapsed:.0f} s.  Command and details: `command.txt`; every run: `raw.jsonl`; medians: "
-             "`summary.csv`.\n")
+    L.append(run_line(facts, started, elapsed))
     L.append(f"{args.reps} interleaved reps of {args.packets} packets per method; the producer is the ring's "
              "(1400 B, publish every k = 16, gc_ring_submit()).  CPU per packet = the sender process's CPU time "
              "(application + engine thread) from the start of the burst to the last packet handed over.  "
@@ -563,9 +572,8 @@ def report_dccp(summary, outdir, args, facts, started, elapsed):
                 continue
             dccp = x["method"] == "dccp"
             cw = f"{x['cwnd_min']}-{x['cwnd_max']}" if dccp else ""
-            r = f"{fmt(x['ratio'], 2)} [{fmt(x['ratio_min'], 2)}-{fmt(x['ratio_max'], 2)}]"
-            rr = (f"**{fmt(x['ratio_ring'], 2)}** [{fmt(x['ratio_ring_min'], 2)}-{fmt(x['ratio_ring_max'], 2)}]"
-                  if dccp else "")
+            r = ratio_cell(x)
+            rr = ratio_cell(x, "ratio_ring", bold=True) if dccp else ""
             L.append(f"| {pl} | {names.get(x['method'], x['method'])} | {fmt(x['cpu_ns'])} "
                      f"[{fmt(x['cpu_min'])}-{fmt(x['cpu_max'])}] | {fmt(x['app_ns'])} | {fmt(x['engine_ns'])} | "
                      f"{r} | {rr} | {'<= 1.3' if dccp else ''} | "
@@ -574,8 +582,7 @@ def report_dccp(summary, outdir, args, facts, started, elapsed):
                      f"{x['dccp_lost'] if dccp else ''} |")
     L.append("")
     L.append(DCCP_READING)
-    with open(os.path.join(outdir, "results.md"), "w") as f:
-        f.write("\n".join(L) + "\n")
+    write_md(outdir, L, "\n")
 
 
 DCCP_READING = """\

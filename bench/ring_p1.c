@@ -369,6 +369,27 @@ struct ringctx {
 	uint64_t *off;
 };
 
+/* Fills every zone buffer of c (size bytes) and notes its offset. */
+static void ring_buffers(struct ringctx *c, size_t size)
+{
+	for (unsigned i = 0; i < o.entries; i++) {
+		memset(gc_zone_buf(c->z, i), 0x5a, size);
+		c->off[i] = gc_zone_offset(c->z, gc_zone_buf(c->z, i));
+	}
+}
+
+/* Waits (1 s at most) until the engine has parked r and asks to be notified. */
+static void ring_parked(struct gc_ring *r)
+{
+	struct gc_ring_status st;
+	for (int i = 0; i < 5000; i++) {
+		gc_ring_status(r, &st);
+		if (st.kern_notify)
+			break;
+		usleep(200);
+	}
+}
+
 static void ring_setup(struct ringctx *c, struct gc_ring_engine *e, int port, size_t size)
 {
 	int fd = connected(port);
@@ -378,21 +399,12 @@ static void ring_setup(struct ringctx *c, struct gc_ring_engine *e, int port, si
 	c->off = calloc(o.entries, sizeof(*c->off));
 	if (!c->r || !c->off)
 		die("ring%s", "");
-	for (unsigned i = 0; i < o.entries; i++) {
-		memset(gc_zone_buf(c->z, i), 0x5a, size);
-		c->off[i] = gc_zone_offset(c->z, gc_zone_buf(c->z, i));
-	}
+	ring_buffers(c, size);
 	if (gc_ring_attach(c->r, e, fd) < 0)
 		die("attach%s", "");
 	close(fd);
 	/* start from a parked ring, as in steady state between bursts */
-	struct gc_ring_status st;
-	for (int i = 0; i < 5000; i++) {
-		gc_ring_status(c->r, &st);
-		if (st.kern_notify)
-			break;
-		usleep(200);
-	}
+	ring_parked(c->r);
 }
 
 static void ring_teardown(struct ringctx *c)
@@ -481,6 +493,37 @@ static uint64_t ring_send(struct ringctx *c, size_t size, uint64_t n, unsigned k
 	return notifies;
 }
 
+/* The clocks at the start of a ring run with the engine in this process. */
+struct clocks {
+	uint64_t cpu, app, wall, busy;
+};
+
+static struct clocks clocks_start(void)
+{
+	struct clocks t;
+	t.cpu = ns(CLOCK_PROCESS_CPUTIME_ID);
+	t.app = ns(CLOCK_THREAD_CPUTIME_ID);
+	t.wall = ns(CLOCK_MONOTONIC);
+	t.busy = machine_busy();
+	return t;
+}
+
+/* res's times since t0, when ring_send() has returned work (its paced
+ * bursts' CPU time): "app" is this thread, "engine" the rest of the process. */
+static void clocks_ring_end(const struct clocks *t0, uint64_t work, struct res *res)
+{
+	/* this thread first: the process clock read after it covers it */
+	res->app = ns(CLOCK_THREAD_CPUTIME_ID) - t0->app;
+	res->cpu = ns(CLOCK_PROCESS_CPUTIME_ID) - t0->cpu;
+	res->wall = ns(CLOCK_MONOTONIC) - t0->wall;
+	res->busy = machine_busy() - t0->busy;
+	res->engine = res->cpu > res->app ? res->cpu - res->app : 0; /* 0: the engine slept */
+	if (o.pace) { /* the application's bursts, and the engine whole */
+		res->app = work;
+		res->cpu = work + res->engine;
+	}
+}
+
 /* ---- DCCP framing (--modes dccp) ---------------------------------------- */
 
 /*
@@ -516,18 +559,22 @@ static struct sockaddr_in dccp_addr(void)
 	return a;
 }
 
-/* The receiver: accepts one connection per run and reads it to its end. */
-static void dccp_receiver_start(void)
+/*
+ * A receiving child (dccp_receiver_start(), udp_reader_start()) in the
+ * receiving namespace (--rxns, which opt needs), pinned to --rx-cpu, and
+ * killed when this process ends.  Returns 0 in the child, which writes a
+ * byte to ready[1] once it can receive, and the child's pid here.
+ */
+static pid_t rx_child_fork(const char *opt, int ready[2])
 {
-	int p[2];
 	if (!o.rxns)
-		die("--modes dccp needs --rxns%s", "");
-	if (pipe(p) < 0)
+		die("%s needs --rxns", opt);
+	if (pipe(ready) < 0)
 		die("pipe%s", "");
-	dccp_rx = fork();
-	if (dccp_rx < 0)
+	pid_t pid = fork();
+	if (pid < 0)
 		die("fork%s", "");
-	if (dccp_rx == 0) {
+	if (pid == 0) {
 		char path[256];
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		snprintf(path, sizeof(path), "/run/netns/%s", o.rxns);
@@ -536,6 +583,26 @@ static void dccp_receiver_start(void)
 			die("join the receiver's namespace %s", o.rxns);
 		close(fd);
 		pin(o.rx_cpu);
+	}
+	return pid;
+}
+
+/* Waits until the child of rx_child_fork() (what) can receive. */
+static void rx_child_wait(int ready[2], const char *what)
+{
+	char ch;
+	close(ready[1]);
+	if (read(ready[0], &ch, 1) != 1)
+		die("%s did not start", what);
+	close(ready[0]);
+}
+
+/* The receiver: accepts one connection per run and reads it to its end. */
+static void dccp_receiver_start(void)
+{
+	int p[2];
+	dccp_rx = rx_child_fork("--modes dccp", p);
+	if (dccp_rx == 0) {
 		struct gc_dccp_opts op = dccp_opts();
 		struct sockaddr_in a = dccp_addr();
 		struct gc_dccp_listener *l = gc_dccp_listen((struct sockaddr *)&a, sizeof(a), &op);
@@ -557,11 +624,7 @@ static void dccp_receiver_start(void)
 			gc_dccp_close(c, 2000);
 		}
 	}
-	char ch;
-	close(p[1]);
-	if (read(p[0], &ch, 1) != 1)
-		die("the DCCP receiver did not start%s", "");
-	close(p[0]);
+	rx_child_wait(p, "the DCCP receiver");
 }
 
 /*
@@ -574,22 +637,7 @@ static void dccp_receiver_start(void)
 static void udp_reader_start(void)
 {
 	int p[2];
-	if (!o.rxns)
-		die("--rx-read needs --rxns%s", "");
-	if (pipe(p) < 0)
-		die("pipe%s", "");
-	pid_t pid = fork();
-	if (pid < 0)
-		die("fork%s", "");
-	if (pid == 0) {
-		char path[256];
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		snprintf(path, sizeof(path), "/run/netns/%s", o.rxns);
-		int fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (fd < 0 || setns(fd, CLONE_NEWNET) < 0)
-			die("join the receiver's namespace %s", o.rxns);
-		close(fd);
-		pin(o.rx_cpu);
+	if (rx_child_fork("--rx-read", p) == 0) {
 		struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)o.port) };
 		int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), rcv = 8 << 20;
 		if (s < 0 || inet_pton(AF_INET, o.dest, &a.sin_addr) != 1 ||
@@ -611,11 +659,7 @@ static void udp_reader_start(void)
 				_exit(1);
 		}
 	}
-	char ch;
-	close(p[1]);
-	if (read(p[0], &ch, 1) != 1)
-		die("the UDP reader did not start%s", "");
-	close(p[0]);
+	rx_child_wait(p, "the UDP reader");
 }
 
 /* Pin every thread of this process but the calling one (the engine) to cpu. */
@@ -651,34 +695,16 @@ static void run_dccp(size_t size, unsigned k, struct res *res)
 	c.off = calloc(o.entries, sizeof(*c.off));
 	if (!c.z || !c.r || !c.off)
 		die("dccp ring%s", "");
-	for (unsigned i = 0; i < o.entries; i++) {
-		memset(gc_zone_buf(c.z, i), 0x5a, size);
-		c.off[i] = gc_zone_offset(c.z, gc_zone_buf(c.z, i));
-	}
+	ring_buffers(&c, size);
 	uint64_t work;
 	if (o.warmup)
 		ring_send(&c, size, o.warmup, k, 4, &work);
-	struct gc_ring_status st;
-	for (int i = 0; i < 5000; i++) { /* from a parked ring, as ring_setup() */
-		gc_ring_status(c.r, &st);
-		if (st.kern_notify)
-			break;
-		usleep(200);
-	}
+	ring_parked(c.r); /* from a parked ring, as ring_setup() */
 	struct gc_dccp_stats s0, s1;
 	gc_dccp_stats(d, &s0);
-	uint64_t c0 = ns(CLOCK_PROCESS_CPUTIME_ID), a0 = ns(CLOCK_THREAD_CPUTIME_ID);
-	uint64_t w0 = ns(CLOCK_MONOTONIC), b0 = machine_busy();
+	struct clocks t0 = clocks_start();
 	res->notifies = ring_send(&c, size, o.packets, k, 4, &work);
-	res->app = ns(CLOCK_THREAD_CPUTIME_ID) - a0;
-	res->cpu = ns(CLOCK_PROCESS_CPUTIME_ID) - c0;
-	res->wall = ns(CLOCK_MONOTONIC) - w0;
-	res->busy = machine_busy() - b0;
-	res->engine = res->cpu > res->app ? res->cpu - res->app : 0;
-	if (o.pace) {
-		res->app = work;
-		res->cpu = work + res->engine;
-	}
+	clocks_ring_end(&t0, work, res);
 	gc_dccp_stats(d, &s1);
 	res->cwnd = s1.cwnd;
 	res->pipe = s1.pipe;
@@ -727,20 +753,10 @@ static void run_single(const char *method, size_t size, unsigned k, int mode, st
 		die("engine%s", "");
 	ring_setup(&c, e, o.port, size);
 	gc_ring_engine_stats(e, &s0);
-	uint64_t c0 = ns(CLOCK_PROCESS_CPUTIME_ID), a0 = ns(CLOCK_THREAD_CPUTIME_ID);
-	uint64_t w0 = ns(CLOCK_MONOTONIC), b0 = machine_busy();
+	struct clocks t0 = clocks_start();
 	uint64_t work;
 	res->notifies = ring_send(&c, size, o.packets, k, mode, &work);
-	/* this thread first: the process clock read after it covers it */
-	res->app = ns(CLOCK_THREAD_CPUTIME_ID) - a0;
-	res->cpu = ns(CLOCK_PROCESS_CPUTIME_ID) - c0;
-	res->wall = ns(CLOCK_MONOTONIC) - w0;
-	res->busy = machine_busy() - b0;
-	res->engine = res->cpu > res->app ? res->cpu - res->app : 0; /* 0: the engine slept */
-	if (o.pace) { /* the application's bursts, and the engine whole */
-		res->app = work;
-		res->cpu = work + res->engine;
-	}
+	clocks_ring_end(&t0, work, res);
 	gc_ring_engine_stats(e, &s1);
 	res->sleeps = s1.sleeps - s0.sleeps;
 	res->gso = s1.gso - s0.gso;
