@@ -245,6 +245,7 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     started = time.monotonic()
     t_start = datetime.datetime.now(datetime.timezone.utc)
+    load_start = os.getloadavg()[0]
 
     info = gcbench.engines_available(args.build)
     engines = [e["name"] for e in info["engines"] if e["available"]]
@@ -309,6 +310,7 @@ def main():
            "cwd": os.getcwd(), "commit": report.git_commit(), "machine": facts, "engines": engines,
            "skipped_engines": skipped, "auto": info.get("auto"), "config": cfg, "quick": args.quick,
            "max_n": args.max_n, "only": sorted(only), "build": args.build, "seconds": round(elapsed, 1),
+           "load_1min": {"start": round(load_start, 2), "end": round(os.getloadavg()[0], 2)},
            "seconds_per_experiment": {k: round(v, 1) for k, v in timings.items()},
            "all_points_ok": not lost, "lost_points": lost, "points": all_pts, "g2": g2, "f5": f5,
            "gc_kdata": kd, "paper": {"table1": papers.TABLE1, "ratio_100": papers.RATIO_100,
