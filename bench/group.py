@@ -3,6 +3,7 @@
 with every available groupcast engine, in one command:
 
     python3 bench/group.py [--quick] [--build DIR] [--max-n 10000] [--only G1,G2,F5,G3] [--out DIR]
+                           [--n 1000] [--sizes 100] [--engines loop,kernel]
 
 G1  (Karsten et al., NOSSDAV 2005, Figures 3/4): sender CPU time (and wall
     time) of one group send against group size, 100 and 1000 byte payloads,
@@ -177,8 +178,30 @@ def run_g3(r, cfg):
 
 # --- main ---------------------------------------------------------------------------------------
 
+def int_list(text, name):
+    """--n / --sizes: a comma-separated list of positive integers."""
+    try:
+        v = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        v = []
+    if not v or min(v) <= 0:
+        raise argparse.ArgumentTypeError(f"{name}: {text!r} is not a comma-separated list of positive integers")
+    return v
+
+
 def config(args):
     ns = [n for n in (QUICK_N if args.quick else ALL_N) if n <= args.max_n]
+    if args.n:
+        ns = [n for n in args.n if n <= args.max_n]
+    cfg = base_config(args, ns)
+    if args.n:  # the paced re-run of the small sizes only for the sizes asked for
+        cfg["pacecheck_n"] = [n for n in cfg["pacecheck_n"] if n in args.n]
+    if args.sizes:
+        cfg["g1_sizes"] = list(args.sizes)
+    return cfg
+
+
+def base_config(args, ns):
     if args.quick:
         return dict(reps=3, unpaced_target=1000, unpaced_max_sends=200, pacecheck_n=[1], pacecheck_max_sends=50, g1_n=ns, g1_sizes=[100, 1000], g1_target=1000, g1_min_sends=3, g1_max_sends=50,
                     g3_n=[100], g3_sizes=[0, 1000], g3_pa=[0, 64], g3_target=1000, g3_min_sends=3,
@@ -199,6 +222,12 @@ def main():
     ap.add_argument("--max-n", type=int, default=10000, help="largest G1 group size (default 10000)")
     ap.add_argument("--only", default="G1,G2,F5,G3", help="comma-separated subset of G1,G2,F5,G3")
     ap.add_argument("--reps", type=int, default=5, help="G1 repetitions (full run; default 5)")
+    ap.add_argument("--n", type=lambda t: int_list(t, "--n"), default=None,
+                    help="G1 group sizes only, comma-separated (e.g. 1000): a subset to iterate on")
+    ap.add_argument("--sizes", type=lambda t: int_list(t, "--sizes"), default=None,
+                    help="G1 payload sizes only, comma-separated (default 100,1000)")
+    ap.add_argument("--engines", default=None,
+                    help="engines to run, comma-separated (default: every available one; loop is always run)")
     ap.add_argument("--retries", type=int, default=1, help="re-runs of a lost point with twice the pacing")
     ap.add_argument("--out", default=os.path.join(gcbench.ROOT, "bench", "results", "group"),
                     help="output directory (default bench/results/group)")
@@ -216,10 +245,18 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     started = time.monotonic()
     t_start = datetime.datetime.now(datetime.timezone.utc)
+    load_start = os.getloadavg()[0]
 
     info = gcbench.engines_available(args.build)
     engines = [e["name"] for e in info["engines"] if e["available"]]
     skipped = {e["name"]: e["reason"] for e in info["engines"] if not e["available"]}
+    if args.engines:
+        want = [e.strip() for e in args.engines.split(",") if e.strip()]
+        unknown = [e for e in want if e not in {x["name"] for x in info["engines"]}]
+        if unknown:
+            ap.error(f"--engines: unknown engine(s) {', '.join(unknown)}")
+        skipped.update({e: "not asked for (--engines)" for e in engines if e not in want and e != "loop"})
+        engines = [e for e in engines if e in want or e == "loop"]
     if "loop" not in engines:
         sys.exit("the loop engine is not available: nothing to compare against")
     log(f"groupcast group benchmarks ({'quick' if args.quick else 'full'}): engines {', '.join(engines)}"
@@ -273,6 +310,7 @@ def main():
            "cwd": os.getcwd(), "commit": report.git_commit(), "machine": facts, "engines": engines,
            "skipped_engines": skipped, "auto": info.get("auto"), "config": cfg, "quick": args.quick,
            "max_n": args.max_n, "only": sorted(only), "build": args.build, "seconds": round(elapsed, 1),
+           "load_1min": {"start": round(load_start, 2), "end": round(os.getloadavg()[0], 2)},
            "seconds_per_experiment": {k: round(v, 1) for k, v in timings.items()},
            "all_points_ok": not lost, "lost_points": lost, "points": all_pts, "g2": g2, "f5": f5,
            "gc_kdata": kd, "paper": {"table1": papers.TABLE1, "ratio_100": papers.RATIO_100,

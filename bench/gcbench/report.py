@@ -427,6 +427,9 @@ def write_group_command(outdir, raw, elapsed, timings):
         f.write(f"commit:   {raw['commit']}\n")
         f.write(f"build:    {raw['build']}\n")
         f.write(f"machine:  {json.dumps(facts)}\n")
+        if raw.get("load_1min"):
+            f.write(f"load:     1-minute load average {raw['load_1min']['start']} at the start, "
+                    f"{raw['load_1min']['end']} at the end (the benchmark's own sender and sinks included)\n")
         f.write(f"engines:  {', '.join(engines)}" + (f" (unavailable: {skipped})" if skipped else "") + "\n")
         f.write(f"perf:     {shutil.which('perf') or 'not installed'}\n")
         f.write("lab:      gcbench.make_lab(2): sender ns + 2 receiver ns (veth), RPS of the receiving veths "
@@ -442,6 +445,9 @@ def write_group_results(outdir, raw, elapsed, g1, g1p, g1s, g3, prev, made):
           f"`{cmd}` — {raw['started']}, {elapsed / 60:.1f} min, commit `{raw['commit']}`  ",
           f"Machine: {facts.get('cpu', '?')}, {facts.get('cpus')} CPUs, Linux {facts.get('kernel')}. "
           f"Engines: {', '.join(engines)}" + (f" (unavailable: {skipped})" if skipped else "") + ".  ",
+          *([f"1-minute load average {raw['load_1min']['start']} at the start, {raw['load_1min']['end']} at the "
+             "end (the benchmark's own sender and sinks included; other work on the 2 CPUs shows here and "
+             "makes every ratio noisier).  "] if raw.get("load_1min") else []),
           "Sender CPU = CLOCK_THREAD_CPUTIME_ID of the sending thread on CPU 0, around each send (pacing "
           "sleeps not counted); receive work on CPU 1 (RPS); engines interleaved within every point. "
           "How to read this: bench/README.md.\n",
