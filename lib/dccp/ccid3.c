@@ -439,7 +439,12 @@ static double recv_rate(const struct ccid3_rx *x, uint64_t now)
 {
 	uint64_t dur = x->fb_sent ? now - x->t_fb : 0, bytes = x->bytes_fb;
 
-	if (x->rtt && dur < x->rtt) {
+	/* Shorter than an RTT, or without data (feedback the connection sends
+	 * for another reason: a Confirm, a loss seen on a non-data packet):
+	 * measured together with the last period that had data.  A Receive
+	 * Rate of 0 would make the sender's recv_limit 0 and its rate s/t_mbi
+	 * (RFC 5348 §4.3), one packet a minute, until its nofeedback timer. */
+	if ((x->rtt && dur < x->rtt) || bytes == 0) {
 		dur += x->prev_dur;
 		bytes += x->prev_bytes;
 	}
@@ -675,10 +680,13 @@ static void put_feedback(void *rx, struct dccp_obuf *b, uint64_t now_ns, uint64_
 			 p > 0 ? (inv >= UINT32_MAX ? UINT32_MAX - 1 : (uint32_t)inv) : UINT32_MAX);
 	double xr = recv_rate(x, now_ns);
 	dccp_opt_put_u32(b, DCCP_OPT_RECEIVE_RATE, xr >= UINT32_MAX ? UINT32_MAX : (uint32_t)xr);
-	/* a new feedback period */
-	if (x->fb_sent) {
+	/* a new feedback period; one without data extends the last one with
+	 * data instead (recv_rate()) */
+	if (x->fb_sent && x->bytes_fb) {
 		x->prev_dur = now_ns - x->t_fb;
 		x->prev_bytes = x->bytes_fb;
+	} else if (x->fb_sent) {
+		x->prev_dur += now_ns - x->t_fb;
 	}
 	x->t_fb = now_ns;
 	x->bytes_fb = 0;

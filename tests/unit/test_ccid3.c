@@ -365,6 +365,14 @@ static void receiver(void)
 	feedback(rx, 52 * MS, &op, area, li, &ackno);
 	EXPECT(op.has_recv_rate);
 	EXPECT_EQ(op.recv_rate, 691666);
+	/* a feedback with no data since the last one (the connection acks for
+	 * another reason) 10 ms later: the rate of the last period with data,
+	 * spread over the time since, never 0 (which would pin the sender to
+	 * s/t_mbi): 300 B / (4 + 10 ms) here, then 300 B / (4 + 10 + 10 ms) */
+	feedback(rx, 62 * MS, &op, area, li, &ackno);
+	EXPECT_EQ(op.recv_rate, 21428);
+	feedback(rx, 72 * MS, &op, area, li, &ackno);
+	EXPECT_EQ(op.recv_rate, 12500);
 	o->free(rx);
 
 	/* two losses two packets apart (the same window): one event */
