@@ -253,12 +253,16 @@ static void c_lost(void *arg, uint64_t seq)
 	f->used = false;
 }
 
+/* The packet came from c's peer (its address; with DCCP-UDP its port too). */
+static bool is_peer(const struct gc_dccp *c, const struct sockaddr_storage *from)
+{
+	return same_ip(&c->peer, from) && (!c->udp || ssport(&c->peer) == ssport(from));
+}
+
 /* One packet read for c, from its socket or the listener's. */
 static void c_input(struct gc_dccp *c, const struct dccp_sock_pkt *sp, uint64_t now)
 {
-	if (!same_ip(&sp->from, &c->peer))
-		return;
-	if (c->udp && ssport(&sp->from) != ssport(&c->peer))
+	if (!is_peer(c, &sp->from))
 		return;
 	struct dccp_hdr h;
 	if (dccp_parse(sp->pkt, sp->len, c->udp ? NULL : &c->ph_in, &h, &c->conn.err) != DCCP_OK) {
@@ -638,11 +642,6 @@ static int l_emit(void *arg, const uint8_t *p, size_t len)
 }
 
 #define DRAIN_MAX 4096 /* datagrams taken from the listener's queue at accept */
-
-static bool is_peer(const struct gc_dccp *c, const struct sockaddr_storage *from)
-{
-	return same_ip(&c->peer, from) && (!c->udp || ssport(&c->peer) == ssport(from));
-}
 
 /*
  * A connection accepted here owns this packet: the listener must not answer
