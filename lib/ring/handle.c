@@ -338,17 +338,60 @@ GC_EXPORT int gc_ring_flush(struct gc_ring *r)
 }
 
 /*
- * Here, above ring.c, because of GC_RING_ENGINE_SUBMIT_FLUSH: a ring the
- * engine parked (kern_notify) is sent from this thread instead of waking the
- * engine thread.  That saves the engine's wake-up and park (on this VM about
- * half as much CPU again as sending a burst of 16 datagrams with GSO) and
- * the latency of being scheduled, and costs the caller the send.
+ * A submit closer than this to the previous one of the same ring hands
+ * over even to an engine on the caller's CPU: the application is producing
+ * faster than the engine parks between its bursts, and the engine, once
+ * woken, takes larger batches than a submit holds.  Farther apart, the
+ * engine parks after every burst anyway and the hand-off buys nothing: on
+ * the VM of bench/results/ring/paced it costs 9.6 us per burst on one CPU,
+ * so 50 us keeps a burst-by-burst producer (one submit per 16 packets
+ * takes 1-5 us) on the engine and a paced one (800 us at 20k/s) off it.
+ */
+#define SUBMIT_GAP_NS 50000ull
+
+/*
+ * Whether gc_ring_submit() sends a parked ring from this thread instead of
+ * waking the engine thread.  Only when the engine runs in this process
+ * (r->tab; flush_here() then does the work and leaves what it cannot send
+ * to the engine) and either
+ * - the engine was started with GC_RING_ENGINE_SUBMIT_FLUSH (always), or
+ * - the engine thread is pinned to the CPU this thread is on, and the
+ *   previous submit was SUBMIT_GAP_NS ago or more: the woken engine would
+ *   run on this CPU, after this thread, so the hand-off (an eventfd write
+ *   and two context switches) would be pure cost and latency.
+ * An engine on another CPU is left the work: sending there is what it is
+ * for (the split placement of bench/ring.py), even though it costs more in
+ * total.
+ */
+static bool submit_here(struct gc_ring *r)
+{
+	if (!r->tab)
+		return false;
+	if (r->submit_flush)
+		return true;
+	if (r->engine_cpu < 0)
+		return false;
+	uint64_t now = gc_now_ns(), last = r->last_submit_ns;
+	r->last_submit_ns = now;
+	return now - last >= SUBMIT_GAP_NS && sched_getcpu() == r->engine_cpu;
+}
+
+/*
+ * Here, above ring.c, because a submit may send itself (submit_here()): a
+ * ring the engine parked (kern_notify) is then sent from this thread
+ * instead of waking the engine thread.  That saves the engine's wake-up and
+ * park (on this VM about half as much CPU again as sending a burst of 16
+ * datagrams with GSO) and the latency of being scheduled, and costs the
+ * caller the send.
  */
 GC_EXPORT int gc_ring_submit(struct gc_ring *r)
 {
-	if (!gc_ring_publish(r))
+	if (!gc_ring_publish(r)) {
+		if (r->engine_cpu >= 0)
+			r->last_submit_ns = gc_now_ns();
 		return 0;
-	if (r->submit_flush && r->tab && flush_here(r, "gc_ring_submit") >= 0)
+	}
+	if (submit_here(r) && flush_here(r, "gc_ring_submit") >= 0)
 		return 1;
 	/* not ours to send (any more): notify, which says why if it cannot */
 	return gc_ring_notify(r) < 0 ? -1 : 1;
@@ -401,6 +444,8 @@ GC_EXPORT int gc_ring_attach(struct gc_ring *r, struct gc_ring_engine *e, int sd
 		r->tab = tab;
 	}
 	r->submit_flush = tab && (e->srv->p.flags & GC_RING_ENGINE_SUBMIT_FLUSH);
+	r->engine_cpu = tab && (e->srv->p.flags & GC_RING_ENGINE_PIN_CPU) ? e->srv->p.cpu : -1;
+	r->last_submit_ns = 0;
 	r->ring_id = rep.ring_id;
 	atomic_store(&r->efd, efd);
 	r->eng_prev = NULL;

@@ -86,6 +86,12 @@ struct gc_ring {
 	 * stopped on another thread leaves it, and the table, in place. */
 	struct gc_conntab *tab;
 	bool submit_flush; /* the engine's GC_RING_ENGINE_SUBMIT_FLUSH */
+	/* The CPU the in-process engine thread is pinned to (-1: not pinned,
+	 * or not ours), and when gc_ring_submit() last ran: a submit on that
+	 * CPU, long enough after the previous one, sends in the caller's
+	 * thread (handle.c, submit_here()). */
+	int engine_cpu;
+	uint64_t last_submit_ns;
 	uint32_t ring_id;
 	/* The notify eventfd.  gc_ring_notify() may run on the ring's thread
 	 * while gc_ring_engine_stop() unlinks the ring on another: the notifier

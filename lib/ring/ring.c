@@ -86,6 +86,7 @@ GC_EXPORT struct gc_ring *gc_ring_create(unsigned entries, struct gc_zone *z)
 	r->map_len = size;
 	r->n = entries;
 	atomic_init(&r->efd, -1);
+	r->engine_cpu = -1;
 	r->zone = z;
 	/* a new memfd reads as zeros: every index and flag starts at 0 */
 	r->sh->magic = GC_SHM_MAGIC;

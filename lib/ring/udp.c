@@ -11,7 +11,7 @@
  * about a third).  The messages of a batch leave in one sendmmsg() call.
  * Packets GSO cannot carry (empty ones, ones larger than the path MTU allows)
  * go as single datagrams in the same call; a batch of one datagram goes with
- * send().
+ * send(), and a batch of one message (a paced burst) with sendmsg().
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -149,6 +149,12 @@ unsigned gc_udp_send(struct gc_udp *u, const struct gc_sent *p, unsigned n,
 				 * sendmmsg() (no msghdr or iovec to copy in) */
 				const struct gc_sent *q = &p[first[m]];
 				r = send(u->fd, zone + q->off, q->len, MSG_DONTWAIT | MSG_NOSIGNAL) < 0
+					? -1
+					: 1;
+			} else if (nm - m == 1) {
+				/* one message (a paced burst: one GSO run): sendmsg()
+				 * has no mmsghdr array to copy in and out */
+				r = sendmsg(u->fd, &mm[m].msg_hdr, MSG_DONTWAIT | MSG_NOSIGNAL) < 0
 					? -1
 					: 1;
 			} else {

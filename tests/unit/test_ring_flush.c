@@ -5,10 +5,17 @@
  * notification reaches it) and the ring stays parked.  Dead packets are
  * skipped.  Flushes racing with the engine thread (submits wake it) lose and
  * duplicate nothing.  On a daemon's ring, flush publishes and notifies.
+ *
+ * gc_ring_submit() sends a parked ring from the caller's thread too, without
+ * waking the engine, when the engine was started with
+ * GC_RING_ENGINE_SUBMIT_FLUSH, or when the engine thread is pinned to the
+ * caller's CPU and the previous submit was a while ago (a paced burst); a
+ * burst right after another one, or from another CPU, wakes the engine.
  */
 #include "ring_util.h"
 
 #include <pthread.h>
+#include <sched.h>
 
 /* Receive n datagrams that carry user_seq first..first+n-1 in order. */
 static void expect_seqs(const struct rx *rx, uint64_t first, uint64_t n)
@@ -192,6 +199,105 @@ static void racing(void)
 	teardown(&f);
 }
 
+/* Pin this thread to cpu (or back to the set in *saved, when cpu < 0). */
+static void pin(int cpu, const cpu_set_t *saved)
+{
+	cpu_set_t set;
+
+	if (cpu < 0) {
+		set = *saved;
+	} else {
+		CPU_ZERO(&set);
+		CPU_SET((size_t)cpu, &set);
+	}
+	CHECK_OK(pthread_setaffinity_np(pthread_self(), sizeof(set), &set));
+}
+
+/* Publish n packets from seq and submit them: returns what the ring says
+ * was sent right after gc_ring_submit() returned. */
+static uint64_t submit_burst(struct fixture *f, uint64_t seq, unsigned n)
+{
+	struct gc_ring_status rs;
+
+	for (unsigned i = 0; i < n; i++)
+		put_seq(f, seq + i);
+	CHECK_EQ(gc_ring_submit(f->r), 1);
+	CHECK_OK(gc_ring_status(f->r, &rs));
+	return rs.sent;
+}
+
+/* A parked ring, a burst after a pause: sent by gc_ring_submit() itself
+ * (before it returns, no notification) or handed to the engine thread. */
+static void submit_paced(void)
+{
+	cpu_set_t saved;
+	int cpus[2], ncpu = 0;
+	struct gc_ring_engine_stats st0, st1;
+	struct fixture f;
+	uint64_t seq = 0;
+
+	CHECK_OK(pthread_getaffinity_np(pthread_self(), sizeof(saved), &saved));
+	for (int c = 0; c < CPU_SETSIZE && ncpu < 2; c++)
+		if (CPU_ISSET((size_t)c, &saved))
+			cpus[ncpu++] = c;
+
+	/* GC_RING_ENGINE_SUBMIT_FLUSH: inline whatever the CPU or the pace */
+	struct gc_ring_engine_params p = GC_RING_ENGINE_PARAMS_INIT(.flags = GC_RING_ENGINE_SUBMIT_FLUSH);
+	setup(&f, 64, gc_ring_engine_start(&p));
+	CHECK(ring_parked(f.r, 2000));
+	CHECK_OK(gc_ring_engine_stats(f.e, &st0));
+	for (unsigned b = 0; b < 20; b++, seq += 3)
+		CHECK_EQ(submit_burst(&f, seq, 3), seq + 3);
+	expect_seqs(&f.rx[0], 0, seq);
+	CHECK_OK(gc_ring_engine_stats(f.e, &st1));
+	CHECK_EQ(st1.notifies, st0.notifies);
+	CHECK_OK(gc_ring_engine_stop(f.e));
+	teardown(&f);
+
+	/* The engine pinned to our CPU: a paced burst goes inline. */
+	seq = 0;
+	pin(cpus[0], NULL);
+	p = (struct gc_ring_engine_params)GC_RING_ENGINE_PARAMS_INIT(.flags = GC_RING_ENGINE_PIN_CPU,
+								     .cpu = cpus[0]);
+	setup(&f, 64, gc_ring_engine_start(&p));
+	CHECK(ring_parked(f.r, 2000));
+	CHECK_OK(gc_ring_engine_stats(f.e, &st0));
+	for (unsigned b = 0; b < 5; b++, seq += 4) {
+		usleep(2000); /* far more than the gap (handle.c) */
+		CHECK_EQ(submit_burst(&f, seq, 4), seq + 4);
+	}
+	expect_seqs(&f.rx[0], 0, seq);
+	CHECK_OK(gc_ring_engine_stats(f.e, &st1));
+	CHECK_EQ(st1.notifies, st0.notifies); /* the engine thread never woke */
+	/* Back-to-back submits: the engine is woken and takes over (the first
+	 * of them comes right after an inline one, so it hands over unless
+	 * this thread was preempted in between; 64 such chances). */
+	for (unsigned b = 0; b < 64; b++, seq++) {
+		put_seq(&f, seq);
+		CHECK(gc_ring_submit(f.r) >= 0);
+	}
+	CHECK_OK(gc_ring_wait(f.r, f.n - 1, 5000));
+	expect_seqs(&f.rx[0], seq - 64, 64);
+	CHECK_OK(gc_ring_engine_stats(f.e, &st0));
+	CHECK(st0.notifies > st1.notifies);
+	/* From another CPU: handed over, paced or not. */
+	if (ncpu == 2) {
+		pin(cpus[1], NULL);
+		CHECK(ring_parked(f.r, 2000));
+		usleep(2000);
+		submit_burst(&f, seq, 4);
+		seq += 4;
+		CHECK_OK(gc_ring_wait(f.r, f.n - 1, 5000));
+		expect_seqs(&f.rx[0], seq - 4, 4);
+		CHECK_OK(gc_ring_engine_stats(f.e, &st1));
+		CHECK(st1.notifies >= st0.notifies + 1);
+	}
+	RX_NONE(&f.rx[0]);
+	pin(-1, &saved);
+	CHECK_OK(gc_ring_engine_stop(f.e));
+	teardown(&f);
+}
+
 /* A daemon's ring: the daemon sends; flush publishes and notifies. */
 static void daemon_ring(void)
 {
@@ -218,6 +324,7 @@ int main(void)
 	CHECK_EQ(errno, EFAULT);
 	in_thread();
 	racing();
+	submit_paced();
 	daemon_ring();
 	return check_done("ring_flush");
 }
