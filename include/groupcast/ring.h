@@ -148,8 +148,15 @@ int gc_ring_publish(struct gc_ring *r);
  * (the engine stopped serving the ring; gc_errmsg() says why).
  */
 int gc_ring_notify(struct gc_ring *r);
-/* gc_ring_publish(), then gc_ring_notify() if asked.  Returns 1 if it notified
- * (or, with GC_RING_ENGINE_SUBMIT_FLUSH, sent the packets itself). */
+/*
+ * gc_ring_publish(), then gc_ring_notify() if asked.  Returns 1 if it
+ * notified, or sent the packets itself instead, as gc_ring_flush() does:
+ * it does that on a ring parked by an engine started in this process, with
+ * GC_RING_ENGINE_SUBMIT_FLUSH, or when that engine is pinned
+ * (GC_RING_ENGINE_PIN_CPU) to the caller's CPU and the ring's previous
+ * submit was 50 us ago or more (a paced burst: the woken engine could only
+ * run after the caller anyway).
+ */
 int gc_ring_submit(struct gc_ring *r);
 /*
  * Publish, and send the published packets now from the calling thread, as
