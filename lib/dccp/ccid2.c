@@ -14,6 +14,11 @@
  * have been acked (§5), and each data packet is reported exactly once to
  * env->acked or env->lost.
  *
+ * Ack Ratio (§6.1.2): the RFC's rule (double after a window with lost
+ * Acks, -1 after cwnd / (R^2 - R) clean windows; here never below 2) and a
+ * floor of cwnd / ACKS_PER_WINDOW, so that a large window is not clocked by
+ * an Ack per two packets; at most ceil(cwnd / 2) (see ratio_floor()).
+ *
  * Receiver: the state of every packet in a window of CCID2_RX_WINDOW
  * sequence numbers, one byte each, and the Ack Vector built from it on
  * demand (newest first, run-length coded by dccp_ackvec_rle).  Keeping the
@@ -41,6 +46,7 @@
 #define DELACK_NS 10000000ull /* longest an unacked data packet waits at the receiver */
 #define NONDATA_RESERVE 64    /* record slots budget() keeps for Acks, Syncs... */
 #define SEQWIN_MIN 100	      /* RFC 4340 §7.5.2 default Sequence Window */
+#define ACKS_PER_WINDOW 32    /* Ack Ratio floor: cwnd / this (ratio_floor()) */
 
 enum { F_SENT = 1, F_DATA = 2, F_ACKED = 4, F_LOST = 8, F_LATE = 16 };
 
@@ -277,24 +283,74 @@ static uint32_t ratio_max(const struct ccid2_tx *t)
 }
 
 /*
+ * The lowest Ack Ratio we ask for: cwnd / ACKS_PER_WINDOW, at least 2.
+ *
+ * RFC 4341 §6.1.2 leaves the value to the HC-Sender within bounds: at most
+ * ceil(cwnd / 2) (at least two Acks a window), doubled after a window whose
+ * Acks were lost, decreased by 1 after cwnd / (R^2 - R) clean windows,
+ * renegotiated at most once per RTT; the sender "MAY enforce a minimum Ack
+ * Ratio of two".  The decrease rule says how fast a ratio raised by Ack
+ * loss comes back, not that a clean path needs an Ack per two packets.  A
+ * window of 1024 packets clocked by 512 Acks made our sender read an Ack
+ * per two packets and send runs of a few packets (bench/results/ring/dccp
+ * perf.md); K = 32 Acks a window still gives:
+ * - a window that opens in steps of cwnd / 32 packets: a burst of about
+ *   1/32 of the window per Ack, what a TCP receiver behind GRO does too
+ *   (one ACK per coalesced super-packet of up to 64 KB);
+ * - loss detection at most cwnd / 32 packets (1/32 of an RTT) later than
+ *   with an Ack per packet: a loss is declared once 3 later packets are
+ *   acked (§5), and our receiver acks at once when a hole opens;
+ * - 32 RTT samples a window (RFC 6298 asks for one per RTT), each from the
+ *   packet that drew the Ack (not delayed by the ratio, unless the
+ *   receiver's delayed-ack timer drew it);
+ * - about 32 Acks of the peer per RTT, 64 in slow start while the ratio
+ *   lags the doubling window by an RTT: the Acknowledgement Number of a
+ *   DataAck of ours (it carries our Changes) then stays within a peer's
+ *   default Sequence Window of 100 (RFC 4340 §7.5.1), which R = 2 at
+ *   cwnd 1024 did not (512 Acks an RTT), nor would K = 64 in slow start.
+ * K from 8 to 128 cost the same within this machine's noise in the P1
+ * bench (reading Acks no longer matters at any of them); below 32 only
+ * loss detection gets later, above it the peer's window argument fails.
+ *
+ * When the data stops, up to R - 1 packets stay unacked: our receiver acks
+ * them after its delayed-ack timer (DELACK_NS); a receiver without one
+ * (Linux 6.1) leaves them to our RTO, as it already does for an odd last
+ * packet at R = 2.  ceil(cwnd / 2) keeps R at 1 for windows of 1 or 2.
+ */
+static uint32_t ratio_floor(const struct ccid2_tx *t)
+{
+	uint32_t f = t->cwnd / ACKS_PER_WINDOW;
+	return f < 2 ? 2 : f;
+}
+
+/* The ratio we want in force: the RFC's rule, the floor, ceil(cwnd / 2). */
+static uint32_t ratio_now(const struct ccid2_tx *t)
+{
+	uint32_t r = t->ratio > ratio_floor(t) ? t->ratio : ratio_floor(t);
+	return r > ratio_max(t) ? ratio_max(t) : r;
+}
+
+/*
  * RFC 4341 §6.1.2 at the end of each window of data: Ack Ratio doubles
  * after a window in which the peer's Acks were lost, and falls by 1 after
- * cwnd / (R^2 - R) windows without; never above ceil(cwnd / 2).
+ * cwnd / (R^2 - R) windows without (not below 2, the feature's default:
+ * below it only doubles the receiver's Acks); never above ceil(cwnd / 2).
+ * t->ratio is this rule's value; ratio_now() adds the floor.
  */
 static void ack_ratio_window(struct ccid2_tx *t)
 {
 	uint32_t r = t->ratio;
 
 	if (t->acks_lost) {
-		r = 2 * r;
+		r = 2 * ratio_now(t);
 		t->ok_windows = 0;
-	} else if (r > 1 && ++t->ok_windows >= t->cwnd / (r * r - r)) {
+	} else if (r > 2 && ++t->ok_windows >= t->cwnd / (r * r - r)) {
 		r--;
 		t->ok_windows = 0;
 	}
 	if (r > ratio_max(t))
 		r = ratio_max(t);
-	t->ratio = r < 1 ? 1 : r;
+	t->ratio = r < 2 ? 2 : r;
 	t->acks_lost = false;
 	t->win_end = t->head;
 }
@@ -412,9 +468,7 @@ static void tx_stats(void *tx, struct dccp_ccid_tx_stats *st)
 
 uint32_t dccp_ccid2_tx_ack_ratio(void *tx)
 {
-	struct ccid2_tx *t = tx;
-	uint32_t r = t->ratio;
-	return r > ratio_max(t) ? ratio_max(t) : r; /* the window may have shrunk since */
+	return ratio_now(tx); /* follows cwnd at once, both ways */
 }
 
 void dccp_ccid2_tx_acks_lost(void *tx, uint64_t n)

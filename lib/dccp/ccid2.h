@@ -18,17 +18,18 @@ extern const struct dccp_ccid_rx_ops dccp_ccid2_rx_ops;
 
 /*
  * Ack Ratio (RFC 4341 §6.1.2): a feature located at the HC-Sender and
- * obeyed by the HC-Receiver.  The sender says which value it wants (the
- * connection sends Change L(Ack Ratio) when it moves); the connection
- * hands the reconciled value to the peer-side receiver module.
+ * obeyed by the HC-Receiver.  The sender says which value it wants:
+ * max(the §6.1.2 rule, cwnd / 32, 2), at most ceil(cwnd / 2) (ccid2.c
+ * ratio_floor()); the connection sends Change L(Ack Ratio) when it moves,
+ * and hands the value a peer's Change L sets to our receiver module.
  */
 uint32_t dccp_ccid2_tx_ack_ratio(void *tx);
 void dccp_ccid2_rx_set_ack_ratio(void *rx, uint32_t r);
 /*
  * The connection saw n of the peer's Acks missing (a gap in the sequence
  * numbers of the peer's Ack packets, §6.1.2): Ack Ratio doubles at the end
- * of this window of data.  Without this call the ratio only falls (to 1
- * after a few windows), as §6.1.2 says for a path that loses no Acks.
+ * of this window of data.  Without this call the ratio only falls back
+ * (to the floor), as §6.1.2 says for a path that loses no Acks.
  */
 void dccp_ccid2_tx_acks_lost(void *tx, uint64_t n);
 

@@ -17,6 +17,10 @@
  *                     the receiver resynchronises through Sync/SyncAck
  *   close, reset      Close -> Reset(Closed) -> CLOSED/TIMEWAIT; a Reset tears
  *                     down; losses before the Close are reported
+ *   Ack Ratio         the CCID 2 data sender negotiates it (Change L on a
+ *                     DataAck, Confirm R), the receiver obeys it; it rises
+ *                     with the window, doubles when Acks are lost, falls to 1
+ *                     after an RTO
  */
 #include "check.h"
 #include "dccp/conn.h"
@@ -635,6 +639,111 @@ static void test_reset(void)
 	dccp_conn_free(&C);
 }
 
+/*
+ * One round of the Ack Ratio test: the client sends what its window allows
+ * (at most 1024 packets), the server reads them and acks; drop_acks: every
+ * second of the server's Acks is lost, silent: all are.  Counts the
+ * client's data packets, its DataAcks and the server's Acks.
+ */
+struct ar_count {
+	uint64_t data, dataacks, acks;
+};
+
+static void ar_round(uint64_t now, bool drop_acks, bool silent, struct ar_count *n)
+{
+	static const char d[100];
+	uint64_t wake, seq;
+	dccp_conn_timer(&C, now);
+	uint32_t b = dccp_conn_budget(&C, now, &wake);
+	for (uint32_t i = 0; i < b && i < 1024; i++)
+		CHECK_OK(dccp_conn_send(&C, d, sizeof(d), now, &seq));
+	for (unsigned i = 0; i < to_server.n; i++) { /* in order, without q_pop()'s memmove */
+		struct dccp_hdr h;
+		CHECK(parse(&to_server.p[i], &ph_c2s, &h));
+		n->data += h.type == DCCP_DATA || h.type == DCCP_DATAACK;
+		n->dataacks += h.type == DCCP_DATAACK;
+		dccp_conn_input(&S, to_server.p[i].b, to_server.p[i].len, &h, now);
+	}
+	to_server.n = 0;
+	struct dccp_rxpkt r;
+	while (dccp_conn_pop(&S, &r))
+		free(r.data);
+	dccp_conn_timer(&S, now + MS / 2); /* the delayed-ack timer, if it is due */
+	for (unsigned i = 0; i < to_client.n; i++) {
+		struct dccp_hdr h;
+		CHECK(parse(&to_client.p[i], &ph_s2c, &h));
+		n->acks += h.type == DCCP_ACK;
+		if (!silent && !(drop_acks && i % 2))
+			dccp_conn_input(&C, to_client.p[i].b, to_client.p[i].len, &h, now + MS / 2);
+	}
+	to_client.n = 0;
+}
+
+static void test_ack_ratio(void)
+{
+	uint64_t now = 400000 * MS;
+	open_pair(now);
+	EXPECT_EQ(C.ack_ratio, 2u); /* the feature's default (RFC 4340 §11.3) */
+	/* a clean path: the window grows to its maximum, the ratio with it
+	 * (cwnd / 32), renegotiated a few times only */
+	struct ar_count n = { 0 };
+	for (int i = 0; i < 300; i++)
+		ar_round(now += MS, false, false, &n);
+	struct dccp_ccid_tx_stats st;
+	C.txo->stats(C.tx, &st);
+	EXPECT_EQ(st.cwnd, 1024u);
+	if (!EXPECT(C.ack_ratio == 32 && C.ack_ratio_pending == 0))
+		fprintf(stderr, "  clean: ack ratio %u (pending %u)\n", C.ack_ratio, C.ack_ratio_pending);
+	if (!EXPECT(C.st.ack_ratio_changes >= 3 && C.st.ack_ratio_changes <= 12))
+		fprintf(stderr, "  %llu changes\n", (unsigned long long)C.st.ack_ratio_changes);
+	/* the Change rides on few data packets (DataAcks), not on all */
+	if (!EXPECT(n.dataacks * 100 <= n.data))
+		fprintf(stderr, "  %llu DataAcks of %llu\n", (unsigned long long)n.dataacks,
+			(unsigned long long)n.data);
+	/* obeyed: about one Ack per 32 data packets now */
+	n = (struct ar_count){ 0 };
+	for (int i = 0; i < 20; i++)
+		ar_round(now += MS, false, false, &n);
+	if (!EXPECT(n.data >= 10000 && n.acks * 28 <= n.data && n.acks * 36 >= n.data))
+		fprintf(stderr, "  clean: %llu Acks for %llu packets\n", (unsigned long long)n.acks,
+			(unsigned long long)n.data);
+	/* half the Acks lost for 3 rounds (RTTs): §6.1.2 doubles the ratio
+	 * after each such window (above the floor) */
+	uint32_t most = 0;
+	for (int i = 0; i < 3; i++) {
+		ar_round(now += MS, true, false, &n);
+		most = C.ack_ratio > most ? C.ack_ratio : most;
+	}
+	if (!EXPECT(most >= 64))
+		fprintf(stderr, "  lossy: ack ratio up to %u\n", most);
+	/* clean again: -1 a window (cwnd / (R^2 - R) < 1) back to the floor */
+	for (int i = 0; i < 300; i++)
+		ar_round(now += MS, false, false, &n);
+	if (!EXPECT_EQ(C.ack_ratio, 32u))
+		fprintf(stderr, "  clean again: ratio %u\n", C.ack_ratio);
+	/* the receiver goes silent: the RTO takes the window to 1 and the
+	 * ratio wanted to 1 (ceil(cwnd / 2)) at once, without waiting an RTT,
+	 * so that a single packet draws an Ack again */
+	for (int i = 0; i < 1500 && C.ack_ratio_pending != 1; i++)
+		ar_round(now += MS, false, true, &n);
+	C.txo->stats(C.tx, &st);
+	EXPECT_EQ(st.cwnd, 1u);
+	EXPECT_EQ(C.ack_ratio_pending, 1u);
+	/* the path is back: the single packets of the restart draw Acks (the
+	 * Confirm rides on one) and the window grows again */
+	n = (struct ar_count){ 0 };
+	for (int i = 0; i < 2000 && C.ack_ratio != 1; i++)
+		ar_round(now += MS, false, false, &n);
+	if (!EXPECT(C.ack_ratio == 1 && n.acks >= 1))
+		fprintf(stderr, "  after RTO: ratio %u, %llu Acks\n", C.ack_ratio,
+			(unsigned long long)n.acks);
+	for (int i = 0; i < 10; i++)
+		ar_round(now += MS, false, false, &n);
+	C.txo->stats(C.tx, &st);
+	EXPECT(st.cwnd > 4);
+	close_pair();
+}
+
 int main(void)
 {
 	setup_addrs();
@@ -647,5 +756,6 @@ int main(void)
 	test_partopen_confirms_repeat();
 	test_ndp_count();
 	test_reset();
+	test_ack_ratio();
 	return check_done("dccp_conn");
 }
