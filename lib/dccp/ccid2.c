@@ -43,10 +43,11 @@
 #define RTO_INIT_NS 1000000000ull /* RFC 6298 (2.1) */
 #define RTO_MIN_NS 200000000ull	  /* as Linux and most TCPs, not RFC 6298's 1 s */
 #define RTO_MAX_NS 64000000000ull
-#define DELACK_NS 10000000ull /* longest an unacked data packet waits at the receiver */
-#define NONDATA_RESERVE 64    /* record slots budget() keeps for Acks, Syncs... */
-#define SEQWIN_MIN 100	      /* RFC 4340 §7.5.2 default Sequence Window */
-#define ACKS_PER_WINDOW 32    /* Ack Ratio floor: cwnd / this (ratio_floor()) */
+#define DELACK_NS 10000000ull  /* longest an unacked data packet waits at the receiver */
+#define NONDATA_RESERVE 64     /* record slots budget() keeps for Acks, Syncs... */
+#define SEQWIN_MIN 100	       /* RFC 4340 §7.5.2 default Sequence Window */
+#define ACKS_PER_WINDOW 32     /* Ack Ratio floor: cwnd / this (ratio_floor()) ... */
+#define ACKS_PEER_WINDOW_DIV 4 /* ... or cwnd / (the peer's Sequence Window / this) */
 
 enum { F_SENT = 1, F_DATA = 2, F_ACKED = 4, F_LOST = 8, F_LATE = 16 };
 
@@ -66,8 +67,9 @@ struct ccid2_tx {
 	bool grow;	  /* the window was in use when this ack came (RFC 2861) */
 	/* Ack Ratio (RFC 4341 §6.1.2), judged once per window of data */
 	uint32_t ratio, ok_windows;
-	uint64_t win_end; /* the window ends when a packet after this is acked */
-	bool acks_lost;	  /* the peer's Acks were lost in the current window */
+	uint32_t acks_per_window; /* ratio_floor()'s K */
+	uint64_t win_end;	  /* the window ends when a packet after this is acked */
+	bool acks_lost;		  /* the peer's Acks were lost in the current window */
 	uint64_t srtt, rttvar, rto, rto_at;
 	bool have_rtt;
 	struct ccid2_tx_counters c;
@@ -118,6 +120,7 @@ static void *tx_init(const struct dccp_ccid_env *env)
 	t->ssthresh = CCID2_MAX_CWND;
 	t->rto = RTO_INIT_NS;
 	t->ratio = 2; /* the feature's default (RFC 4340 §11.3) */
+	t->acks_per_window = ACKS_PER_WINDOW;
 	t->win_end = t->head;
 	return t;
 }
@@ -283,7 +286,8 @@ static uint32_t ratio_max(const struct ccid2_tx *t)
 }
 
 /*
- * The lowest Ack Ratio we ask for: cwnd / ACKS_PER_WINDOW, at least 2.
+ * The lowest Ack Ratio we ask for: cwnd / K, at least 2, where K is
+ * ACKS_PER_WINDOW = 32, or the peer's Sequence Window / 4 if smaller.
  *
  * RFC 4341 §6.1.2 leaves the value to the HC-Sender within bounds: at most
  * ceil(cwnd / 2) (at least two Acks a window), doubled after a window whose
@@ -303,14 +307,18 @@ static uint32_t ratio_max(const struct ccid2_tx *t)
  * - 32 RTT samples a window (RFC 6298 asks for one per RTT), each from the
  *   packet that drew the Ack (not delayed by the ratio, unless the
  *   receiver's delayed-ack timer drew it);
- * - about 32 Acks of the peer per RTT, 64 in slow start while the ratio
- *   lags the doubling window by an RTT: the Acknowledgement Number of a
- *   DataAck of ours (it carries our Changes) then stays within a peer's
- *   default Sequence Window of 100 (RFC 4340 §7.5.1), which R = 2 at
- *   cwnd 1024 did not (512 Acks an RTT), nor would K = 64 in slow start.
+ * - few Acks of the peer per RTT.  The peer drops a packet of ours whose
+ *   Acknowledgement Number is below its GSS + 1 - W (RFC 4340 §7.5.1), W
+ *   its Sequence Window for its own numbers, and it sends about cwnd / R
+ *   Acks while one of ours travels: at R = 2 and cwnd 1024, 512, far more
+ *   than Linux's default W of 100 (or its smallest, 32), so the Changes
+ *   that raise R would never get through.  Hence K is also at most W / 4
+ *   (dccp_ccid2_tx_peer_window()): twice that while the ratio lags a
+ *   window that doubles in slow start, and twice again of margin.
  * K from 8 to 128 cost the same within this machine's noise in the P1
  * bench (reading Acks no longer matters at any of them); below 32 only
- * loss detection gets later, above it the peer's window argument fails.
+ * loss detection gets later; above it a peer's default window of 100 would
+ * be too small in slow start.
  *
  * When the data stops, up to R - 1 packets stay unacked: our receiver acks
  * them after its delayed-ack timer (DELACK_NS); a receiver without one
@@ -319,7 +327,7 @@ static uint32_t ratio_max(const struct ccid2_tx *t)
  */
 static uint32_t ratio_floor(const struct ccid2_tx *t)
 {
-	uint32_t f = t->cwnd / ACKS_PER_WINDOW;
+	uint32_t f = t->cwnd / t->acks_per_window;
 	return f < 2 ? 2 : f;
 }
 
@@ -469,6 +477,14 @@ static void tx_stats(void *tx, struct dccp_ccid_tx_stats *st)
 uint32_t dccp_ccid2_tx_ack_ratio(void *tx)
 {
 	return ratio_now(tx); /* follows cwnd at once, both ways */
+}
+
+void dccp_ccid2_tx_peer_window(void *tx, uint64_t w)
+{
+	struct ccid2_tx *t = tx;
+	uint64_t k = w / ACKS_PEER_WINDOW_DIV;
+	k = k < 2 ? 2 : k; /* RFC 4340 §7.5.2: W >= 32, so 8 at least in practice */
+	t->acks_per_window = k < ACKS_PER_WINDOW ? (uint32_t)k : ACKS_PER_WINDOW;
 }
 
 void dccp_ccid2_tx_acks_lost(void *tx, uint64_t n)

@@ -79,7 +79,8 @@ static int emit(struct dccp_conn *c, uint8_t type, const uint8_t *opts, size_t o
 
 /* Options every packet of ours carries when it can: NDP Count (§7.7, so the
  * peer can tell lost data from lost acks), pending Confirms and our pending
- * Sequence Window Change (both need an Acknowledgement Number). */
+ * Sequence Window Change (both need an Acknowledgement Number), and our
+ * Ack Ratio Change when one is due (ack_ratio_update()). */
 static void common_opts(struct dccp_conn *c, struct dccp_obuf *b, bool has_ack, bool confirms)
 {
 	if (c->state == DCCP_S_PARTOPEN && c->cookie_len)
@@ -96,7 +97,7 @@ static void common_opts(struct dccp_conn *c, struct dccp_obuf *b, bool has_ack, 
 	}
 	if (c->seqwin_pending)
 		dccp_feat_put_nn(b, DCCP_OPT_CHANGE_L, DCCP_F_SEQ_WINDOW, c->seqwin_pending);
-	if (c->ack_ratio_due) { /* once, then again only if unconfirmed (ack_ratio_update()) */
+	if (c->ack_ratio_due) { /* once; again only if unconfirmed (ack_ratio_update()) */
 		dccp_feat_put_nn(b, DCCP_OPT_CHANGE_L, DCCP_F_ACK_RATIO, c->ack_ratio_pending);
 		c->ack_ratio_due = false;
 	}
@@ -176,26 +177,35 @@ static void send_request(struct dccp_conn *c)
 
 /*
  * CCID 2 Ack Ratio (RFC 4341 §6.1.2): the sender module says which value it
- * wants (ccid2.c ratio_floor()); we send Change L(Ack Ratio) on our next
- * packet that carries an Acknowledgement Number (a data packet becomes a
- * DataAck for it: Data cannot carry feature options) and the peer's Confirm
- * R puts it in force.  §6.1.2: "the sender SHOULD NOT attempt to
- * renegotiate the Ack Ratio more than once per round-trip time", so a new
- * value waits an RTT after the last Change, unless the ratio in force
- * exceeds ceil(cwnd / 2) (after a loss or an RTO): then the window could not
- * draw an Ack.  An unconfirmed Change goes again after 2 RTTs + 20 ms (the
- * Confirm rides on the peer's next Ack, which a large ratio delays), with
- * the value wanted then.
+ * wants (ccid2.c ratio_floor()); we send Change L(Ack Ratio) on an Ack of
+ * our own and the peer's Confirm R puts it in force.  §6.1.2: "the sender
+ * SHOULD NOT attempt to renegotiate the Ack Ratio more than once per
+ * round-trip time", so a new value waits an RTT after the last Change,
+ * unless the ratio in force exceeds ceil(cwnd / 2) (after a loss or an
+ * RTO): then the window could not draw an Ack.  An unconfirmed Change goes
+ * again after 2 RTTs + 20 ms (the Confirm rides on the peer's next Ack,
+ * which a large ratio delays), with the value wanted then.
+ *
+ * Where the Change goes: the peer drops a packet whose Acknowledgement
+ * Number is below its GSS + 1 - W (RFC 4340 §7.5.1), W its Sequence Window
+ * for its own numbers (Linux: 100 by default, sysctl down to 32), and while
+ * our packet travels it sends about pipe / R Acks.  While twice that (+ 8
+ * for Acks on holes and timers) fits in W, the Change rides on our next
+ * data packet (a DataAck).  Otherwise it goes at once on an Ack of its own,
+ * mostly right after one of the peer's Acks arrived, when our GSR is
+ * freshest; if the peer drops it anyway (and answers with a Sync, which
+ * re-aligns us), no data is lost with it.  Not always an Ack: a data
+ * sender's Ack lost next to a lost data packet makes the receiver count two
+ * data packets lost (the NDP Count rode on the lost one, §7.7).
  */
 static void ack_ratio_update(struct dccp_conn *c, uint64_t now_ns)
 {
 	if (c->p.ccid != DCCP_CCID2 || !c->tx || c->state != DCCP_S_OPEN || !c->st.sent)
 		return; /* only a data sender has a say */
-	if (c->ack_ratio_due)
-		return;
 	struct dccp_ccid_tx_stats st;
 	c->txo->stats(c->tx, &st);
 	uint64_t rtt = st.rtt_ns ? st.rtt_ns : 100 * MS;
+	dccp_ccid2_tx_peer_window(c->tx, c->s.w_rx);
 	uint32_t want = dccp_ccid2_tx_ack_ratio(c->tx);
 	if (c->ack_ratio_pending) { /* unconfirmed: again, with what we want now */
 		if (now_ns < c->ack_ratio_at + 2 * rtt + 20 * MS)
@@ -209,9 +219,12 @@ static void ack_ratio_update(struct dccp_conn *c, uint64_t now_ns)
 		return;
 	}
 	c->ack_ratio_pending = want;
-	c->ack_ratio_due = true;
 	c->ack_ratio_at = now_ns;
 	c->st.ack_ratio_changes++;
+	c->ack_ratio_due = true; /* common_opts() puts the Change on the next DataAck or Ack */
+	uint64_t r = c->ack_ratio ? c->ack_ratio : 1;
+	if (2 * (st.pipe / r + 8) > c->s.w_rx)
+		send_ctl(c, DCCP_ACK, now_ns, 0);
 }
 
 /* NN features the peer changed or confirmed in one packet (0: not there). */

@@ -110,8 +110,7 @@ struct dccp_conn {
 	/* CCID 2 Ack Ratio (RFC 4341 §6.1.2, located at the HC-Sender): the
 	 * value in force at the peer for our data (2 until a Confirm), that
 	 * of our Change L awaiting its Confirm (0: none), whether the Change
-	 * goes on our next packet with an Acknowledgement Number, and when we
-	 * last decided to send one */
+	 * goes on the Ack being built, and when we last sent one */
 	uint32_t ack_ratio, ack_ratio_pending;
 	bool ack_ratio_due;
 	uint64_t ack_ratio_at;
