@@ -177,8 +177,8 @@ static void send_request(struct dccp_conn *c)
 
 /*
  * CCID 2 Ack Ratio (RFC 4341 §6.1.2): the sender module says which value it
- * wants (ccid2.c ratio_floor()); we send Change L(Ack Ratio) on an Ack of
- * our own and the peer's Confirm R puts it in force.  §6.1.2: "the sender
+ * wants (ccid2.c ratio_floor()); we send Change L(Ack Ratio) and the peer's
+ * Confirm R puts it in force.  §6.1.2: "the sender
  * SHOULD NOT attempt to renegotiate the Ack Ratio more than once per
  * round-trip time", so a new value waits an RTT after the last Change,
  * unless the ratio in force exceeds ceil(cwnd / 2) (after a loss or an
@@ -207,13 +207,11 @@ static void ack_ratio_update(struct dccp_conn *c, uint64_t now_ns)
 	uint64_t rtt = st.rtt_ns ? st.rtt_ns : 100 * MS;
 	dccp_ccid2_tx_peer_window(c->tx, c->s.w_rx);
 	uint32_t want = dccp_ccid2_tx_ack_ratio(c->tx);
-	if (c->ack_ratio_pending) { /* unconfirmed: again, with what we want now */
+	if (c->ack_ratio_pending) {
+		/* unconfirmed: again, with what we want now (even the value in
+		 * force: the peer may have taken the last Change, Confirm lost) */
 		if (now_ns < c->ack_ratio_at + 2 * rtt + 20 * MS)
 			return;
-		if (want == c->ack_ratio) {
-			c->ack_ratio_pending = 0;
-			return;
-		}
 	} else if (want == c->ack_ratio ||
 		   (now_ns < c->ack_ratio_at + rtt && c->ack_ratio <= (st.cwnd + 1) / 2)) {
 		return;
