@@ -56,7 +56,7 @@ struct gc_dccp_opts {
 	uint32_t ring_slots; /* ring records, power of 2 [1024] */
 	uint32_t zone_bufs;  /* zone buffers of mps bytes [ring_slots] */
 	uint32_t seq_window; /* initial Sequence Window [100, RFC 4340 §7.5.2] */
-	uint32_t ack_ratio;  /* CCID 2 Ack Ratio [2] */
+	uint32_t ack_ratio;  /* unused: CCID 2 negotiates its Ack Ratio itself (gc_dccp(3)) */
 	uint32_t timeout_ms; /* connect: handshake deadline [10000] */
 };
 

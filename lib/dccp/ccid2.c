@@ -14,6 +14,11 @@
  * have been acked (§5), and each data packet is reported exactly once to
  * env->acked or env->lost.
  *
+ * Ack Ratio (§6.1.2): the RFC's rule (double after a window with lost
+ * Acks, -1 after cwnd / (R^2 - R) clean windows; here never below 2) and a
+ * floor of cwnd / ACKS_PER_WINDOW, so that a large window is not clocked by
+ * an Ack per two packets; at most ceil(cwnd / 2) (see ratio_floor()).
+ *
  * Receiver: the state of every packet in a window of CCID2_RX_WINDOW
  * sequence numbers, one byte each, and the Ack Vector built from it on
  * demand (newest first, run-length coded by dccp_ackvec_rle).  Keeping the
@@ -38,9 +43,11 @@
 #define RTO_INIT_NS 1000000000ull /* RFC 6298 (2.1) */
 #define RTO_MIN_NS 200000000ull	  /* as Linux and most TCPs, not RFC 6298's 1 s */
 #define RTO_MAX_NS 64000000000ull
-#define DELACK_NS 10000000ull /* longest an unacked data packet waits at the receiver */
-#define NONDATA_RESERVE 64    /* record slots budget() keeps for Acks, Syncs... */
-#define SEQWIN_MIN 100	      /* RFC 4340 §7.5.2 default Sequence Window */
+#define DELACK_NS 10000000ull  /* longest an unacked data packet waits at the receiver */
+#define NONDATA_RESERVE 64     /* record slots budget() keeps for Acks, Syncs... */
+#define SEQWIN_MIN 100	       /* RFC 4340 §7.5.2 default Sequence Window */
+#define ACKS_PER_WINDOW 32     /* Ack Ratio floor: cwnd / this (ratio_floor()) ... */
+#define ACKS_PEER_WINDOW_DIV 4 /* ... or cwnd / (the peer's Sequence Window / this) */
 
 enum { F_SENT = 1, F_DATA = 2, F_ACKED = 4, F_LOST = 8, F_LATE = 16 };
 
@@ -60,8 +67,9 @@ struct ccid2_tx {
 	bool grow;	  /* the window was in use when this ack came (RFC 2861) */
 	/* Ack Ratio (RFC 4341 §6.1.2), judged once per window of data */
 	uint32_t ratio, ok_windows;
-	uint64_t win_end; /* the window ends when a packet after this is acked */
-	bool acks_lost;	  /* the peer's Acks were lost in the current window */
+	uint32_t acks_per_window; /* ratio_floor()'s K */
+	uint64_t win_end;	  /* the window ends when a packet after this is acked */
+	bool acks_lost;		  /* the peer's Acks were lost in the current window */
 	uint64_t srtt, rttvar, rto, rto_at;
 	bool have_rtt;
 	struct ccid2_tx_counters c;
@@ -112,6 +120,7 @@ static void *tx_init(const struct dccp_ccid_env *env)
 	t->ssthresh = CCID2_MAX_CWND;
 	t->rto = RTO_INIT_NS;
 	t->ratio = 2; /* the feature's default (RFC 4340 §11.3) */
+	t->acks_per_window = ACKS_PER_WINDOW;
 	t->win_end = t->head;
 	return t;
 }
@@ -277,24 +286,79 @@ static uint32_t ratio_max(const struct ccid2_tx *t)
 }
 
 /*
+ * The lowest Ack Ratio we ask for: cwnd / K, at least 2, where K is
+ * ACKS_PER_WINDOW = 32, or the peer's Sequence Window / 4 if smaller.
+ *
+ * RFC 4341 §6.1.2 leaves the value to the HC-Sender within bounds: at most
+ * ceil(cwnd / 2) (at least two Acks a window), doubled after a window whose
+ * Acks were lost, decreased by 1 after cwnd / (R^2 - R) clean windows,
+ * renegotiated at most once per RTT; the sender "MAY enforce a minimum Ack
+ * Ratio of two".  The decrease rule says how fast a ratio raised by Ack
+ * loss comes back, not that a clean path needs an Ack per two packets.  A
+ * window of 1024 packets clocked by 512 Acks made our sender read an Ack
+ * per two packets and send runs of a few packets (bench/results/ring/dccp
+ * perf.md); K = 32 Acks a window still gives:
+ * - a window that opens in steps of cwnd / 32 packets: a burst of about
+ *   1/32 of the window per Ack, what a TCP receiver behind GRO does too
+ *   (one ACK per coalesced super-packet of up to 64 KB);
+ * - loss detection at most cwnd / 32 packets (1/32 of an RTT) later than
+ *   with an Ack per packet: a loss is declared once 3 later packets are
+ *   acked (§5), and our receiver acks at once when a hole opens;
+ * - 32 RTT samples a window (RFC 6298 asks for one per RTT), each from the
+ *   packet that drew the Ack (not delayed by the ratio, unless the
+ *   receiver's delayed-ack timer drew it);
+ * - few Acks of the peer per RTT.  The peer drops a packet of ours whose
+ *   Acknowledgement Number is below its GSS + 1 - W (RFC 4340 §7.5.1), W
+ *   its Sequence Window for its own numbers, and it sends about cwnd / R
+ *   Acks while one of ours travels: at R = 2 and cwnd 1024, 512, far more
+ *   than Linux's default W of 100 (or its smallest, 32), so the Changes
+ *   that raise R would never get through.  Hence K is also at most W / 4
+ *   (dccp_ccid2_tx_peer_window()): twice that while the ratio lags a
+ *   window that doubles in slow start, and twice again of margin.
+ * K from 8 to 128 cost the same within this machine's noise in the P1
+ * bench (reading Acks no longer matters at any of them); below 32 only
+ * loss detection gets later; above it a peer's default window of 100 would
+ * be too small in slow start.
+ *
+ * When the data stops, up to R - 1 packets stay unacked: our receiver acks
+ * them after its delayed-ack timer (DELACK_NS); a receiver without one
+ * (Linux 6.1) leaves them to our RTO, as it already does for an odd last
+ * packet at R = 2.  ceil(cwnd / 2) keeps R at 1 for windows of 1 or 2.
+ */
+static uint32_t ratio_floor(const struct ccid2_tx *t)
+{
+	uint32_t f = t->cwnd / t->acks_per_window;
+	return f < 2 ? 2 : f;
+}
+
+/* The ratio we want in force: the RFC's rule, the floor, ceil(cwnd / 2). */
+static uint32_t ratio_now(const struct ccid2_tx *t)
+{
+	uint32_t r = t->ratio > ratio_floor(t) ? t->ratio : ratio_floor(t);
+	return r > ratio_max(t) ? ratio_max(t) : r;
+}
+
+/*
  * RFC 4341 §6.1.2 at the end of each window of data: Ack Ratio doubles
  * after a window in which the peer's Acks were lost, and falls by 1 after
- * cwnd / (R^2 - R) windows without; never above ceil(cwnd / 2).
+ * cwnd / (R^2 - R) windows without (not below 2, the feature's default:
+ * below it only doubles the receiver's Acks); never above ceil(cwnd / 2).
+ * t->ratio is this rule's value; ratio_now() adds the floor.
  */
 static void ack_ratio_window(struct ccid2_tx *t)
 {
 	uint32_t r = t->ratio;
 
 	if (t->acks_lost) {
-		r = 2 * r;
+		r = 2 * ratio_now(t);
 		t->ok_windows = 0;
-	} else if (r > 1 && ++t->ok_windows >= t->cwnd / (r * r - r)) {
+	} else if (r > 2 && ++t->ok_windows >= t->cwnd / (r * r - r)) {
 		r--;
 		t->ok_windows = 0;
 	}
 	if (r > ratio_max(t))
 		r = ratio_max(t);
-	t->ratio = r < 1 ? 1 : r;
+	t->ratio = r < 2 ? 2 : r;
 	t->acks_lost = false;
 	t->win_end = t->head;
 }
@@ -412,9 +476,15 @@ static void tx_stats(void *tx, struct dccp_ccid_tx_stats *st)
 
 uint32_t dccp_ccid2_tx_ack_ratio(void *tx)
 {
+	return ratio_now(tx); /* follows cwnd at once, both ways */
+}
+
+void dccp_ccid2_tx_peer_window(void *tx, uint64_t w)
+{
 	struct ccid2_tx *t = tx;
-	uint32_t r = t->ratio;
-	return r > ratio_max(t) ? ratio_max(t) : r; /* the window may have shrunk since */
+	uint64_t k = w / ACKS_PEER_WINDOW_DIV;
+	k = k < 2 ? 2 : k; /* RFC 4340 §7.5.2: W >= 32, so 8 at least in practice */
+	t->acks_per_window = k < ACKS_PER_WINDOW ? (uint32_t)k : ACKS_PER_WINDOW;
 }
 
 void dccp_ccid2_tx_acks_lost(void *tx, uint64_t n)

@@ -18,17 +18,24 @@ extern const struct dccp_ccid_rx_ops dccp_ccid2_rx_ops;
 
 /*
  * Ack Ratio (RFC 4341 §6.1.2): a feature located at the HC-Sender and
- * obeyed by the HC-Receiver.  The sender says which value it wants (the
- * connection sends Change L(Ack Ratio) when it moves); the connection
- * hands the reconciled value to the peer-side receiver module.
+ * obeyed by the HC-Receiver.  The sender says which value it wants:
+ * max(the §6.1.2 rule, cwnd / min(32, w / 4), 2), at most ceil(cwnd / 2)
+ * (ccid2.c ratio_floor()); the connection sends Change L(Ack Ratio) when it moves,
+ * and hands the value a peer's Change L sets to our receiver module.
  */
 uint32_t dccp_ccid2_tx_ack_ratio(void *tx);
 void dccp_ccid2_rx_set_ack_ratio(void *rx, uint32_t r);
 /*
+ * w: the peer's Sequence Window for its own numbers (its Change L(Sequence
+ * Window), 100 by default), which bounds how many Acks it may send while one
+ * of our packets travels: the ratio keeps them to at most w / 4 a window.
+ */
+void dccp_ccid2_tx_peer_window(void *tx, uint64_t w);
+/*
  * The connection saw n of the peer's Acks missing (a gap in the sequence
  * numbers of the peer's Ack packets, §6.1.2): Ack Ratio doubles at the end
- * of this window of data.  Without this call the ratio only falls (to 1
- * after a few windows), as §6.1.2 says for a path that loses no Acks.
+ * of this window of data.  Without this call the ratio only falls back
+ * (to the floor), as §6.1.2 says for a path that loses no Acks.
  */
 void dccp_ccid2_tx_acks_lost(void *tx, uint64_t n);
 

@@ -23,6 +23,7 @@
 
 #include <sodium.h>
 
+#include "dccp/ccid2.h"
 #include "dccp/feature.h"
 
 #define MS 1000000ull
@@ -78,7 +79,8 @@ static int emit(struct dccp_conn *c, uint8_t type, const uint8_t *opts, size_t o
 
 /* Options every packet of ours carries when it can: NDP Count (§7.7, so the
  * peer can tell lost data from lost acks), pending Confirms and our pending
- * Sequence Window Change (both need an Acknowledgement Number). */
+ * Sequence Window Change (both need an Acknowledgement Number), and our
+ * Ack Ratio Change when one is due (ack_ratio_update()). */
 static void common_opts(struct dccp_conn *c, struct dccp_obuf *b, bool has_ack, bool confirms)
 {
 	if (c->state == DCCP_S_PARTOPEN && c->cookie_len)
@@ -95,6 +97,10 @@ static void common_opts(struct dccp_conn *c, struct dccp_obuf *b, bool has_ack, 
 	}
 	if (c->seqwin_pending)
 		dccp_feat_put_nn(b, DCCP_OPT_CHANGE_L, DCCP_F_SEQ_WINDOW, c->seqwin_pending);
+	if (c->ack_ratio_due) { /* once; again only if unconfirmed (ack_ratio_update()) */
+		dccp_feat_put_nn(b, DCCP_OPT_CHANGE_L, DCCP_F_ACK_RATIO, c->ack_ratio_pending);
+		c->ack_ratio_due = false;
+	}
 }
 
 /* A control packet (Ack, Sync, Close...) with the common options and, for
@@ -170,13 +176,69 @@ static void send_request(struct dccp_conn *c)
 /* ---- features ---------------------------------------------------------- */
 
 /*
+ * CCID 2 Ack Ratio (RFC 4341 §6.1.2): the sender module says which value it
+ * wants (ccid2.c ratio_floor()); we send Change L(Ack Ratio) and the peer's
+ * Confirm R puts it in force.  §6.1.2: "the sender
+ * SHOULD NOT attempt to renegotiate the Ack Ratio more than once per
+ * round-trip time", so a new value waits an RTT after the last Change,
+ * unless the ratio in force exceeds ceil(cwnd / 2) (after a loss or an
+ * RTO): then the window could not draw an Ack.  An unconfirmed Change goes
+ * again after 2 RTTs + 20 ms (the Confirm rides on the peer's next Ack,
+ * which a large ratio delays), with the value wanted then.
+ *
+ * Where the Change goes: the peer drops a packet whose Acknowledgement
+ * Number is below its GSS + 1 - W (RFC 4340 §7.5.1), W its Sequence Window
+ * for its own numbers (Linux: 100 by default, sysctl down to 32), and while
+ * our packet travels it sends about pipe / R Acks.  While twice that (+ 8
+ * for Acks on holes and timers) fits in W, the Change rides on our next
+ * data packet (a DataAck).  Otherwise it goes at once on an Ack of its own,
+ * mostly right after one of the peer's Acks arrived, when our GSR is
+ * freshest; if the peer drops it anyway (and answers with a Sync, which
+ * re-aligns us), no data is lost with it.  Not always an Ack: a data
+ * sender's Ack lost next to a lost data packet makes the receiver count two
+ * data packets lost (the NDP Count rode on the lost one, §7.7).
+ */
+static void ack_ratio_update(struct dccp_conn *c, uint64_t now_ns)
+{
+	if (c->p.ccid != DCCP_CCID2 || !c->tx || c->state != DCCP_S_OPEN || !c->st.sent)
+		return; /* only a data sender has a say */
+	struct dccp_ccid_tx_stats st;
+	c->txo->stats(c->tx, &st);
+	uint64_t rtt = st.rtt_ns ? st.rtt_ns : 100 * MS;
+	dccp_ccid2_tx_peer_window(c->tx, c->s.w_rx);
+	uint32_t want = dccp_ccid2_tx_ack_ratio(c->tx);
+	if (c->ack_ratio_pending) {
+		/* unconfirmed: again, with what we want now (even the value in
+		 * force: the peer may have taken the last Change, Confirm lost) */
+		if (now_ns < c->ack_ratio_at + 2 * rtt + 20 * MS)
+			return;
+	} else if (want == c->ack_ratio ||
+		   (now_ns < c->ack_ratio_at + rtt && c->ack_ratio <= (st.cwnd + 1) / 2)) {
+		return;
+	}
+	c->ack_ratio_pending = want;
+	c->ack_ratio_at = now_ns;
+	c->st.ack_ratio_changes++;
+	c->ack_ratio_due = true; /* common_opts() puts the Change on the next DataAck or Ack */
+	uint64_t r = c->ack_ratio ? c->ack_ratio : 1;
+	if (2 * (st.pipe / r + 8) > c->s.w_rx)
+		send_ctl(c, DCCP_ACK, now_ns, 0);
+}
+
+/* NN features the peer changed or confirmed in one packet (0: not there). */
+struct nn_seen {
+	uint64_t peer_seqwin, our_seqwin_confirmed;
+	uint64_t peer_ack_ratio, our_ack_ratio_confirmed;
+};
+
+/*
  * Answer the peer's Change options into out (Confirms), apply the Confirms
  * that answer ours.  Only options on packets that pass §6.6.4 (in order)
  * reach here.  Returns false when a Reset is needed (code in *reset).
  */
 static bool features(const struct dccp_opts *o, struct dccp_obuf *out, uint8_t our_ccid,
-		     uint64_t *peer_seqwin, uint64_t *our_seqwin_confirmed, uint64_t pending,
-		     uint8_t *reset, struct dccp_counters *err)
+		     struct nn_seen *nn, uint64_t pending, uint64_t ratio_pending, uint8_t *reset,
+		     struct dccp_counters *err)
 {
 	for (unsigned i = 0; i < o->n; i++) {
 		const struct dccp_opt *op = &o->opt[i];
@@ -199,7 +261,10 @@ static bool features(const struct dccp_opts *o, struct dccp_obuf *out, uint8_t o
 		if (!change) {
 			if (f.feat == DCCP_F_SEQ_WINDOW && op->type == DCCP_OPT_CONFIRM_R &&
 			    !f.empty && f.value == pending)
-				*our_seqwin_confirmed = f.value;
+				nn->our_seqwin_confirmed = f.value;
+			if (f.feat == DCCP_F_ACK_RATIO && op->type == DCCP_OPT_CONFIRM_R &&
+			    !f.empty && f.value == ratio_pending)
+				nn->our_ack_ratio_confirmed = f.value;
 			if (f.feat == DCCP_F_CCID && !f.empty && f.value != our_ccid) {
 				*reset = DCCP_RESET_OPTION_ERROR;
 				return false;
@@ -207,8 +272,11 @@ static bool features(const struct dccp_opts *o, struct dccp_obuf *out, uint8_t o
 			continue;
 		}
 		if (fi->rule == DCCP_RULE_NN) {
-			if (f.feat == DCCP_F_SEQ_WINDOW && peer_seqwin)
-				*peer_seqwin = f.value;
+			if (f.feat == DCCP_F_SEQ_WINDOW)
+				nn->peer_seqwin = f.value;
+			/* the peer's Ack Ratio for its data: our receiver obeys it */
+			if (f.feat == DCCP_F_ACK_RATIO && op->type == DCCP_OPT_CHANGE_L)
+				nn->peer_ack_ratio = f.value;
 			dccp_feat_put_nn(out, ctype, f.feat, f.value);
 			continue;
 		}
@@ -258,6 +326,7 @@ static int ccid_start(struct dccp_conn *c, uint64_t now_ns)
 		return -EPROTONOSUPPORT;
 	c->tx = c->txo->init(&env);
 	c->rx = c->rxo->init(&env);
+	c->ack_ratio = 2; /* the feature's initial value (RFC 4340 §11.3) */
 	return c->tx && c->rx ? 0 : -ENOMEM;
 }
 
@@ -538,6 +607,7 @@ bool dccp_conn_input(struct dccp_conn *c, const uint8_t *pkt, size_t len, const 
 		return false;
 	}
 	/* accepted: move GSR/GAR (Sync/SyncAck too, §7.5.4: they re-align us) */
+	const uint64_t gsr0 = c->s.gsr;
 	if (c->state == DCCP_S_REQUEST) {
 		c->s.isr = h->seq;
 		c->s.gsr = h->seq;
@@ -570,16 +640,23 @@ bool dccp_conn_input(struct dccp_conn *c, const uint8_t *pkt, size_t len, const 
 		struct dccp_obuf b;
 		dccp_obuf_init(&b, c->confirm_buf + c->confirm_len,
 			       sizeof(c->confirm_buf) - c->confirm_len);
-		uint64_t confirmed = 0, peer_win = 0;
-		feat_ok = features(&o, &b, c->p.ccid, &peer_win, &confirmed, c->seqwin_pending,
+		struct nn_seen nn = { 0 };
+		feat_ok = features(&o, &b, c->p.ccid, &nn, c->seqwin_pending, c->ack_ratio_pending,
 				   &reset, &c->err);
 		if (!b.overflow)
 			c->confirm_len += b.len;
-		if (peer_win)
-			c->s.w_rx = peer_win;
-		if (confirmed) {
-			c->s.w_tx = confirmed;
+		if (nn.peer_seqwin)
+			c->s.w_rx = nn.peer_seqwin;
+		if (nn.our_seqwin_confirmed) {
+			c->s.w_tx = nn.our_seqwin_confirmed;
 			c->seqwin_pending = 0;
+		}
+		if (nn.peer_ack_ratio && c->rx && c->p.ccid == DCCP_CCID2)
+			dccp_ccid2_rx_set_ack_ratio(c->rx, (uint32_t)nn.peer_ack_ratio);
+		if (nn.our_ack_ratio_confirmed) {
+			c->ack_ratio = (uint32_t)nn.our_ack_ratio_confirmed;
+			c->ack_ratio_pending = 0;
+			c->ack_ratio_due = false;
 		}
 		c->fgsr = h->seq;
 		if (h->has_ack)
@@ -648,8 +725,15 @@ bool dccp_conn_input(struct dccp_conn *c, const uint8_t *pkt, size_t len, const 
 	case DCCP_DATA:
 	case DCCP_DATAACK:
 	case DCCP_ACK:
-		if (h->has_ack && c->tx)
+		/* RFC 4341 §6.1.2: a data sender's peer sends little but Acks, so a
+		 * gap before one of its Acks is Acks lost on the reverse path */
+		if (h->type == DCCP_ACK && c->tx && c->p.ccid == DCCP_CCID2 && c->state == DCCP_S_OPEN &&
+		    dccp_seq_sub(h->seq, gsr0) > 1 && dccp_seq_after(h->seq, gsr0))
+			dccp_ccid2_tx_acks_lost(c->tx, dccp_seq_sub(h->seq, gsr0) - 1);
+		if (h->has_ack && c->tx) {
 			c->txo->recv_ack(c->tx, h->ack, &o, now_ns);
+			ack_ratio_update(c, now_ns);
+		}
 		if (h->has_ack && c->rx)
 			c->rxo->ack_of_ack(c->rx, h->ack);
 		/* Feedback only for a half-connection that carries data: a data
@@ -717,8 +801,10 @@ uint64_t dccp_conn_timer(struct dccp_conn *c, uint64_t now_ns)
 	}
 	if (c->tx) {
 		uint64_t t = c->txo->next_timer(c->tx);
-		if (t && t <= now_ns)
+		if (t && t <= now_ns) {
 			c->txo->timer(c->tx, now_ns);
+			ack_ratio_update(c, now_ns); /* an RTO shrinks the window to 1 */
+		}
 	}
 	if (c->rx) {
 		uint64_t t = c->rxo->next_timer(c->rx);
@@ -759,7 +845,7 @@ int dccp_conn_send(struct dccp_conn *c, const void *data, size_t len, uint64_t n
 	/* PARTOPEN: DataAck (§8.1.5); OPEN: DataAck only when Confirms or a
 	 * Change must go, else plain Data.  The options never push a packet
 	 * past the MPS: if they would, they go on an Ack of their own first. */
-	bool ack = c->state == DCCP_S_PARTOPEN || c->confirm_len || c->seqwin_pending;
+	bool ack = c->state == DCCP_S_PARTOPEN || c->confirm_len || c->seqwin_pending || c->ack_ratio_due;
 	bool confirms = true;
 	if (ack) {
 		size_t want = c->confirm_len + 16 + (c->ndp_run ? 8 : 0);
@@ -942,9 +1028,9 @@ bool dccp_listener_input(struct dccp_listener *l, const uint8_t *pkt, size_t len
 		uint8_t ob[200];
 		struct dccp_obuf b;
 		dccp_obuf_init(&b, ob, sizeof(ob));
-		uint64_t peer_win = 100, dummy = 0;
+		struct nn_seen nn = { .peer_seqwin = 100 };
 		uint8_t reset = 0;
-		if (o.reset_code || !features(&o, &b, l->p.ccid, &peer_win, &dummy, 0, &reset, &l->err)) {
+		if (o.reset_code || !features(&o, &b, l->p.ccid, &nn, 0, 0, &reset, &l->err)) {
 			l->resets++;
 			l_reply(l, h, DCCP_RESET, iss, NULL, 0, o.reset_code ? o.reset_code : reset,
 				ph_out, udp, emitfn, emit_arg);
@@ -962,7 +1048,7 @@ bool dccp_listener_input(struct dccp_listener *l, const uint8_t *pkt, size_t len
 		uint32_t t = (uint32_t)(now_ns / 1000000000ull);
 		ck[13] = (uint8_t)(t >> 24), ck[14] = (uint8_t)(t >> 16);
 		ck[15] = (uint8_t)(t >> 8), ck[16] = (uint8_t)t;
-		uint32_t w = peer_win > 0xffffff ? 0xffffff : (uint32_t)peer_win;
+		uint32_t w = nn.peer_seqwin > 0xffffff ? 0xffffff : (uint32_t)nn.peer_seqwin;
 		ck[17] = (uint8_t)(w >> 16), ck[18] = (uint8_t)(w >> 8), ck[19] = (uint8_t)w;
 		uint64_t mac = cookie_mac(l, ck, ph_in, h->sport, h->dport, h->service);
 		memcpy(ck + 20, &mac, 8);

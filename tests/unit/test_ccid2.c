@@ -15,8 +15,10 @@
  *   - a data-limited sender does not grow its window (RFC 2861);
  *   - the RTO empties the pipe and restarts at one packet;
  *   - Sequence Window is 5 x cwnd (at least 100);
- *   - Ack Ratio falls to 1 without lost Acks, doubles with them, stays
- *     within ceil(cwnd / 2), and the receiver then acks every R packets.
+ *   - Ack Ratio falls to 2 without lost Acks, doubles with them, stays
+ *     within ceil(cwnd / 2), and the receiver then acks every R packets;
+ *   - on a clean path it rises with the window (cwnd / 32: about 32 Acks a
+ *     window) and falls with it after a loss or an RTO.
  */
 #include "check.h"
 #include "ccid_sim.h"
@@ -380,8 +382,9 @@ static void seq_window(void)
 
 /*
  * RFC 4341 §6.1.2: Ack Ratio falls by 1 after cwnd / (R^2 - R) windows
- * without lost Acks (here cwnd stays within 25..50 packets: a 1 per 12-25
- * windows at R = 2), doubles after a window with lost Acks.
+ * without lost Acks (here cwnd stays within 25..50 packets, below the
+ * cwnd / 32 floor's reach: 2 after a few windows), doubles after a window
+ * with lost Acks.
  */
 static void ack_ratio(void)
 {
@@ -393,7 +396,7 @@ static void ack_ratio(void)
 	s.qlimit_ns = 20 * MS;
 	EXPECT_EQ(dccp_ccid2_tx_ack_ratio(s.tx), 2); /* the feature's default */
 	sim_run(&s, 5 * SEC);
-	EXPECT_EQ(dccp_ccid2_tx_ack_ratio(s.tx), 1);
+	EXPECT_EQ(dccp_ccid2_tx_ack_ratio(s.tx), 2); /* not below: an Ack per packet buys nothing */
 	/* the connection sees the peer's Acks go missing and passes the ratio on */
 	for (int i = 0; i < 20; i++) {
 		dccp_ccid2_tx_acks_lost(s.tx, 1);
@@ -420,6 +423,81 @@ static void ack_ratio(void)
 	EXPECT(dccp_ccid2_tx_ack_ratio(s.tx) < r);
 	sim_drain(&s, 5 * SEC);
 	check_reports(&s, "ack ratio");
+	sim_free(&s);
+}
+
+/*
+ * The Ack Ratio floor (ccid2.c ratio_floor()): on a clean path with room for
+ * the largest window the ratio follows cwnd / 32, the receiver told so sends
+ * about 32 Acks a window instead of cwnd / 2, and the sender still fills the
+ * path; a loss halves the window and the ratio with it; an RTO (cwnd 1)
+ * takes it to 1, ceil(cwnd / 2), so that one packet still draws an Ack.
+ */
+static void ack_ratio_floor(void)
+{
+	struct sim s;
+
+	/* 100 Mbit/s, 40 ms RTT: BDP 500 packets, queue of 2 s: no loss */
+	sim_init(&s, DCCP_CCID2, 1000, 11);
+	s.bw = 12.5e6;
+	s.owd_ns = 20 * MS;
+	s.qlimit_ns = 2 * SEC;
+	uint32_t seen[3] = { 0 };	/* ratio when cwnd first passed 128, 256, 512 */
+	for (int i = 0; i < 400; i++) { /* 2 s: the connection hands it over each ms */
+		sim_run(&s, s.now + 5 * MS);
+		uint32_t cwnd = txs(s.txo, s.tx).cwnd, r = dccp_ccid2_tx_ack_ratio(s.tx);
+		for (int k = 0; k < 3; k++)
+			if (!seen[k] && cwnd >= (128u << k))
+				seen[k] = r ? r : 1;
+		uint32_t want = cwnd / 32 < 2 ? 2 : cwnd / 32;
+		if (want > (cwnd + 1) / 2)
+			want = (cwnd + 1) / 2;
+		if (!EXPECT_EQ(r, want)) {
+			fprintf(stderr, "  cwnd %u\n", cwnd);
+			break;
+		}
+		dccp_ccid2_rx_set_ack_ratio(s.rx, r);
+	}
+	EXPECT_EQ(txs(s.txo, s.tx).cwnd, CCID2_MAX_CWND);
+	if (!EXPECT(seen[0] >= 4 && seen[1] >= 8 && seen[2] >= 16 && seen[0] < seen[1] &&
+		    seen[1] < seen[2]))
+		fprintf(stderr, "  ratio at cwnd 128/256/512: %u %u %u\n", seen[0], seen[1], seen[2]);
+	EXPECT_EQ(dccp_ccid2_tx_ack_ratio(s.tx), CCID2_MAX_CWND / 32);
+	/* obeyed: about 32 Acks a window (plus the delayed-ack timer's) */
+	uint64_t a0 = s.acks_sent, d0 = s.delivered_n;
+	sim_run(&s, s.now + SEC);
+	uint64_t acks = s.acks_sent - a0, pkts = s.delivered_n - d0;
+	if (!EXPECT(pkts > 10000 && acks * 30 <= pkts && acks * 40 >= pkts))
+		fprintf(stderr, "  %llu acks for %llu packets\n", (unsigned long long)acks,
+			(unsigned long long)pkts);
+	EXPECT_EQ(txc(&s).lost, 0);
+	/* one loss: the window halves and the floor with it, at once */
+	s.drop_lo = s.drop_hi = dccp_seq_add(s.next_seq, 5);
+	sim_run(&s, s.now + 200 * MS);
+	uint32_t cwnd = txs(s.txo, s.tx).cwnd;
+	EXPECT_EQ(txc(&s).halvings, 1);
+	if (!EXPECT(cwnd < CCID2_MAX_CWND && dccp_ccid2_tx_ack_ratio(s.tx) == cwnd / 32))
+		fprintf(stderr, "  cwnd %u ratio %u\n", cwnd, dccp_ccid2_tx_ack_ratio(s.tx));
+	/* Acks lost: it doubles above the floor, then comes back to it */
+	dccp_ccid2_tx_acks_lost(s.tx, 1);
+	sim_run(&s, s.now + 100 * MS);
+	cwnd = txs(s.txo, s.tx).cwnd;
+	uint32_t r = dccp_ccid2_tx_ack_ratio(s.tx);
+	if (!EXPECT(r >= 2 * (cwnd / 32) - 2 && r <= (cwnd + 1) / 2))
+		fprintf(stderr, "  after lost Acks: cwnd %u ratio %u\n", cwnd, r);
+	sim_run(&s, s.now + 2 * SEC);
+	cwnd = txs(s.txo, s.tx).cwnd;
+	if (!EXPECT_EQ(dccp_ccid2_tx_ack_ratio(s.tx), cwnd / 32))
+		fprintf(stderr, "  2 s later: cwnd %u\n", cwnd);
+	/* the receiver goes silent: the RTO takes cwnd to 1 and the ratio to 1 */
+	s.rev_loss = 1.0;
+	sim_run(&s, s.now + 3 * SEC);
+	EXPECT(txc(&s).rto > 0);
+	if (!EXPECT_EQ(dccp_ccid2_tx_ack_ratio(s.tx), (txs(s.txo, s.tx).cwnd + 1) / 2))
+		fprintf(stderr, "  after RTO: cwnd %u\n", txs(s.txo, s.tx).cwnd);
+	EXPECT(dccp_ccid2_tx_ack_ratio(s.tx) <= 1);
+	s.rev_loss = 0;
+	sim_drain(&s, 10 * SEC);
 	sim_free(&s);
 }
 
@@ -583,6 +661,7 @@ int main(void)
 	receiver();
 	seq_window();
 	ack_ratio();
+	ack_ratio_floor();
 	halving();
 	utilisation();
 	app_limited();

@@ -17,9 +17,15 @@
  *                     the receiver resynchronises through Sync/SyncAck
  *   close, reset      Close -> Reset(Closed) -> CLOSED/TIMEWAIT; a Reset tears
  *                     down; losses before the Close are reported
+ *   Ack Ratio         the CCID 2 data sender negotiates it (Change L on a
+ *                     DataAck or, if the peer's window for its numbers is
+ *                     small, an Ack; Confirm R), the receiver obeys it; it rises
+ *                     with the window, doubles when Acks are lost, falls to 1
+ *                     after an RTO
  */
 #include "check.h"
 #include "dccp/conn.h"
+#include "dccp/feature.h"
 
 #define MS 1000000ull
 
@@ -635,6 +641,149 @@ static void test_reset(void)
 	dccp_conn_free(&C);
 }
 
+/*
+ * One round of the Ack Ratio test: the client sends what its window allows
+ * (at most 1024 packets), the server reads them and acks; drop_acks: every
+ * second of the server's Acks is lost, silent: all are.  Counts the
+ * client's data packets, its DataAcks and the server's Acks.
+ */
+struct ar_count {
+	uint64_t data, dataacks, acks, client_acks;
+	uint64_t changes_on_data, changes_on_acks; /* the client's Change L(Ack Ratio) */
+};
+
+/* Does the packet carry a Change L(Ack Ratio)? */
+static bool has_ratio_change(const struct pkt *p, const struct dccp_hdr *h)
+{
+	struct dccp_opts o;
+	if (dccp_opts_parse(h, p->b, 0, &o, NULL) != DCCP_OK)
+		return false;
+	for (unsigned i = 0; i < o.n; i++)
+		if (o.opt[i].type == DCCP_OPT_CHANGE_L && o.opt[i].len >= 1 &&
+		    o.opt[i].data[0] == DCCP_F_ACK_RATIO)
+			return true;
+	return false;
+}
+
+static void ar_round(uint64_t now, bool drop_acks, bool silent, struct ar_count *n)
+{
+	static const char d[100];
+	uint64_t wake, seq;
+	dccp_conn_timer(&C, now);
+	uint32_t b = dccp_conn_budget(&C, now, &wake);
+	for (uint32_t i = 0; i < b && i < 1024; i++)
+		CHECK_OK(dccp_conn_send(&C, d, sizeof(d), now, &seq));
+	for (unsigned i = 0; i < to_server.n; i++) { /* in order, without q_pop()'s memmove */
+		struct dccp_hdr h;
+		CHECK(parse(&to_server.p[i], &ph_c2s, &h));
+		n->data += h.type == DCCP_DATA || h.type == DCCP_DATAACK;
+		n->dataacks += h.type == DCCP_DATAACK;
+		n->client_acks += h.type == DCCP_ACK;
+		if (has_ratio_change(&to_server.p[i], &h)) {
+			n->changes_on_data += h.type == DCCP_DATAACK;
+			n->changes_on_acks += h.type == DCCP_ACK;
+		}
+		dccp_conn_input(&S, to_server.p[i].b, to_server.p[i].len, &h, now);
+	}
+	to_server.n = 0;
+	struct dccp_rxpkt r;
+	while (dccp_conn_pop(&S, &r))
+		free(r.data);
+	dccp_conn_timer(&S, now + MS / 2); /* the delayed-ack timer, if it is due */
+	for (unsigned i = 0; i < to_client.n; i++) {
+		struct dccp_hdr h;
+		CHECK(parse(&to_client.p[i], &ph_s2c, &h));
+		n->acks += h.type == DCCP_ACK;
+		if (!silent && !(drop_acks && i % 2))
+			dccp_conn_input(&C, to_client.p[i].b, to_client.p[i].len, &h, now + MS / 2);
+	}
+	to_client.n = 0;
+}
+
+static void test_ack_ratio(void)
+{
+	uint64_t now = 400000 * MS;
+	open_pair(now);
+	EXPECT_EQ(C.ack_ratio, 2u); /* the feature's default (RFC 4340 §11.3) */
+	/* a clean path: the window grows to its maximum, the ratio with it
+	 * (cwnd / 32), renegotiated a few times only */
+	struct ar_count n = { 0 };
+	for (int i = 0; i < 300; i++)
+		ar_round(now += MS, false, false, &n);
+	struct dccp_ccid_tx_stats st;
+	C.txo->stats(C.tx, &st);
+	EXPECT_EQ(st.cwnd, 1024u);
+	if (!EXPECT(C.ack_ratio == 32 && C.ack_ratio_pending == 0))
+		fprintf(stderr, "  clean: ack ratio %u (pending %u)\n", C.ack_ratio, C.ack_ratio_pending);
+	if (!EXPECT(C.st.ack_ratio_changes >= 3 && C.st.ack_ratio_changes <= 12))
+		fprintf(stderr, "  %llu changes\n", (unsigned long long)C.st.ack_ratio_changes);
+	/* each Change on one packet: a DataAck (the peer's window for its
+	 * numbers, 500, is more than twice the ~pipe / R Acks it sends an RTT) */
+	if (!EXPECT(n.client_acks == 0 && n.changes_on_data == C.st.ack_ratio_changes))
+		fprintf(stderr, "  %llu Acks, %llu DataAcks with a Change, %llu Changes\n",
+			(unsigned long long)n.client_acks, (unsigned long long)n.changes_on_data,
+			(unsigned long long)C.st.ack_ratio_changes);
+	/* obeyed: about one Ack per 32 data packets now */
+	n = (struct ar_count){ 0 };
+	for (int i = 0; i < 20; i++)
+		ar_round(now += MS, false, false, &n);
+	if (!EXPECT(n.data >= 10000 && n.acks * 28 <= n.data && n.acks * 36 >= n.data))
+		fprintf(stderr, "  clean: %llu Acks for %llu packets\n", (unsigned long long)n.acks,
+			(unsigned long long)n.data);
+	/* half the Acks lost for 3 rounds (RTTs): §6.1.2 doubles the ratio
+	 * after each such window (above the floor) */
+	uint32_t most = 0;
+	for (int i = 0; i < 3; i++) {
+		ar_round(now += MS, true, false, &n);
+		most = C.ack_ratio > most ? C.ack_ratio : most;
+	}
+	if (!EXPECT(most >= 64))
+		fprintf(stderr, "  lossy: ack ratio up to %u\n", most);
+	/* clean again: -1 a window (cwnd / (R^2 - R) < 1) back to the floor */
+	for (int i = 0; i < 300; i++)
+		ar_round(now += MS, false, false, &n);
+	if (!EXPECT_EQ(C.ack_ratio, 32u))
+		fprintf(stderr, "  clean again: ratio %u\n", C.ack_ratio);
+	/* the peer's window for its numbers is 32 now (Linux's smallest): at
+	 * most 32 / 4 = 8 Acks a window (1024 / 8 = 128), and the Change goes
+	 * on an Ack of its own (a DataAck's Acknowledgement Number could be
+	 * older than the ~32 Acks the peer sends an RTT allow) */
+	uint64_t w_rx = C.s.w_rx;
+	C.s.w_rx = 32;
+	n = (struct ar_count){ 0 };
+	for (int i = 0; i < 10; i++)
+		ar_round(now += MS, false, false, &n);
+	if (!EXPECT(C.ack_ratio == 128 && n.changes_on_acks >= 1 && n.changes_on_data == 0))
+		fprintf(stderr, "  peer window 32: ratio %u, Changes on %llu Acks, %llu DataAcks\n",
+			C.ack_ratio, (unsigned long long)n.changes_on_acks,
+			(unsigned long long)n.changes_on_data);
+	C.s.w_rx = w_rx;
+	for (int i = 0; i < 10; i++)
+		ar_round(now += MS, false, false, &n);
+	EXPECT_EQ(C.ack_ratio, 32u);
+	/* the receiver goes silent: the RTO takes the window to 1 and the
+	 * ratio wanted to 1 (ceil(cwnd / 2)) at once, without waiting an RTT,
+	 * so that a single packet draws an Ack again */
+	for (int i = 0; i < 1500 && C.ack_ratio_pending != 1; i++)
+		ar_round(now += MS, false, true, &n);
+	C.txo->stats(C.tx, &st);
+	EXPECT_EQ(st.cwnd, 1u);
+	EXPECT_EQ(C.ack_ratio_pending, 1u);
+	/* the path is back: the single packets of the restart draw Acks (the
+	 * Confirm rides on one) and the window grows again */
+	n = (struct ar_count){ 0 };
+	for (int i = 0; i < 2000 && C.ack_ratio != 1; i++)
+		ar_round(now += MS, false, false, &n);
+	if (!EXPECT(C.ack_ratio == 1 && n.acks >= 1))
+		fprintf(stderr, "  after RTO: ratio %u, %llu Acks\n", C.ack_ratio,
+			(unsigned long long)n.acks);
+	for (int i = 0; i < 10; i++)
+		ar_round(now += MS, false, false, &n);
+	C.txo->stats(C.tx, &st);
+	EXPECT(st.cwnd > 4);
+	close_pair();
+}
+
 int main(void)
 {
 	setup_addrs();
@@ -647,5 +796,6 @@ int main(void)
 	test_partopen_confirms_repeat();
 	test_ndp_count();
 	test_reset();
+	test_ack_ratio();
 	return check_done("dccp_conn");
 }
