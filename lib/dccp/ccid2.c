@@ -68,6 +68,7 @@ struct ccid2_tx {
 	/* Ack Ratio (RFC 4341 §6.1.2), judged once per window of data */
 	uint32_t ratio, ok_windows;
 	uint32_t acks_per_window; /* ratio_floor()'s K */
+	uint32_t fixed;		  /* the application's Ack Ratio (0: cwnd / K) */
 	uint64_t win_end;	  /* the window ends when a packet after this is acked */
 	bool acks_lost;		  /* the peer's Acks were lost in the current window */
 	uint64_t srtt, rttvar, rto, rto_at;
@@ -327,6 +328,8 @@ static uint32_t ratio_max(const struct ccid2_tx *t)
  */
 static uint32_t ratio_floor(const struct ccid2_tx *t)
 {
+	if (t->fixed) /* the application chose (gc_dccp_opts.ack_ratio) */
+		return t->fixed;
 	uint32_t f = t->cwnd / t->acks_per_window;
 	return f < 2 ? 2 : f;
 }
@@ -347,18 +350,18 @@ static uint32_t ratio_now(const struct ccid2_tx *t)
  */
 static void ack_ratio_window(struct ccid2_tx *t)
 {
-	uint32_t r = t->ratio;
+	uint32_t r = t->ratio, lo = t->fixed ? t->fixed : 2;
 
 	if (t->acks_lost) {
 		r = 2 * ratio_now(t);
 		t->ok_windows = 0;
-	} else if (r > 2 && ++t->ok_windows >= t->cwnd / (r * r - r)) {
+	} else if (r > lo && ++t->ok_windows >= t->cwnd / (r * r - r)) {
 		r--;
 		t->ok_windows = 0;
 	}
 	if (r > ratio_max(t))
 		r = ratio_max(t);
-	t->ratio = r < 2 ? 2 : r;
+	t->ratio = r < lo ? lo : r;
 	t->acks_lost = false;
 	t->win_end = t->head;
 }
@@ -485,6 +488,14 @@ void dccp_ccid2_tx_peer_window(void *tx, uint64_t w)
 	uint64_t k = w / ACKS_PEER_WINDOW_DIV;
 	k = k < 2 ? 2 : k; /* RFC 4340 §7.5.2: W >= 32, so 8 at least in practice */
 	t->acks_per_window = k < ACKS_PER_WINDOW ? (uint32_t)k : ACKS_PER_WINDOW;
+}
+
+void dccp_ccid2_tx_set_ratio(void *tx, uint32_t r)
+{
+	struct ccid2_tx *t = tx;
+
+	t->fixed = r;
+	t->ratio = r ? r : 2;
 }
 
 void dccp_ccid2_tx_acks_lost(void *tx, uint64_t n)

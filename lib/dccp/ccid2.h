@@ -32,6 +32,12 @@ void dccp_ccid2_rx_set_ack_ratio(void *rx, uint32_t r);
  */
 void dccp_ccid2_tx_peer_window(void *tx, uint64_t w);
 /*
+ * r > 0: ask for Ack Ratio r on a path that loses no Acks, instead of
+ * cwnd / K (gc_dccp_opts.ack_ratio).  The §6.1.2 rule still doubles it
+ * after lost Acks and brings it back to r, and ceil(cwnd / 2) still caps it.
+ */
+void dccp_ccid2_tx_set_ratio(void *tx, uint32_t r);
+/*
  * The connection saw n of the peer's Acks missing (a gap in the sequence
  * numbers of the peer's Ack packets, §6.1.2): Ack Ratio doubles at the end
  * of this window of data.  Without this call the ratio only falls back

@@ -327,7 +327,11 @@ static int ccid_start(struct dccp_conn *c, uint64_t now_ns)
 	c->tx = c->txo->init(&env);
 	c->rx = c->rxo->init(&env);
 	c->ack_ratio = 2; /* the feature's initial value (RFC 4340 §11.3) */
-	return c->tx && c->rx ? 0 : -ENOMEM;
+	if (!c->tx || !c->rx)
+		return -ENOMEM;
+	if (c->p.ccid == DCCP_CCID2 && c->p.ack_ratio)
+		dccp_ccid2_tx_set_ratio(c->tx, c->p.ack_ratio);
+	return 0;
 }
 
 /* ---- life cycle -------------------------------------------------------- */

@@ -59,6 +59,7 @@ struct dccp_conn_params {
 	uint32_t service;
 	uint32_t mps;	     /* largest payload */
 	uint64_t seq_window; /* our Sequence Window (for our numbers), >= 32 */
+	uint32_t ack_ratio;  /* CCID 2: the Ack Ratio our sender asks for (0: cwnd / K) */
 	uint16_t sport, dport;
 	bool udp;		   /* DCCP-UDP: checksum 0 (the pseudo-header is unused) */
 	struct dccp_pseudo ph_out; /* src = us, dst = peer (native checksum) */

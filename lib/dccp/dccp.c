@@ -159,6 +159,12 @@ static int check_opts(const char *fn, const struct gc_dccp_opts *o, struct gc_dc
 		out->seq_window = 5 * out->ring_slots > 100 ? 5 * out->ring_slots : 100;
 	if (out->seq_window < 32)
 		return gc_seterr(EINVAL, "%s: opts->seq_window %u: at least 32", fn, out->seq_window);
+	if (out->ack_ratio && out->ccid != 2)
+		return gc_seterr(EINVAL, "%s: opts->ack_ratio %u: only CCID 2 has an Ack Ratio", fn,
+				 out->ack_ratio);
+	if (out->ack_ratio > 0xffff)
+		return gc_seterr(EINVAL, "%s: opts->ack_ratio %u: at most 65535 (RFC 4340 §11.3)",
+				 fn, out->ack_ratio);
 	if (!out->timeout_ms)
 		out->timeout_ms = 10000;
 	return 0;
@@ -532,6 +538,7 @@ GC_EXPORT struct gc_dccp *gc_dccp_connect(const struct sockaddr *peer, socklen_t
 				      .service = o.service,
 				      .mps = o.mps,
 				      .seq_window = o.seq_window,
+				      .ack_ratio = o.ack_ratio,
 				      .sport = sport,
 				      .dport = ssport(&ss),
 				      .udp = c->udp };
@@ -628,6 +635,7 @@ GC_EXPORT struct gc_dccp_listener *gc_dccp_listen(const struct sockaddr *local, 
 				      .service = o.service,
 				      .mps = o.mps,
 				      .seq_window = o.seq_window,
+				      .ack_ratio = o.ack_ratio,
 				      .sport = ssport(&ss),
 				      .udp = udp };
 	dccp_listener_init(&l->l, &p);

@@ -133,6 +133,8 @@ static struct dccp_listener L;
 static struct dccp_conn C, S;
 static bool have_s;
 
+static uint32_t client_ack_ratio; /* the client's dccp_conn_params.ack_ratio */
+
 static void open_pair(uint64_t now)
 {
 	to_server.n = to_client.n = 0;
@@ -142,6 +144,7 @@ static void open_pair(uint64_t now)
 	dccp_listener_init(&L, &lp);
 	struct dccp_conn_params cp = params(40000, 5001);
 	cp.ph_out = ph_c2s;
+	cp.ack_ratio = client_ack_ratio;
 	CHECK_OK(dccp_conn_connect(&C, &cp, &cenv, 1000, now));
 	EXPECT_EQ(C.state, DCCP_S_REQUEST);
 	EXPECT_EQ(to_server.n, 1u);
@@ -784,6 +787,54 @@ static void test_ack_ratio(void)
 	close_pair();
 }
 
+/* gc_dccp_opts.ack_ratio: the application's ratio replaces cwnd / 32 on a
+ * clean path; lost Acks still raise it, and it comes back to it. */
+static void test_ack_ratio_fixed(void)
+{
+	uint64_t now = 800000 * MS;
+	struct ar_count n = { 0 };
+
+	/* 2, the feature's default: never renegotiated, an Ack per 2 */
+	client_ack_ratio = 2;
+	open_pair(now);
+	for (int i = 0; i < 300; i++)
+		ar_round(now += MS, false, false, &n);
+	EXPECT_EQ(C.ack_ratio, 2u);
+	EXPECT_EQ(C.st.ack_ratio_changes, 0u);
+	n = (struct ar_count){ 0 };
+	for (int i = 0; i < 20; i++)
+		ar_round(now += MS, false, false, &n);
+	if (!EXPECT(n.data >= 10000 && n.acks * 2 <= n.data + 20 && n.acks * 2 >= n.data - 20))
+		fprintf(stderr, "  ratio 2: %llu Acks for %llu packets\n",
+			(unsigned long long)n.acks, (unsigned long long)n.data);
+	close_pair();
+
+	/* 4: asked for once the window allows it, obeyed, raised by lost
+	 * Acks and back to 4 */
+	client_ack_ratio = 4;
+	open_pair(now += 1000 * MS);
+	for (int i = 0; i < 300; i++)
+		ar_round(now += MS, false, false, &n);
+	EXPECT_EQ(C.ack_ratio, 4u);
+	n = (struct ar_count){ 0 };
+	for (int i = 0; i < 20; i++)
+		ar_round(now += MS, false, false, &n);
+	if (!EXPECT(n.data >= 10000 && n.acks * 4 <= n.data + 40 && n.acks * 4 >= n.data - 40))
+		fprintf(stderr, "  ratio 4: %llu Acks for %llu packets\n",
+			(unsigned long long)n.acks, (unsigned long long)n.data);
+	uint32_t most = 0;
+	for (int i = 0; i < 3; i++) {
+		ar_round(now += MS, true, false, &n);
+		most = C.ack_ratio > most ? C.ack_ratio : most;
+	}
+	EXPECT(most >= 8);
+	for (int i = 0; i < 300; i++)
+		ar_round(now += MS, false, false, &n);
+	EXPECT_EQ(C.ack_ratio, 4u);
+	close_pair();
+	client_ack_ratio = 0;
+}
+
 int main(void)
 {
 	setup_addrs();
@@ -797,5 +848,6 @@ int main(void)
 	test_ndp_count();
 	test_reset();
 	test_ack_ratio();
+	test_ack_ratio_fixed();
 	return check_done("dccp_conn");
 }
