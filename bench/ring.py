@@ -491,25 +491,27 @@ READING = """\
 PACED_READING = """\
 ## Reading it
 
-- gc_ring_submit() ("asked") hands every burst to an engine thread that parked the ring after the
-  previous one, 800 us earlier: the application's eventfd write wakes it (a large part of "app" in
-  that row), and the engine returns from epoll_pwait2(), sends the 16 packets in one
-  GSO run, finds the ring empty, parks it and sleeps again ("engine").  Its send costs what the
-  application's own UDP_SEGMENT costs it (the "gso" row); the rest of the ratio to "gso" is the
-  hand-off.  `perf.md` splits it: on one CPU the write and two context switches; across CPUs more
-  than twice that, a wake-up of the other, idle CPU and its return to idle per burst.  Across CPUs
-  its cost also varies most from run to run on this shared virtual machine (the spread of the
-  split gc_ring_submit() row; earlier runs of this pass are in the history of this directory).
-- The hand-off does not depend on the ring: it is the price of a second thread that sleeps
-  between bursts.  Spinning before parking (idle_us) would burn the whole gap between bursts;
-  notifying every other burst halves the wake-ups and delays the first burst of each pair by one
-  gap (800 us here).  Not handing over is what removes it: gc_ring_flush() ("flush") and
-  GC_RING_ENGINE_SUBMIT_FLUSH ("inline") send from the application's thread when the engine has
-  parked the ring, so their packets also leave before the call returns, and the calling thread
-  pays for the send (gc_ring(3), "Where the cost of handing over goes").
-- The default gc_ring_submit() path keeps the hand-off: making it send in the caller would change
-  what the call costs the application's thread (a sendmmsg() instead of a write) and move the
-  engine's work onto the application's CPU in the split placement, which is what the flag is for.
+- Shared placement (the engine thread pinned to the application's CPU): gc_ring_submit()
+  ("asked") finds the ring parked after every burst (the bursts are 800 us apart) and sends the
+  burst itself, from the application's thread, as gc_ring_flush() ("flush") and an engine started
+  with GC_RING_ENGINE_SUBMIT_FLUSH ("inline") do: a woken engine could only run after the
+  application on that CPU, so waking it would add two context switches and send nothing sooner
+  (gc_ring(3): it does so when the engine is pinned to the caller's CPU and the ring's previous
+  submit was 50 us ago or more).  Its "engine" column is about 0 and the three rows cost about
+  what the application's own UDP_SEGMENT costs ("gso"): one GSO run of 16 per burst either way.
+- Split placement (the engine on the other CPU): gc_ring_submit() hands every burst to the engine
+  thread, which parked the ring after the previous one: the application's eventfd write wakes it
+  (a large part of "app" in that row), and the engine returns from epoll_pwait2(), sends the 16
+  packets in one GSO run, finds the ring empty, parks it and sleeps again ("engine").  `perf.md`
+  splits that hand-off: a wake-up of the other, idle CPU and its return to idle per burst, more
+  than twice what it cost on one CPU before gc_ring_submit() stopped handing over there; it also
+  varies most from run to run on this shared virtual machine.  That is the price of a second
+  thread that sleeps between bursts, and sending there is what the split placement asks for, so
+  gc_ring_submit() keeps it.  Spinning before parking (idle_us) would burn the whole gap between
+  bursts; notifying every other burst halves the wake-ups and delays the first burst of each pair
+  by one gap (800 us here).  "flush" and "inline" avoid it on any CPU: the calling thread pays for
+  the send, and the packets leave before the call returns (gc_ring(3), "Where the cost of handing
+  over goes").
 """
 
 
