@@ -594,8 +594,10 @@ DCCP_READING = """\
 ## Reading it
 
 - Issue 14's target, DCCP framing with CCID 2 within 1.3 times the UDP ring's cost per packet, is
-  {met} in this run (the "/ UDP ring" column, every placement).  The window ends at CCID 2's
-  maximum of 1024 packets.  The gc_dccp receiver reads every packet and acks once per Ack Ratio
+  {met} in this run (the "/ UDP ring" column, every placement).  The window ends at or below
+  CCID 2's maximum of 1024 packets (the column "cwnd at the end"; losses, if any, in "lost"): it grows only
+  while the sender keeps at least half of it in flight (RFC 2861), and with the Acks of a large
+  Ack Ratio the sender no longer waits for the window.  The gc_dccp receiver reads every packet and acks once per Ack Ratio
   data packets; the sender negotiates the ratio with its window (Change L(Ack Ratio), RFC 4341
   §6.1.2: about 32 Acks a window, so 32 at cwnd 1024; lib/dccp/ccid2.c ratio_floor()).  With the
   feature's default of 2 (before 721a026) the sender was ack-clocked: it read an Ack per two
