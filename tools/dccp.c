@@ -34,19 +34,22 @@ static void dccp_usage(FILE *f)
 	fprintf(f,
 		"Usage: groupcast dccp listen|send [options]\n"
 		"  listen [ADDR:]PORT [--ccid 2|3] [--udp] [--count N] [--timeout S] [--service N]\n"
-		"      [--seq-window W]\n"
+		"      [--seq-window W] [--ack-ratio R]\n"
 		"      print \"listening\" when ready, accept one connection, receive until N\n"
 		"      packets arrived or the peer closed (or --timeout S, default 30), then\n"
 		"      print {\"received\",\"lost\",\"bytes\",\"first_seq\",\"corrupt\",\"state\"}.\n"
 		"  send ADDR:PORT [--ccid 2|3] [--udp] [--count N] [--size B] [--rate PPS]\n"
 		"      [--dead-after-ms MS] [--timeout S] [--service N] [--seq-window W]\n"
+		"      [--ack-ratio R]\n"
 		"      send N packets (default 1000) of B bytes (default 1000, >= 8) at PPS\n"
 		"      (default: as fast as the CCID allows); a packet still unsent MS after\n"
 		"      it was queued is marked dead; close, then print {\"sent\",\"acked\",\n"
 		"      \"dead\",\"cwnd\",\"x_bps\",\"rtt_us\",\"p\",\"syncs\",\"lost\",\"state\"}.\n"
 		"--udp: DCCP-UDP (RFC 6773), port 6511 if PORT is 0; else native DCCP, which\n"
 		"needs CAP_NET_RAW.  --seq-window W: our initial Sequence Window (>= 32;\n"
-		"default 5120; with CCID 2 it grows to 100 and to 5 x cwnd).\n");
+		"default 5120; with CCID 2 it grows to 100 and to 5 x cwnd).  --ack-ratio R\n"
+		"(CCID 2): the Ack Ratio our sender asks for, 1..65535 (default: about 32\n"
+		"Acks a window; 2 is an Ack per two packets).\n");
 }
 
 struct dccp_args {
@@ -267,6 +270,7 @@ int cmd_dccp(int argc, char **argv)
 		{ "timeout", required_argument, NULL, 't' },
 		{ "service", required_argument, NULL, 'S' },
 		{ "seq-window", required_argument, NULL, 'W' },
+		{ "ack-ratio", required_argument, NULL, 'A' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -302,6 +306,7 @@ int cmd_dccp(int argc, char **argv)
 		case 'W':
 			a.o.seq_window = (uint32_t)cli_u64("--seq-window", optarg, 32, UINT32_MAX);
 			break;
+		case 'A': a.o.ack_ratio = (uint32_t)cli_u64("--ack-ratio", optarg, 1, 65535); break;
 		case 'h': dccp_usage(stdout); return 0;
 		default: cli_getopt_error(ch, argv);
 		}
