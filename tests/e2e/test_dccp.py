@@ -262,7 +262,8 @@ def test_bad_service_code_refused(pair, build):
 
 def test_ack_ratio_option(pair, build):
     """--ack-ratio (gc_dccp_opts.ack_ratio): a CCID 2 transfer with a fixed
-    ratio completes; 0, or any ratio with CCID 3, is refused naming it."""
+    ratio completes, every packet received or counted lost; 0, or any ratio
+    with CCID 3, is refused naming it."""
     lab, link = pair
     tool = str(build / "tools" / "groupcast")
     for bad, code, says in ((["--ack-ratio", "0"], 2, "--ack-ratio"),
@@ -270,6 +271,9 @@ def test_ack_ratio_option(pair, build):
         r = lab.run(link.a.ns, [tool, "dccp", "send", f"{link.b.v4}:{PORT}", "--udp", "--count", "1",
                                 "--timeout", "2", *bad], capture_output=True, text=True, check=False, timeout=30)
         assert r.returncode == code and says in r.stderr, (bad, r.returncode, r.stderr)
+    # as fast as CCID 2 allows: a loaded receiver may drop some at its
+    # socket (counted lost), as in any DCCP transfer
     rx, tx = run_pair(lab, link, build, 4, ["--udp"], ["--udp", "--ack-ratio", "4"], count=3000)
-    assert tx["sent"] == 3000 and rx["received"] == 3000 and rx["lost"] == 0, (rx, tx)
-    assert tx["acked"] > 0 and rx["corrupt"] == 0, tx
+    assert tx["sent"] == 3000 and rx["received"] > 0 and rx["corrupt"] == 0, (rx, tx)
+    assert_accounted(rx, tx)
+    assert tx["acked"] > 0, tx
