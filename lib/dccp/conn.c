@@ -738,6 +738,9 @@ bool dccp_conn_input(struct dccp_conn *c, const uint8_t *pkt, size_t len, const 
 			c->txo->recv_ack(c->tx, h->ack, &o, now_ns);
 			ack_ratio_update(c, now_ns);
 		}
+		/* Known defect (docs/dccp-ccid.md): ack_of_ack() wants the number
+		 * our acknowledged Ack carried, not h->ack; CCID 2's receiver
+		 * ignores this one and its Ack Vector is never pruned. */
 		if (h->has_ack && c->rx)
 			c->rxo->ack_of_ack(c->rx, h->ack);
 		/* Feedback only for a half-connection that carries data: a data
