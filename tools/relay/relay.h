@@ -359,6 +359,23 @@ int relay_group_send(struct relay *r, int fd, const struct iovec *shared,
 		     const struct gc_giovec *rec, size_t n, int *gerrno);
 int *relay_gerrno(struct relay *r, size_t n);
 
+/* args.c: the command line.  The receivers given as arguments, kept for reload. */
+struct relay_args {
+	char **rcv;
+	int nrcv;
+	const char *producer;
+};
+/* Defaults, options, then the configuration (files and arguments) checked
+ * against the mode into conf.  Exits 2 naming the option on bad arguments. */
+void relay_configure(struct relay *r, struct relay_args *a, int argc, char **argv, struct rc_conf *conf);
+/* Config files then the command line's receivers, in samplicator's order; on
+ * reload (from != NULL) the command line's receivers come from the configuration
+ * in force.  0, or -1 with err set. */
+int relay_build_conf(struct relay *r, const struct relay_args *a, const struct rc_conf *from,
+		     struct rc_conf *c, char *err, size_t errlen);
+/* Port string (number or service) -> number, or exit 2 naming the option. */
+uint16_t relay_port_number(const char *opt, const char *s);
+
 /* privs.c */
 /* Write the PID file with O_CREAT|O_EXCL|O_NOFOLLOW; a stale one (a regular
  * file of ours naming a process that is gone) is replaced.  Exits on error. */
