@@ -66,6 +66,8 @@ int cli_cpu(const char *opt, const char *s);
 /* Numeric IPv4 or IPv6 literal (IPv6 may carry %scope) with port into *ss;
  * returns the family, or exits 2 naming opt. */
 int cli_ip(const char *opt, const char *s, uint16_t port, struct sockaddr_storage *ss);
+/* A numeric IPv4 address (LMS and LTP are IPv4 only), or exit 2 naming opt. */
+struct in_addr cli_ip4(const char *opt, const char *s);
 
 /* Split "ADDR:REST" or "[IPv6]:REST" in buf (modified in place): *addr
  * and *rest point into buf.  form names the expected shape in errors

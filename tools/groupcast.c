@@ -17,6 +17,7 @@
  */
 #include "cli.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -126,6 +127,14 @@ int cli_ip(const char *opt, const char *s, uint16_t port, struct sockaddr_storag
 	if (fam < 0)
 		cli_usage_error("%s: '%s' is not a numeric IPv4 or IPv6 address", opt, s);
 	return fam;
+}
+
+struct in_addr cli_ip4(const char *opt, const char *s)
+{
+	struct in_addr a;
+	if (inet_pton(AF_INET, s, &a) != 1)
+		cli_usage_error("%s: '%s' is not a numeric IPv4 address", opt, s);
+	return a;
 }
 
 void cli_pin(const char *opt, int cpu)

@@ -48,14 +48,6 @@ static void lms_usage(FILE *f)
 		"Payload: --data HEX, or --size N bytes of the blast pattern (default 16).\n");
 }
 
-static struct in_addr addr4(const char *opt, const char *s)
-{
-	struct in_addr a;
-	if (inet_pton(AF_INET, s, &a) != 1)
-		cli_usage_error("%s: '%s' is not a numeric IPv4 address", opt, s);
-	return a;
-}
-
 static unsigned ifindex(const char *opt, const char *name)
 {
 	unsigned i = if_nametoindex(name);
@@ -131,10 +123,10 @@ static int lms_request(struct lms_args *a, uint8_t *buf)
 	char *host, *port;
 	cli_split_addr("--to", a->to, tmp, "ADDR:PORT", &host, &port);
 	struct sockaddr_in to = { .sin_family = AF_INET,
-				  .sin_addr = addr4("--to", host),
+				  .sin_addr = cli_ip4("--to", host),
 				  .sin_port = htons((uint16_t)cli_u64("--to", port, 1, 65535)) };
-	struct in_addr src = addr4("--src", a->src);
-	struct in_addr group = a->group ? addr4("--group", a->group) : to.sin_addr;
+	struct in_addr src = cli_ip4("--src", a->src);
+	struct in_addr group = a->group ? cli_ip4("--group", a->group) : to.sin_addr;
 	size_t len = payload(a, buf);
 
 	int sd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
@@ -169,7 +161,7 @@ static int lms_recv(struct lms_args *a, uint8_t *buf)
 	(void)setsockopt(sd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	struct sockaddr_in me = { .sin_family = AF_INET,
 				  .sin_port = htons((uint16_t)a->port),
-				  .sin_addr = a->bind ? addr4("--bind", a->bind)
+				  .sin_addr = a->bind ? cli_ip4("--bind", a->bind)
 						      : (struct in_addr){ INADDR_ANY } };
 	if (bind(sd, (struct sockaddr *)&me, sizeof(me)) != 0)
 		cli_fail("--port %u: bind: %s", (unsigned)a->port, strerror(errno));
@@ -181,9 +173,9 @@ static int lms_recv(struct lms_args *a, uint8_t *buf)
 		char *slash = strchr(tmp, '/');
 		if (slash) {
 			*slash = '\0';
-			source = addr4("--join", slash + 1);
+			source = cli_ip4("--join", slash + 1);
 		}
-		group = addr4("--join", tmp);
+		group = cli_ip4("--join", tmp);
 		if (gc_lms_join(sd, group, source, ifi) < 0)
 			cli_fail("%s", gc_errmsg());
 	}
@@ -239,10 +231,10 @@ static int lms_dmcast(struct lms_args *a, uint8_t *buf)
 	struct gc_lms_dmcast d = {
 		.tp = { .code = GC_LMS_DMCAST,
 			.tpif = (unsigned)a->tpif,
-			.tpaddr = addr4("--tp", a->tp),
-			.src = addr4("--src", a->src),
-			.group = addr4("--group", a->group) },
-		.from = a->from ? addr4("--from", a->from) : (struct in_addr){ INADDR_ANY },
+			.tpaddr = cli_ip4("--tp", a->tp),
+			.src = cli_ip4("--src", a->src),
+			.group = cli_ip4("--group", a->group) },
+		.from = a->from ? cli_ip4("--from", a->from) : (struct in_addr){ INADDR_ANY },
 		.sport = (uint16_t)a->sport,
 		.dport = (uint16_t)a->dport,
 		.ttl = (uint8_t)a->ttl,

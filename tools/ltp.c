@@ -58,14 +58,6 @@ static void ltp_usage(FILE *f)
 		"Needs CAP_NET_RAW (requests carry an IP option; repairs are raw dmcasts).\n");
 }
 
-static struct in_addr addr4(const char *opt, const char *s)
-{
-	struct in_addr a;
-	if (inet_pton(AF_INET, s, &a) != 1)
-		cli_usage_error("%s: '%s' is not a numeric IPv4 address", opt, s);
-	return a;
-}
-
 /* The interface's index and first IPv4 address. */
 static void iface(const char *name, struct gc_ltp_config *c)
 {
@@ -357,7 +349,7 @@ int cmd_ltp(int argc, char **argv)
 	while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (ch) {
 		case O_GROUP:
-			a.c.group = addr4("--group", optarg);
+			a.c.group = cli_ip4("--group", optarg);
 			have_group = true;
 			break;
 		case O_PORT:
@@ -383,7 +375,7 @@ int cmd_ltp(int argc, char **argv)
 			break;
 		case O_TTL: a.c.ttl = (uint8_t)cli_u64("--ttl", optarg, 1, 255); break;
 		case O_SOURCE:
-			a.c.source = addr4("--source", optarg);
+			a.c.source = cli_ip4("--source", optarg);
 			have_source = true;
 			break;
 		case O_OUT: a.out = optarg; break;
