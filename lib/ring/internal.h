@@ -3,7 +3,7 @@
  * Library-internal view of the packet ring module.
  *
  * The files, in dependency order: each calls only files above it (never one
- * below, never a sibling on its line); tests/ring_layers.py checks it.
+ * below, never a sibling on its line); tests/e2e/test_ring_layers.py checks it.
  *
  *   sys.c            clock, page size, futex
  *   zone.c           packet zones (memfds)
