@@ -409,20 +409,31 @@ static long walk_step(__u32 step, struct lms_walk *w)
 	return 0;
 }
 
-/* Walk the options as a router does (each step takes at least one byte, so
- * IP_MAX_OPTS steps cover the area).  Returns the LMS option's offset in the
- * area, NOT_LMS when no LMS option shows before the area ends or a fault in
- * it, or -2 - the counter to drop it by. */
-static __always_inline int find_lms(struct lms_walk *w)
+/* Walk the options of the IPv4 header (hlen bytes, options present) of a
+ * packet of len bytes as a router does (each step takes at least one byte,
+ * so IP_MAX_OPTS steps cover the area).  Returns the LMS option's offset in
+ * the area, NOT_LMS when no LMS option shows before the area ends or a fault
+ * in it, or -2 - the counter to drop it by. */
+static __always_inline int find_lms(struct __sk_buff *skb, __u32 hlen, __u32 len)
 {
-	w->at = NOT_LMS;
-	w->why = -1;
-	bpf_loop(IP_MAX_OPTS, walk_step, w, 0);
-	if (!w->lms)
+	struct lms_walk w = { .at = NOT_LMS, .why = -1 };
+	__u32 n = (hlen - IP_OPTS) & 0x3f, have;
+
+	/* What the packet holds of the options area (a header cut short is
+	 * the kernel's to drop, and ours to count when it shows LMS). */
+	have = len > ETH_HLEN + IP_OPTS ? len - ETH_HLEN - IP_OPTS : 0;
+	if (have > n)
+		have = n;
+	if (!have || have > IP_MAX_OPTS || bpf_skb_load_bytes(skb, ETH_HLEN + IP_OPTS, w.opts, have))
 		return NOT_LMS;
-	if (w->why < 0 && w->have < w->n)
-		w->why = GC_LMS_DROP_TRUNCATED;
-	return w->why < 0 ? w->at : -2 - w->why;
+	w.n = n;
+	w.have = have;
+	bpf_loop(IP_MAX_OPTS, walk_step, &w, 0);
+	if (!w.lms)
+		return NOT_LMS;
+	if (w.why < 0 && have < n)
+		w.why = GC_LMS_DROP_TRUNCATED;
+	return w.why < 0 ? w.at : -2 - w.why;
 }
 
 SEC("tc")
@@ -432,8 +443,7 @@ int gc_lms_fwd(struct __sk_buff *skb)
 	struct ethhdr *eth = data;
 	struct iphdr ip;
 	struct gc_lms_opt opt;
-	struct lms_walk w = {};
-	__u32 hlen, n, have, len = skb->len;
+	__u32 hlen, len = skb->len;
 	int at;
 
 	/* The common case leaves after a look at two fields of the headers. */
@@ -442,23 +452,11 @@ int gc_lms_fwd(struct __sk_buff *skb)
 	if (bpf_skb_load_bytes(skb, ETH_HLEN, &ip, sizeof(ip)) || ip.ihl <= 5)
 		return TC_ACT_OK;
 	hlen = ip.ihl * 4;
-	n = (hlen - IP_OPTS) & 0x3f;
-	/* What the packet holds of the options area (a header cut short is
-	 * the kernel's to drop, and ours to count when it shows LMS). */
-	have = len > ETH_HLEN + IP_OPTS ? len - ETH_HLEN - IP_OPTS : 0;
-	if (have > n)
-		have = n;
-	if (!have || have > IP_MAX_OPTS || bpf_skb_load_bytes(skb, ETH_HLEN + IP_OPTS, w.opts, have))
-		return TC_ACT_OK;
-	w.n = n;
-	w.have = have;
-	at = find_lms(&w);
+	at = find_lms(skb, hlen, len);
 	if (at == NOT_LMS)
 		return TC_ACT_OK;
 	if (at < 0)
 		return drop(-2 - at);
-	if (at >= IP_MAX_OPTS)
-		return TC_ACT_OK; /* cannot be: the verifier does not know */
 	if (bpf_ntohs(ip.tot_len) > len - ETH_HLEN || bpf_ntohs(ip.tot_len) < hlen)
 		return drop(GC_LMS_DROP_TRUNCATED);
 	if (bpf_skb_load_bytes(skb, ETH_HLEN + IP_OPTS + at, &opt, sizeof(opt)))
