@@ -472,6 +472,23 @@ def test_bad_packets_dropped_counted_multicast_flows(net, name):
     data_multicast(lab, t, rx, n=1)  # plain multicast still flows, unchanged
 
 
+def test_fault_before_the_lms_option_is_the_kernels(net):
+    """An option with length 1 before the LMS option: the walk cannot see
+    past it, so the packet is not LMS to the router program and no counter
+    moves; r2's kernel drops it (a parameter problem in the options), so
+    nothing reaches anyone."""
+    lab, t, lmsd, rx = net
+    S, h2 = t.addr("s"), t.addr("h2")
+    before, heard = stats(lmsd, "r2"), rx.counts()
+    eth_mc = lmspkt.mcast_mac(G) + host_mac(lab, t, "h2") + b"\x08\x00"
+    pkt = lmspkt.ipv4(h2, G, 17, lmspkt.udp(h2, G, 4000, PORT, tag()),
+                      options=b"\x07\x01" + option(REQ, S, G) + NOP * 2)
+    send_frames(lab, t, "h2", [eth_mc + pkt] * 3)
+    time.sleep(QUIET)
+    assert stats(lmsd, "r2") == before
+    assert rx.counts() == heard
+
+
 def test_request_cannot_be_turned_into_a_flood(net):
     """20 requests from h4 (non-replier below r3): exactly 20 reach h3, one
     each; no copy reaches any other host or S, and routers above see none."""
