@@ -30,9 +30,10 @@
  *                                    answers with a dmcast to that router and
  *                                    interface, not a multicast to the group.
  *   tpaddr != 0, bit 15 clear        turned: the turning point (thesis).
- * So a turning point's ifindex must be below 0x8000 (routers check).  A
- * dmcast's tpif never has bit 15 (the named interface does not exist).
- * Not in the thesis: lmsd --no-provisional turns it off (DESIGN.md, "LMS").
+ * So with provisional marks on, a turning point's ifindex must be below
+ * 0x8000 (routers check).  Not in the thesis: lmsd --no-provisional turns
+ * them off (DESIGN.md, "LMS"), and then tpif is the whole 16-bit ifindex
+ * (docs/lms-provisional.md).
  */
 #define GC_LMS_TPIF_PROVISIONAL 0x8000
 #define GC_LMS_TPIF_MASK 0x7fff

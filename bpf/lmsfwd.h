@@ -73,7 +73,8 @@ enum gc_lms_stat {
 	GC_LMS_REQ_UP,	   /* request from the replier link (or no replier below): to the parent */
 	GC_LMS_REQ_DOWN,   /* turned above, arrived from the parent: down the replier link */
 	GC_LMS_DMCAST,	   /* dmcast decapsulated and multicast out the named interface */
-	GC_LMS_DROP_BAD_LEN,   /* option length is not 16 or the header cannot hold it */
+	GC_LMS_DROP_BAD_LEN, /* in a packet with an LMS option: an LMS option's length is not 16, or an
+			      * option has no length byte, a length below 2, or runs past the header */
 	GC_LMS_DROP_TRUNCATED, /* packet shorter than its headers say */
 	GC_LMS_DROP_NO_STATE,  /* no multicast route for (S,G) on this router */
 	GC_LMS_DROP_BAD_IF, /* request from a non-tree interface, unknown tpif, tpaddr not ours on tpif */
@@ -81,12 +82,17 @@ enum gc_lms_stat {
 	GC_LMS_DROP_FORGED,    /* dmcast not from the named replier nor from S via the parent */
 	GC_LMS_DROP_TTL,       /* TTL would reach 0 */
 	GC_LMS_DROP_PREMARKED, /* request from below already carries turning-point fields */
-	GC_LMS_DROP_BAD_INNER, /* dmcast not a whole IPIP packet with IPv4 to G inside, or a request not sent to G */
+	GC_LMS_DROP_BAD_INNER, /* dmcast not IPIP with IPv4 to G inside, or a request not sent to G */
 	GC_LMS_DROP_UPSTREAM, /* request from the parent that was not turned above, or no replier below */
 	GC_LMS_REQ_PROVISIONAL, /* request sent up (also counted in req_up) marked provisional here */
 	GC_LMS_DROP_FORGED_MARK, /* provisional mark from below on a link without routers (a host's) */
 	GC_LMS_DROP_MARK_NOT_BELOW, /* provisional mark from a link with routers naming an address no
 				     * route through them reaches (lms_below): a host's */
+	GC_LMS_DROP_TWO_LMS,	    /* two LMS options in one header */
+	GC_LMS_DROP_FRAGMENT,	 /* request or dmcast (or a dmcast's inner packet) is a fragment */
+	GC_LMS_DROP_INNER_SRC,	 /* dmcast's inner packet not from S, the option's source */
+	GC_LMS_DROP_INNER_PROTO, /* dmcast's inner packet not UDP */
+	GC_LMS_DROP_INNER_CSUM,	 /* dmcast's inner IPv4 header checksum wrong */
 	GC_LMS_NSTATS
 };
 
@@ -94,6 +100,7 @@ enum gc_lms_stat {
 	"req_turned", "req_up", "req_down", "dmcast", "drop_bad_len", "drop_truncated",           \
 		"drop_no_state", "drop_bad_if", "drop_not_downstream", "drop_forged", "drop_ttl", \
 		"drop_premarked", "drop_bad_inner", "drop_upstream", "req_provisional",           \
-		"drop_forged_mark", "drop_mark_not_below"
+		"drop_forged_mark", "drop_mark_not_below", "drop_two_lms", "drop_fragment",       \
+		"drop_inner_src", "drop_inner_proto", "drop_inner_csum"
 
 #endif

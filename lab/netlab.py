@@ -340,15 +340,18 @@ class Lab:
         self.ip(ns, "link", "set", "lo", "up")
         return ns
 
-    def add_link(self, ns_a: str, ns_b: str, v4: bool = True, v6: bool = True) -> Link:
+    def add_link(self, ns_a: str, ns_b: str, v4: bool = True, v6: bool = True,
+                 ifindex_a: int | None = None) -> Link:
         """Connect two namespaces with a veth pair (veth<i> on both sides),
-        addressed 10.R.i.1|2/24 and fd00:R:i::1|2/64 (nodad), and bring it up."""
+        addressed 10.R.i.1|2/24 and fd00:R:i::1|2/64 (nodad), and bring it up.
+        ifindex_a: the interface index of ns_a's end (default: the next free)."""
         index = len(self.links) + 1
         if index >= UNROUTED:
             raise LabError(f"a lab has at most {UNROUTED - 1} links")
         ifname = f"veth{index}"
         v4_net, v6_net = f"10.{self.octet}.{index}.0/24", f"fd00:{self.octet}:{index}::/64"
-        self.ip(ns_a, "link", "add", ifname, "type", "veth", "peer", "name", ifname, "netns", ns_b)
+        index_a = ["index", ifindex_a] if ifindex_a else []
+        self.ip(ns_a, "link", "add", ifname, *index_a, "type", "veth", "peer", "name", ifname, "netns", ns_b)
         ends = []
         for ns, host in ((ns_a, 1), (ns_b, 2)):
             a4 = f"10.{self.octet}.{index}.{host}" if v4 else None
@@ -372,12 +375,13 @@ class Lab:
         self.topology = Star(s, links)
         return self.topology
 
-    def tree(self, children: dict, root: str = "s") -> Tree:
+    def tree(self, children: dict, root: str = "s", ifindex: dict | None = None) -> Tree:
         """Build a tree from {parent: [children]} (root = the source host):
         nodes with children are routers (IPv4 forwarding on), leaves are
         hosts.  Every node gets a route to every link of the tree (no
         default route), rp_filter is off, neighbours are resolved.  The
         multicast routes are the caller's: smcroute() or pimd() below.
+        ifindex {child: N}: the parent's interface toward child gets index N.
 
             lab.tree({"s": ["r1"], "r1": ["r2", "r3"], "r2": ["h1", "h2"], "r3": ["h3", "h4"]})
         """
@@ -390,7 +394,8 @@ class Lab:
                 parent[c] = name
                 order.append(c)
         ns = {name: self.add_ns(name) for name in order}
-        uplinks = {c: self.add_link(ns[parent[c]], ns[c], v6=False) for c in order[1:]}
+        uplinks = {c: self.add_link(ns[parent[c]], ns[c], v6=False, ifindex_a=(ifindex or {}).get(c))
+                   for c in order[1:]}
         routers = tuple(n for n in order[1:] if children.get(n))
         hosts = tuple(n for n in order[1:] if not children.get(n))
         t = Tree(root, parent, ns, uplinks, routers, hosts)

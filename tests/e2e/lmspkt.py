@@ -32,10 +32,11 @@ def csum(data):
     return ~s & 0xFFFF
 
 
-def ipv4(src, dst, proto, payload, ttl=64, options=b"", ident=0x4c4d, tot_len=None):
-    """An IPv4 header (checksum filled) + payload."""
+def ipv4(src, dst, proto, payload, ttl=64, options=b"", ident=0x4c4d, tot_len=None, frag=0):
+    """An IPv4 header (checksum filled) + payload; frag: the flags and
+    fragment offset field (0x2000: more fragments)."""
     ihl = 5 + len(options) // 4
-    hdr = struct.pack("!BBHHHBBH4s4s", 0x40 | ihl, 0, tot_len or 4 * ihl + len(payload), ident, 0,
+    hdr = struct.pack("!BBHHHBBH4s4s", 0x40 | ihl, 0, tot_len or 4 * ihl + len(payload), ident, frag,
                       ttl, proto, 0, socket.inet_aton(src), socket.inet_aton(dst)) + options
     return hdr[:10] + struct.pack("!H", csum(hdr)) + hdr[12:] + payload
 
@@ -49,12 +50,17 @@ def udp(src, dst, sport, dport, data):
     return struct.pack("!HHHH", sport, dport, length, c) + data
 
 
-def dmcast(outer_src, tpaddr, tpif, src, group, inner_src, dport, data, ttl=16, opt=None):
+def dmcast(outer_src, tpaddr, tpif, src, group, inner_src, dport, data, ttl=16, opt=None, inner=None):
     """The IPIP dmcast a replier sends to a turning point: outer header with
-    option 139 to tpaddr, inner UDP datagram inner_src -> group:dport."""
-    inner = ipv4(inner_src, group, 17, udp(inner_src, group, 4000, dport, data), ttl=ttl)
+    option 139 to tpaddr (or the options area opt), inner UDP datagram
+    inner_src -> group:dport (or the packet inner)."""
+    if inner is None:
+        inner = ipv4(inner_src, group, 17, udp(inner_src, group, 4000, dport, data), ttl=ttl)
     opt = opt if opt is not None else option(DMCAST, src, group, tpif, tpaddr)
     return ipv4(outer_src, tpaddr, 4, inner, options=opt)
+
+
+NOP, END, RA = b"\x01", b"\x00", b"\x94\x04\x00\x00"  # RFC 791 no-operation, end; RFC 2113 Router Alert
 
 
 def mcast_mac(group):

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 import lmspkt
-from lmspkt import DMCAST, PROVISIONAL, REQ, option
+from lmspkt import DMCAST, END, NOP, PROVISIONAL, RA, REQ, option
 from netlab import Lab, Link, Node, Tree
 
 G = "239.192.7.7"
@@ -292,6 +292,46 @@ def test_dmcast_from_source_via_parent_is_accepted(net):
     assert got["h3"] == [] and got["h4"] == []
 
 
+# ---- the option anywhere among the IP options (a router walks them) -----------
+
+# (options before the LMS option, after it): IP_OPTIONS pads the area with END
+LAYOUTS = {"NOP first": (NOP, END * 3), "Router Alert first": (RA, b""),
+           "last, after 24 NOPs (IHL 15)": (NOP * 24, b"")}
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_option_found_anywhere(net, layout):
+    """h2's request with other options before the LMS option is turned at r2
+    (the mark written at the option's place) and reaches h1 with every other
+    byte as sent; h1's own request is marked provisionally by r2 and reaches
+    S through r1.  A dmcast whose option 139 follows other options is
+    decapsulated at r1."""
+    lab, t, lmsd, rx = net
+    S = t.addr("s")
+    pre, post = LAYOUTS[layout]
+    data = tag() + b"after other options"
+    send_request(lab, t, "h2", data, opt=pre + option(REQ, S, G) + post)
+    got = rx.wait(data, ["h1"])
+    want = pre + option(REQ, S, G, ifindex(lab, t, "r2", "h2"), t.iface("r2", "h2").v4) + post
+    assert [(r["data"], r["opts"]) for r in got["h1"]] == [(data.hex(), want.hex())]
+    assert all(got[n] == [] for n in ("s", "h3", "h4"))
+
+    data = tag() + b"up to S"
+    send_request(lab, t, "h1", data, opt=pre + option(REQ, S, G) + post)
+    got = rx.wait(data, ["s"])
+    want = pre + option(REQ, S, G, ifindex(lab, t, "r2", "h1") | PROVISIONAL, t.iface("r2", "h1").v4) + post
+    assert [(r["data"], r["opts"]) for r in got["s"]] == [(data.hex(), want.hex())]
+
+    data = tag() + b"dmcast after other options"
+    tpaddr, tpif = t.iface("r1", "r3").v4, ifindex(lab, t, "r1", "r3")
+    opts = pre + option(DMCAST, S, G, tpif, tpaddr) + post
+    opts += END * (-len(opts) % 4)
+    send_raw(lab, t, "h1", [lmspkt.dmcast(t.addr("h1"), tpaddr, tpif, S, G, S, PORT, data, opt=opts)])
+    got = rx.wait(data, ["h3", "h4"])
+    assert all([(r["data"], r["src"]) for r in got[h]] == [(data.hex(), S)] for h in ("h3", "h4"))
+    assert all(got[n] == [] for n in ("s", "h1", "h2"))
+
+
 # ---- bad options, forgeries: dropped, counted, plain multicast undisturbed -----
 
 BAD = ["wrong option length", "truncated inside the option", "total length beyond the frame",
@@ -301,7 +341,14 @@ BAD = ["wrong option length", "truncated inside the option", "total length beyon
        "request already marked from below", "request with TTL 1", "option length 20 in a 16-byte option area",
        "unmarked request from upstream", "provisional mark forged by the replier host",
        "provisional mark forged on a non-replier link", "provisional mark from upstream",
-       "dmcast naming a provisional interface"]
+       "dmcast naming a provisional interface",
+       "malformed option (length 1) after a good one", "option running past the header after a good one",
+       "LMS option of length 12 after a NOP", "LMS option with no length byte after NOPs", "two LMS options",
+       "LMS option running past the header after a NOP", "header cut short after a NOP and the option",
+       "request fragment", "request's last fragment",
+       "dmcast with an inner packet from the replier", "dmcast with an inner packet that is not UDP",
+       "dmcast with a wrong inner header checksum", "dmcast with an inner fragment",
+       "dmcast with two LMS options"]
 
 
 def bad_cases(lab, t):
@@ -339,7 +386,7 @@ def bad_cases(lab, t):
         ("dmcast with an inner packet to another group", "h1", "raw",
          lmspkt.ipv4(h1, r1_v3, 4, lmspkt.ipv4(S, "239.192.9.9", 17, payload),
                      options=option(DMCAST, S, G, if_r3, r1_v3)), "drop_bad_inner", "r1"),
-        ("dmcast fragment", "h1", "raw", bytes(frag), "drop_bad_inner", "r1"),
+        ("dmcast fragment", "h1", "raw", bytes(frag), "drop_fragment", "r1"),
         ("request for an (S,G) with no route", "h2", "req", option(REQ, h3, G), "drop_no_state", "r2"),
         ("request already marked from below", "h2", "req",
          option(REQ, S, G, 7, t.iface("r2", "h2").v4), "drop_premarked", "r2"),
@@ -359,6 +406,42 @@ def bad_cases(lab, t):
          option(REQ, S, G, ifindex(lab, t, "r1", "r3") | PROVISIONAL, r1_v3), "drop_upstream", "r1"),
         ("dmcast naming a provisional interface", "s", "raw",
          dm(b"x", outer_src=S, tpif=if_r3 | PROVISIONAL), "drop_bad_if", "r1"),
+    ]
+    lms = option(REQ, S, G)
+    inner = lmspkt.ipv4(S, G, 17, lmspkt.udp(S, G, 4000, PORT, b"x"), ttl=16)
+    bad_csum = bytearray(inner)
+    bad_csum[10] ^= 0x55
+    req = lmspkt.ipv4(h2, G, 17, payload, options=NOP + lms + END * 3)
+
+    def fr(options, frag=0):
+        return eth_mc + lmspkt.ipv4(h2, G, 17, payload, options=options, frag=frag)
+
+    cases += [
+        ("malformed option (length 1) after a good one", "h2", "frame", fr(lms + b"\x07\x01\x00\x00"),
+         "drop_bad_len", "r2"),
+        ("option running past the header after a good one", "h2", "frame", fr(lms + b"\x94\x08\x00\x00"),
+         "drop_bad_len", "r2"),
+        ("LMS option of length 12 after a NOP", "h2", "frame", fr(NOP + bytes([REQ, 12]) + lms[2:12] + NOP * 3),
+         "drop_bad_len", "r2"),
+        ("LMS option with no length byte after NOPs", "h2", "frame", fr(NOP * 15 + bytes([REQ])),
+         "drop_bad_len", "r2"),
+        ("two LMS options", "h2", "frame", fr(lms + NOP * 4 + lms), "drop_two_lms", "r2"),
+        ("LMS option running past the header after a NOP", "h2", "frame", fr(NOP + lms[:15]),
+         "drop_bad_len", "r2"),
+        ("header cut short after a NOP and the option", "h2", "frame", eth_mc + req[:30], "drop_truncated", "r2"),
+        ("request fragment", "h2", "frame", fr(lms, frag=0x2000), "drop_fragment", "r2"),
+        ("request's last fragment", "h2", "frame", fr(lms, frag=0x0010), "drop_fragment", "r2"),
+        ("dmcast with an inner packet from the replier", "h1", "raw", dm(b"x", inner_src=h1),
+         "drop_inner_src", "r1"),
+        ("dmcast with an inner packet that is not UDP", "h1", "raw",
+         dm(b"", inner=lmspkt.ipv4(S, G, 6, b"\0" * 20, ttl=16)), "drop_inner_proto", "r1"),
+        ("dmcast with a wrong inner header checksum", "h1", "raw", dm(b"", inner=bytes(bad_csum)),
+         "drop_inner_csum", "r1"),
+        ("dmcast with an inner fragment", "h1", "raw",
+         dm(b"", inner=lmspkt.ipv4(S, G, 17, lmspkt.udp(S, G, 4000, PORT, b"x"), ttl=16, frag=0x2000)),
+         "drop_fragment", "r1"),
+        ("dmcast with two LMS options", "h1", "raw",
+         dm(b"x", opt=option(DMCAST, S, G, if_r3, r1_v3) + option(REQ, S, G)), "drop_two_lms", "r2"),
     ]
     assert [c[0] for c in cases] == BAD
     return {c[0]: c[1:] for c in cases}
@@ -387,6 +470,23 @@ def test_bad_packets_dropped_counted_multicast_flows(net, name):
     time.sleep(QUIET)
     assert rx.counts() == heard, name  # nobody received anything
     data_multicast(lab, t, rx, n=1)  # plain multicast still flows, unchanged
+
+
+def test_fault_before_the_lms_option_is_the_kernels(net):
+    """An option with length 1 before the LMS option: the walk cannot see
+    past it, so the packet is not LMS to the router program and no counter
+    moves; r2's kernel drops it (a parameter problem in the options), so
+    nothing reaches anyone."""
+    lab, t, lmsd, rx = net
+    S, h2 = t.addr("s"), t.addr("h2")
+    before, heard = stats(lmsd, "r2"), rx.counts()
+    eth_mc = lmspkt.mcast_mac(G) + host_mac(lab, t, "h2") + b"\x08\x00"
+    pkt = lmspkt.ipv4(h2, G, 17, lmspkt.udp(h2, G, 4000, PORT, tag()),
+                      options=b"\x07\x01" + option(REQ, S, G) + NOP * 2)
+    send_frames(lab, t, "h2", [eth_mc + pkt] * 3)
+    time.sleep(QUIET)
+    assert stats(lmsd, "r2") == before
+    assert rx.counts() == heard
 
 
 def test_request_cannot_be_turned_into_a_flood(net):
@@ -620,6 +720,48 @@ def test_lmsd_sigterm_detaches_and_fallback(build, thesis):
                         capture_output=True, text=True).stdout
         assert "gc_lms_fwd" not in shown and "gc_loss" in shown
         assert d.state()["stats"]["req_up"] == 1
+
+
+HIGH_IFINDEX = 40000  # above 0x7fff: bit 15 of tpif set
+
+
+@pytest.mark.parametrize("thesis", [True, False], ids=["thesis", "provisional"])
+def test_turning_point_with_a_high_ifindex(build, thesis):
+    """r1's interface toward h2 has ifindex 40000 (hosts with interface churn
+    get there).  In the thesis's forwarding (--no-provisional) tpif is the
+    whole 16-bit ifindex: h2's request is turned there and reaches the
+    replier h1 marked 40000, and h1's dmcast naming 40000 reaches h2 only.
+    With provisional marking on, bit 15 is the provisional flag, so r1
+    cannot be a turning point there: the request is dropped (drop_bad_if)."""
+    with Lab() as lab:
+        t = lab.tree({"s": ["r1"], "r1": ["h1", "h2"]}, ifindex={"h2": HIGH_IFINDEX})
+        S = t.addr("s")
+        lab.smcroute(t, S, G)
+        d = lab.lmsd(t.ns["r1"], build / "tools" / "lmsd", [(S, G, t.iface("r1", "h1").ifname, t.addr("h1"))],
+                     args=["--no-provisional"] if thesis else [])
+        d.wait(lambda st: st.get("routes") and not st["routes"][0]["fallback"]
+               and len(st["routes"][0]["downstream"]) == 2 and all(i["attached"] for i in st["interfaces"]))
+        assert ifindex(lab, t, "r1", "h2") == HIGH_IFINDEX
+        rx = Receivers(lab, t, ["s", "h1", "h2"])
+        data = tag()
+        send_request(lab, t, "h2", data)
+        if not thesis:
+            st = d.wait(lambda st: st["stats"]["drop_bad_if"] >= 1)
+            assert st["stats"]["drop_bad_if"] == 1 and st["stats"]["req_turned"] == 0
+            time.sleep(QUIET)
+            assert all(m == [] for m in rx.matching(data).values())
+            return
+        got = rx.wait(data, ["h1"])
+        tpaddr = t.iface("r1", "h2").v4
+        assert [r["opts"] for r in got["h1"]] == [option(REQ, S, G, HIGH_IFINDEX, tpaddr).hex()]
+        assert got["s"] == [] and got["h2"] == []
+        data = tag() + b"repair"
+        send_raw(lab, t, "h1", [lmspkt.dmcast(t.addr("h1"), tpaddr, HIGH_IFINDEX, S, G, S, PORT, data)])
+        got = rx.wait(data, ["h2"])
+        assert [(r["data"], r["src"]) for r in got["h2"]] == [(data.hex(), S)]
+        assert got["s"] == [] and got["h1"] == []
+        st = d.wait(lambda st: st["stats"]["dmcast"] >= 1)["stats"]
+        assert (st["req_turned"], st["dmcast"], st["drop_bad_if"]) == (1, 1, 0)
 
 
 def test_loss_program_drops_the_chosen_fraction(build):
