@@ -21,6 +21,13 @@
  * somebody we cannot see, and is left alone.  Attach, detach, that clean-up
  * and lo's forwarding setting (lo-NETNS.fwd4/6) are serialised between
  * processes by an flock() on GC_RUN_DIR/lock.
+ *
+ * libbpf is kept quiet while we load, attach and detach (quiet()): what
+ * fails is reported through gc_errmsg(), and what libbpf reports as a kernel
+ * error but we expect must not reach the host application's libbpf print
+ * callback (stderr by default): bpf_tc_hook_create() on lo where a clsact
+ * qdisc already is (any attach after the first one on this host) gets EEXIST
+ * with "Exclusivity flag on, cannot modify".
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -78,6 +85,18 @@ static int silent(enum libbpf_print_level l, const char *f, va_list a)
 	return 0;
 }
 
+/* libbpf quiet from here; quiet_end(the returned value) brings back the host
+ * application's callback. */
+static libbpf_print_fn_t quiet(void)
+{
+	return libbpf_set_print(silent);
+}
+
+static void quiet_end(libbpf_print_fn_t prev)
+{
+	libbpf_set_print(prev);
+}
+
 /*
  * A forked child shares the parent's maps and filter through inherited fds.
  * It must not send through them nor detach them: it forgets them (the fds
@@ -128,12 +147,12 @@ static void load_once(void)
 	{
 		/* quiet while we try (failure is reported through gc_errmsg()),
 		 * then the host application's own libbpf logging again */
-		libbpf_print_fn_t prev = libbpf_set_print(silent);
+		libbpf_print_fn_t prev = quiet();
 
 		K.skel = fanout__open_and_load();
 		if (!K.skel)
 			K.err = errno ? errno : EPERM;
-		libbpf_set_print(prev);
+		quiet_end(prev);
 	}
 	if (!K.skel) {
 		snprintf(K.why, sizeof(K.why), "engine kernel: loading the BPF program failed: %s%s",
@@ -452,11 +471,13 @@ static void restore_forwarding(void)
 static void detach_locked(void)
 {
 	LIBBPF_OPTS(bpf_tc_opts, o, .handle = K.handle, .priority = GC_TC_PRIO);
+	libbpf_print_fn_t prev;
 	int lk;
 
 	if (!K.attached)
 		return;
 	lk = ns_lock();
+	prev = quiet();
 	bpf_tc_detach(&K.hook, &o);
 	K.attached = 0;
 	if (K.owner_fd >= 0) {
@@ -467,6 +488,7 @@ static void detach_locked(void)
 	K.owner[0] = 0;
 	if (K.dirfd >= 0 && reap_stale() == 0) /* the last user here puts forwarding back */
 		restore_forwarding();
+	quiet_end(prev);
 	ns_unlock(lk);
 	K.fwd_v4 = K.fwd_v6 = 0;
 }
@@ -511,6 +533,7 @@ static int attach_locked(void)
 	LIBBPF_OPTS(bpf_tc_opts, o, .priority = GC_TC_PRIO,
 		    .prog_fd = bpf_program__fd(K.skel->progs.gc_fanout));
 	static int atexit_done;
+	libbpf_print_fn_t prev;
 	struct stat st;
 	int r = -EEXIST, lk;
 
@@ -524,11 +547,12 @@ static int attach_locked(void)
 	if (run_dir() < 0)
 		return -1;
 	lk = ns_lock();
+	prev = quiet();
 	if (lk < 0) {
 		gc_seterr(errno, "engine kernel: cannot lock %s/lock: %s", GC_RUN_DIR, strerror(errno));
 		goto out;
 	}
-	r = bpf_tc_hook_create(&K.hook);
+	r = bpf_tc_hook_create(&K.hook); /* EEXIST: the clsact is there already */
 	if (r && r != -EEXIST) {
 		gc_seterr(-r, "engine kernel: cannot add clsact to lo: %s", strerror(-r));
 		goto out;
@@ -574,6 +598,7 @@ static int attach_locked(void)
 	if (!atexit_done++)
 		atexit(detach_at_exit);
 out:
+	quiet_end(prev);
 	ns_unlock(lk);
 	return r ? -1 : 0;
 }

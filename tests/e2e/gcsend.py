@@ -24,6 +24,9 @@ Optional job keys (all additive; without them the behaviour is as above):
     "stats_each": true     each result also gets "stats", gc_stats() right after that send
     a send's "wait_file": X   before that send, create X + ".reached", then wait (60 s) for X
     a send's "timed": true    its result gets "t_send", time.monotonic() just before the send
+    a send's "run_before": [argv, ...]  before that send (after any wait_file), run each argv
+                           here, in turn (our namespace, no shell); each must exit 0; their
+                           stdouts go in the result's "before_out", a list
     "probe": ["kernel", ...]  before anything else, for each engine: gc_engine_available(),
                            gc_set_engine() on a fresh socket, and gc_set_engine() on a
                            fresh socket first set to mmsg; output "probe": {name:
@@ -50,6 +53,7 @@ import json
 import os
 import socket
 import struct
+import subprocess
 import sys
 import threading
 import time
@@ -268,8 +272,14 @@ def run_socket(lib, engine, job, start=None):
             open(send["wait_file"] + ".reached", "w").close()
             if not wait_file(send["wait_file"], 60):
                 raise RuntimeError(f"wait_file {send['wait_file']} did not appear in 60 s")
+        before = None
+        if send.get("run_before"):
+            before = [subprocess.run(argv, check=True, capture_output=True, text=True).stdout
+                      for argv in send["run_before"]]
         t_send = time.monotonic()
         results.append((do_send if send["kind"] == "send" else do_sendgroup)(lib, sd, send))
+        if before is not None:
+            results[-1]["before_out"] = before
         if send.get("timed"):
             results[-1]["t_send"] = t_send
         if job.get("stats_each"):

@@ -726,39 +726,34 @@ def test_route_cache_follows_the_address_not_the_slot(klab, build, tmp_path, fam
     routes learned before, within the cache's 1 s (GC_KRESOLVE_NS).  Had the
     reorder dropped the cached routes, every member would look up its route
     again, find no neighbour entry and go through the user path
-    (user_fallback would grow by the group size)."""
+    (user_fallback would grow by the group size).  gcsend.py flushes the
+    neighbours itself between two sends (run_before), so the routes are a few
+    milliseconds old when they are used, not however long it takes this
+    process to notice, run ip in the namespace and answer."""
     lab = klab
     rnd = random.Random(f"rcache-{family}")
     group = receiver_members(lab, family)
-    go = tmp_path / "go"
-    sends = [send(group, b"first"), dict(send(group[::-1], b"learn"), timed=True),
-             dict(send(rnd.sample(group, len(group)), b"after flush"), wait_file=str(go), timed=True),
+    flush = [["ip", "neigh", "flush", "all"], ["ip", "-j", "neigh", "show"]]
+    sends = [dict(send(group, b"first"), timed=True), send(group[::-1], b"learn"),
+             dict(send(rnd.sample(group, len(group)), b"after flush"), run_before=flush, timed=True),
              send(rnd.sample(group, len(group)), b"again")]
-    held = None
     with sinks(lab, build, tmp_path, receiver_addresses(lab, family).items()) as collect:
-        job = {"engine": "kernel", "socket": family, "pace_ms": 1, "stats_each": True, "sends": sends}
-        held = lab.popen(lab.topology.sender, gcsend_argv(build), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
-        held.stdin.write(json.dumps(job))
-        held.stdin.close()
-        held.stdin = None
-        wait_files([(held, Path(str(go) + ".reached"))], "gcsend.py", timeout=60)
-        lab.ip(lab.topology.sender, "neigh", "flush", "all")
-        flushed = lab.ip(lab.topology.sender, "-j", "neigh", "show")
-        go.touch()
-        stdout, stderr = held.communicate(timeout=60)
-        assert held.returncode == 0, f"gcsend.py failed: {stderr.strip()}"
+        out = gcsend(lab, build, {"engine": "kernel", "socket": family, "pace_ms": 1, "stats_each": True,
+                                  "sends": sends})
         got = collect()
-    out = json.loads(stdout)
     assert out["engine"] == "kernel", out
     assert_all_sent(out, sends)
     check_delivery([expected(sends)], got)
     res = out["results"]
-    gap = res[2]["t_send"] - res[1]["t_send"]
-    if gap > 0.9:
-        pytest.skip(f"{gap:.2f} s between learning and using the routes: the 1 s cache may have expired")
+    flushed = res[2]["before_out"][1]
     assert not [n for n in json.loads(flushed or "[]") if n.get("dst") in {a for a, _ in group}
                 and set(n.get("state", [])) & {"REACHABLE", "STALE", "DELAY", "PERMANENT"}], flushed
+    # the routes were looked up in the first send at the earliest
+    age = res[2]["t_send"] - res[0]["t_send"]
+    if age >= 1.0:
+        pytest.skip(f"NOT CHECKED: whether reordered members keep their cached routes. gcsend.py was held up "
+                    f"{age:.2f} s between its first send and the send after the flush, so the routes had "
+                    f"outlived the kernel engine's 1 s cache (GC_KRESOLVE_NS) and were looked up again either way")
     fallback = [r["stats"]["user_fallback"] for r in res]
     assert fallback[2] == fallback[1] and fallback[3] == fallback[1], \
         f"reordered members went through the user path after the flush: user_fallback per send {fallback}"

@@ -31,19 +31,41 @@ try:
 except OSError as e:
     print(e.errno)
 """
-# A process that owns a lab, tells its prefix and the pid of a process
-# running inside it, then waits to be signalled.
+# A process that owns a lab, tells its prefix, the pid of a process running
+# inside it and whether SIGINT is ignored once the lab is up, then waits to
+# be signalled.
 CHILD = f"""
-import json, sys, time
+import json, signal, sys, time
 sys.path.insert(0, {str(NETLAB.parent)!r})
 from netlab import Lab
 with Lab() as lab:
     star = lab.star(1)
     lab.set_sysctl({BACKLOG!r}, int(open('/proc/sys/net/core/netdev_max_backlog').read()) + 7)
     sleeper = lab.popen(star.receivers[0].ns, ['sleep', '60'])
-    print(json.dumps({{"prefix": lab.prefix, "sleeper": sleeper.pid}}), flush=True)
+    print(json.dumps({{"prefix": lab.prefix, "sleeper": sleeper.pid,
+                      "sigint_ignored": signal.getsignal(signal.SIGINT) == signal.SIG_IGN}}), flush=True)
     time.sleep(60)
 """
+
+
+def start_child(sigint):
+    """CHILD with SIGINT set to sigint (SIG_DFL or SIG_IGN) whatever this
+    process has: a job started in the background (`make test &`, nohup) runs
+    with SIGINT ignored, and its children inherit that."""
+    return subprocess.Popen([sys.executable, "-c", CHILD], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, sigint))
+
+
+def stop_child(child, sig):
+    """Send sig and wait for the child; killed (and the test failed) if it
+    is still there after 30 s."""
+    child.send_signal(sig)
+    try:
+        child.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.communicate()
+        pytest.fail(f"the lab's owner did not react to {signal.Signals(sig).name} in 30 s")
 
 
 def backlog():
@@ -123,12 +145,30 @@ def test_cleanup_when_the_body_raises():
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_cleanup_on_signal(sig):
     original = backlog()
-    child = subprocess.Popen([sys.executable, "-c", CHILD], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    child = start_child(signal.SIG_DFL)
     info = json.loads(child.stdout.readline())
     assert namespaces(info["prefix"]) and backlog() != original
-    child.send_signal(sig)
-    child.communicate(timeout=30)
+    assert not info["sigint_ignored"]
+    stop_child(child, sig)
     assert child.returncode != 0
+    assert_gone(info["prefix"], original, [info["sleeper"]])
+
+
+def test_inherited_ignored_sigint_stays_ignored():
+    """A program started with SIGINT ignored (a background job) keeps
+    ignoring it when it makes a lab: the lab does not make it interruptible.
+    SIGTERM still removes the lab.  SIGINT is sent first: standard signals
+    pending together are taken lowest number first, so a SIGINT the lab
+    reacted to would end the child before SIGTERM, with -SIGINT, or leave
+    the lab to a KeyboardInterrupt."""
+    original = backlog()
+    child = start_child(signal.SIG_IGN)
+    info = json.loads(child.stdout.readline())
+    assert namespaces(info["prefix"]) and backlog() != original
+    assert info["sigint_ignored"], "the lab replaced an inherited SIG_IGN for SIGINT"
+    child.send_signal(signal.SIGINT)
+    stop_child(child, signal.SIGTERM)
+    assert child.returncode == -signal.SIGTERM, child.returncode
     assert_gone(info["prefix"], original, [info["sleeper"]])
 
 
