@@ -47,16 +47,17 @@ struct gc_zone {
 };
 
 /*
- * zone.c: the memfds this process created and mapped (zones and rings,
- * gc_memfd_sealed()).  An engine started in this process uses the
- * application's own mapping of them instead of mapping the same pages a
- * second time (a second TLB entry per page, and page walks in the kernel's
- * copy of every payload; and the two sides' atomics at one address, which
- * ThreadSanitizer can pair).  gc_own_add(): register one (gc_zone_create(),
- * gc_ring_create()); gc_own_share(): the mapping of the file
- * dev/ino of size bytes with a reference, or NULL if it is not ours;
- * gc_own_unshare() gives it back; gc_own_forget() before unmapping: -1
- * (EBUSY) while an engine uses it.
+ * zone.c: the ring memfds this process created and mapped
+ * (gc_ring_create()).  An engine started in this process uses the
+ * application's own mapping of a ring's records and indexes instead of
+ * mapping them a second time: the two sides' atomics are then at one
+ * address, which ThreadSanitizer can pair.  Never a zone's: the engine
+ * sends payloads from its own mapping of the zone (server.c, zmap_get()),
+ * so what the application does to its mapping cannot make a send fail.
+ * gc_own_add(): register one (gc_ring_create()); gc_own_share(): the
+ * mapping of the file dev/ino of size bytes with a reference, or NULL if
+ * it is not ours; gc_own_unshare() gives it back; gc_own_forget() before
+ * unmapping: -1 (EBUSY) while an engine uses it.
  */
 void gc_own_add(int fd, const void *base, uint64_t size);
 void *gc_own_share(dev_t dev, ino_t ino, uint64_t size);

@@ -45,14 +45,14 @@ enum gc_conn_state {
 	CONN_STOPPED  /* broke a rule: not served until detached */
 };
 
-/* A zone of one client, mapped read-only once however many rings use it. */
+/* A zone of one client, mapped read-only once however many rings use it: the
+ * engine's own mapping, never the application's (server.c, zmap_get()). */
 struct gc_zmap {
 	struct gc_zmap *next;
 	dev_t dev;
 	ino_t ino;
 	uint64_t size;
 	const unsigned char *map;
-	bool shared; /* the application's own mapping (gc_own_share()) */
 	unsigned refs;
 };
 
