@@ -88,21 +88,22 @@ static void expect_all_sent(struct fixture *f, const char *how)
 	CHECK_OK(gc_ring_status(f->r, &st));
 	if (st.sent != NPKT || st.send_errors != 0 || st.error != GC_RING_OK)
 		check_fail(__FILE__, __LINE__,
-			   "%s: sent %llu of %u, send_errors %llu (last errno %d: %s), error %d", how,
-			   (unsigned long long)st.sent, NPKT, (unsigned long long)st.send_errors,
+			   "%s: sent %llu of %u, send_errors %llu (last errno %d: %s), error %d",
+			   how, (unsigned long long)st.sent, NPKT, (unsigned long long)st.send_errors,
 			   st.last_errno, strerror(st.last_errno), st.error);
 	/* What arrived is what the memfd holds, in order (lo keeps one
 	 * sender's order); with a forced receive buffer, everything did. */
 	unsigned n = 0;
 	for (unsigned i = 0; i < NPKT; i++) {
 		struct sockaddr_storage from;
-		ssize_t len = rx_recv(&f->rx[0], got, sizeof(got), f->all_fit ? RX_TIMEOUT_MS : 200, &from);
+		ssize_t len =
+			rx_recv(&f->rx[0], got, sizeof(got), f->all_fit ? RX_TIMEOUT_MS : 200, &from);
 		if (len < 0)
 			break;
 		fill(want, LEN, i);
 		if (len != LEN || memcmp(got, want, LEN) != 0)
-			check_fail(__FILE__, __LINE__, "%s: datagram %u: %zd bytes, or not packet %u's", how,
-				   i, len, i);
+			check_fail(__FILE__, __LINE__,
+				   "%s: datagram %u: %zd bytes, or not packet %u's", how, i, len, i);
 		n++;
 	}
 	if (f->all_fit)
@@ -174,12 +175,11 @@ static void refused(int flush)
 	}
 	CHECK_OK(gc_ring_wait(f.r, NPKT, 5000)); /* the slots are free again */
 	CHECK_OK(gc_ring_status(f.r, &st));
-	if (st.sent != 0 || st.send_errors != NPKT || st.last_errno != EPIPE ||
-	    st.error != GC_RING_OK)
+	if (st.sent != 0 || st.send_errors != NPKT || st.last_errno != EPIPE || st.error != GC_RING_OK)
 		check_fail(__FILE__, __LINE__,
 			   "%s: sent %llu, send_errors %llu of %u, last_errno %d (want EPIPE), error %d",
-			   how, (unsigned long long)st.sent, (unsigned long long)st.send_errors, NPKT,
-			   st.last_errno, st.error);
+			   how, (unsigned long long)st.sent, (unsigned long long)st.send_errors,
+			   NPKT, st.last_errno, st.error);
 	RX_NONE(&f.rx[0]);
 	teardown(&f);
 }
