@@ -154,10 +154,11 @@ int gc_ring_notify(struct gc_ring *r);
  * gc_ring_publish(), then gc_ring_notify() if asked.  Returns 1 if it
  * notified, or sent the packets itself instead, as gc_ring_flush() does:
  * it does that on a ring parked by an engine started in this process, with
- * GC_RING_ENGINE_SUBMIT_FLUSH, or when that engine is pinned
- * (GC_RING_ENGINE_PIN_CPU) to the caller's CPU and the ring's previous
- * submit was 50 us ago or more (a paced burst: the woken engine could only
- * run after the caller anyway).
+ * GC_RING_ENGINE_SUBMIT_FLUSH, or when that engine thread can run only on
+ * the caller's CPU (pinned with GC_RING_ENGINE_PIN_CPU, or a one-CPU mask it
+ * inherited, e.g. under taskset -c 0; read at attach and every 100 ms) and
+ * the ring's previous submit was 50 us ago or more (a paced burst: the woken
+ * engine could only run after the caller anyway).
  */
 int gc_ring_submit(struct gc_ring *r);
 /*

@@ -87,11 +87,14 @@ struct gc_ring {
 	 * stopped on another thread leaves it, and the table, in place. */
 	struct gc_conntab *tab;
 	bool submit_flush; /* the engine's GC_RING_ENGINE_SUBMIT_FLUSH */
-	/* The CPU the in-process engine thread is pinned to (-1: not pinned,
-	 * or not ours), and when gc_ring_submit() last ran: a submit on that
-	 * CPU, long enough after the previous one, sends in the caller's
-	 * thread (handle.c, submit_here()). */
+	/* The one CPU the in-process engine thread may run on (-1: several,
+	 * or not ours), as its affinity mask said when last read (at attach
+	 * and at most every 100 ms after, cpu_checked_ns), and when
+	 * gc_ring_submit() last ran: a submit on that CPU, long enough after
+	 * the previous one, sends in the caller's thread (handle.c,
+	 * submit_here()). */
 	int engine_cpu;
+	uint64_t cpu_checked_ns;
 	uint64_t last_submit_ns;
 	uint32_t ring_id;
 	/* The notify eventfd.  gc_ring_notify() may run on the ring's thread

@@ -689,6 +689,8 @@ void *gc_srv_main(void *arg)
 		CPU_SET((size_t)s->p.cpu, &set); /* checked >= 0 at start */
 		pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
 	}
+	/* before any request is served: an attach finds it set */
+	gc_conntab_set_engine(s->tab, gettid());
 	while (!s->stop) {
 		uint64_t now = gc_now_ns();
 		uint64_t next = s->ccwait.next != &s->ccwait ? ccwait_due(s, now) : 0;
@@ -723,6 +725,7 @@ void *gc_srv_main(void *arg)
 			handle(s, &ev[i]);
 		bury(s);
 	}
+	gc_conntab_set_engine(s->tab, 0);
 	return NULL;
 }
 

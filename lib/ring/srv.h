@@ -195,6 +195,10 @@ void gc_conntab_add(struct gc_conntab *t, struct gc_conn *c);
 void gc_conntab_del(struct gc_conntab *t, struct gc_conn *c);
 /* The connection of ring id, with a reference (gc_conn_put()), or NULL. */
 struct gc_conn *gc_conntab_find(struct gc_conntab *t, uint32_t id);
+/* The engine thread's id (gettid()) while it runs, 0 before and after: the
+ * rings attached here read its CPU affinity through it (handle.c). */
+void gc_conntab_set_engine(struct gc_conntab *t, pid_t tid);
+pid_t gc_conntab_engine(struct gc_conntab *t);
 
 /* ---- listen.c: the listening socket --------------------------------------- */
 
