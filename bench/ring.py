@@ -510,8 +510,15 @@ PACED_READING = """\
 - Taskset placement (the whole sender under `taskset -c 0`, the engine started without
   GC_RING_ENGINE_PIN_CPU): the engine thread inherits the one-CPU mask, and gc_ring_submit() reads
   the engine thread's mask (at attach, then at most every 100 ms), not the pin flag, so it sends
-  the paced bursts itself as in the shared placement (issue 19, item 11: before, it handed every
-  burst over here, 0.53x send()).
+  the paced bursts itself as in the shared placement: its "engine" column is about 0.  Before
+  (issue 19, item 11) it handed every burst to the engine thread here, which is what "notify
+  every burst" (--modes always: gc_ring_notify() after every publish) still does: that row is
+  the cost of the hand-off on one CPU, measured in the same interleaved pass.
+- The target (<= 0.45 x send()) was set on an AMD EPYC host where send() cost 3.6 us per packet
+  and the application's own UDP_SEGMENT 0.35-0.42 x send(); the "Run" line above says which host
+  this run had.  Where send() is cheaper, GSO saves a smaller share of it: when "gso" itself
+  costs more than 0.45 x send(), the ring cannot be expected below it, and the ring's column to
+  read is "/ gso" (the same k in one sendmsg() of the same pass, target <= 1.1).
 - Split placement (the engine on the other CPU): gc_ring_submit() hands every burst to the engine
   thread, which parked the ring after the previous one: the application's eventfd write wakes it
   (a large part of "app" in that row), and the engine returns from epoll_pwait2(), sends the 16
