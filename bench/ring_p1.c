@@ -35,7 +35,9 @@
  * send packets/C packets, through a daemon engine (pinned to --engine-cpu)
  * for the ring, as the paper's 30 processes did.  --engine-cpu equal to
  * --app-cpu shares one CPU between them, as the paper's kernel shared the
- * application's.
+ * application's.  A CPU of -1 pins nothing and starts the engine without
+ * GC_RING_ENGINE_PIN_CPU: run under taskset -c 0, the engine thread then
+ * inherits the one CPU (bench/ring.py's "taskset" placement).
  *
  * CPU: process CPU time (CLOCK_PROCESS_CPUTIME_ID / the children's own
  * clocks, and the daemon's /proc schedstat) from the start barrier to the
@@ -119,10 +121,14 @@ static uint64_t ns(clockid_t c)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* Pin the calling thread to cpu; cpu < 0: leave it where it may run (the
+ * "taskset" placement: the whole process runs under taskset -c 0). */
 static void pin(int cpu)
 {
 	cpu_set_t s;
 
+	if (cpu < 0)
+		return;
 	CPU_ZERO(&s);
 	CPU_SET(cpu, &s);
 	if (sched_setaffinity(0, sizeof(s), &s) < 0)
@@ -665,6 +671,8 @@ static void udp_reader_start(void)
 /* Pin every thread of this process but the calling one (the engine) to cpu. */
 static void pin_others(int cpu)
 {
+	if (cpu < 0)
+		return;
 	cpu_set_t s;
 	DIR *d = opendir("/proc/self/task");
 	struct dirent *e;
@@ -741,9 +749,12 @@ static void run_single(const char *method, size_t size, unsigned k, int mode, st
 		res->app = res->cpu;
 		return;
 	}
-	struct gc_ring_engine_params p = GC_RING_ENGINE_PARAMS_INIT(.flags = GC_RING_ENGINE_PIN_CPU,
-								    .cpu = o.engine_cpu,
-								    .batch = o.batch);
+	/* --engine-cpu -1: no pin flag; the engine thread inherits this
+	 * thread's mask (the "taskset" placement) */
+	struct gc_ring_engine_params p =
+		GC_RING_ENGINE_PARAMS_INIT(.flags = o.engine_cpu >= 0 ? GC_RING_ENGINE_PIN_CPU : 0u,
+					   .cpu = o.engine_cpu >= 0 ? o.engine_cpu : 0,
+					   .batch = o.batch);
 	if (mode == 3)
 		p.flags |= GC_RING_ENGINE_SUBMIT_FLUSH;
 	struct gc_ring_engine *e = gc_ring_engine_start(&p);
@@ -791,9 +802,10 @@ static void run_multi(const char *method, size_t size, unsigned k, int mode, str
 			sigprocmask(SIG_BLOCK, &set, NULL);
 			pin(o.engine_cpu);
 			struct gc_ring_engine_params p =
-				GC_RING_ENGINE_PARAMS_INIT(.flags = GC_RING_ENGINE_PIN_CPU,
-							   .cpu = o.engine_cpu, .listen = o.sock,
-							   .batch = o.batch);
+				GC_RING_ENGINE_PARAMS_INIT(.flags = o.engine_cpu >= 0 ? GC_RING_ENGINE_PIN_CPU
+										      : 0u,
+							   .cpu = o.engine_cpu >= 0 ? o.engine_cpu : 0,
+							   .listen = o.sock, .batch = o.batch);
 			struct gc_ring_engine *e = gc_ring_engine_start(&p);
 			if (!e)
 				die("daemon%s", "");

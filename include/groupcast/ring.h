@@ -22,7 +22,9 @@
  * A packet record names its payload by offset and length in the ring's packet
  * zone, a memfd of page-aligned buffers that the engine maps read-only and
  * sends from directly: no byte is copied between the application and the
- * engine.
+ * engine.  The engine sends from its own mapping, even in the application's
+ * process: what the application does to its own mapping of the zone does not
+ * change what is sent.
  *
  * Sending:
  *     struct gc_pkt *p = gc_ring_get_pkt(r);   claim a slot (moves user_i)
@@ -152,10 +154,11 @@ int gc_ring_notify(struct gc_ring *r);
  * gc_ring_publish(), then gc_ring_notify() if asked.  Returns 1 if it
  * notified, or sent the packets itself instead, as gc_ring_flush() does:
  * it does that on a ring parked by an engine started in this process, with
- * GC_RING_ENGINE_SUBMIT_FLUSH, or when that engine is pinned
- * (GC_RING_ENGINE_PIN_CPU) to the caller's CPU and the ring's previous
- * submit was 50 us ago or more (a paced burst: the woken engine could only
- * run after the caller anyway).
+ * GC_RING_ENGINE_SUBMIT_FLUSH, or when that engine thread can run only on
+ * the caller's CPU (pinned with GC_RING_ENGINE_PIN_CPU, or a one-CPU mask it
+ * inherited, e.g. under taskset -c 0; read at attach and every 100 ms) and
+ * the ring's previous submit was 50 us ago or more (a paced burst: the woken
+ * engine could only run after the caller anyway).
  */
 int gc_ring_submit(struct gc_ring *r);
 /*
@@ -212,8 +215,11 @@ unsigned gc_ring_space(struct gc_ring *r);
 /*
  * Wait until at least nfree slots are free (the engine moved dev_i), at most
  * timeout_ms (-1: no limit).  The engine frees only what it took: publish
- * (and notify if asked) first.  Errors: EINVAL (nfree > N - 1), ETIMEDOUT,
- * ENOTCONN (not attached), EPIPE (the engine stopped serving the ring).
+ * (and notify if asked) first.  A slot is freed whether its datagram was sent
+ * or refused by the network: refusals are counted in gc_ring_status()
+ * (send_errors, last_errno), not reported here.  Errors: EINVAL
+ * (nfree > N - 1), ETIMEDOUT, ENOTCONN (not attached), EPIPE (the engine
+ * stopped serving the ring).
  */
 int gc_ring_wait(struct gc_ring *r, unsigned nfree, int timeout_ms);
 
@@ -243,7 +249,8 @@ struct gc_ring_status {
 	uint64_t sent;	      /* datagrams handed to the network */
 	uint64_t bytes;	      /* their payload bytes */
 	uint64_t dead;	      /* records skipped because of user_dead */
-	uint64_t send_errors; /* datagrams the network refused (dropped) */
+	uint64_t send_errors; /* datagrams the network refused (dropped; every
+				 packet taken is sent, refused or dead) */
 	int last_errno;	      /* errno of the last refused datagram */
 	uint64_t acks;	      /* acknowledgements logged */
 	uint64_t acks_lost;   /* acknowledgements dropped from a full log */

@@ -261,6 +261,7 @@ void gc_conn_put(struct gc_conn *c)
 struct gc_conntab {
 	pthread_mutex_t lock; /* guards the buckets */
 	_Atomic unsigned refs;
+	_Atomic int engine_tid; /* the engine thread's, while it runs; else 0 */
 	struct gc_conn *bucket[TAB_BUCKETS];
 };
 
@@ -309,6 +310,18 @@ void gc_conntab_del(struct gc_conntab *t, struct gc_conn *c)
 		}
 	}
 	pthread_mutex_unlock(&t->lock);
+}
+
+void gc_conntab_set_engine(struct gc_conntab *t, pid_t tid)
+{
+	/* relaxed: a hint for gc_ring_submit(), which only decides where a
+	 * burst is sent from; the attach reply orders it for the rings */
+	atomic_store_explicit(&t->engine_tid, tid, memory_order_relaxed);
+}
+
+pid_t gc_conntab_engine(struct gc_conntab *t)
+{
+	return atomic_load_explicit(&t->engine_tid, memory_order_relaxed);
 }
 
 struct gc_conn *gc_conntab_find(struct gc_conntab *t, uint32_t id)

@@ -350,18 +350,44 @@ GC_EXPORT int gc_ring_flush(struct gc_ring *r)
 #define SUBMIT_GAP_NS 50000ull
 
 /*
+ * How often a ring re-reads the engine thread's CPU affinity (one
+ * sched_getaffinity() call, on a submit that finds the ring parked): masks
+ * rarely change (taskset -p, a cgroup's cpuset), and until the next read a
+ * burst is only sent from the other thread than would be best.
+ */
+#define AFFINITY_RECHECK_NS 100000000ull
+
+/* The one CPU the engine thread of tab may run on, or -1 (several, or the
+ * engine is not running). */
+static int engine_one_cpu(struct gc_conntab *tab)
+{
+	pid_t tid = gc_conntab_engine(tab);
+	cpu_set_t set;
+
+	if (tid <= 0 || sched_getaffinity(tid, sizeof(set), &set) < 0 || CPU_COUNT(&set) != 1)
+		return -1;
+	for (int c = 0; c < CPU_SETSIZE; c++)
+		if (CPU_ISSET((size_t)c, &set))
+			return c;
+	return -1;
+}
+
+/*
  * Whether gc_ring_submit() sends a parked ring from this thread instead of
  * waking the engine thread.  Only when the engine runs in this process
  * (r->tab; flush_here() then does the work and leaves what it cannot send
  * to the engine) and either
  * - the engine was started with GC_RING_ENGINE_SUBMIT_FLUSH (always), or
- * - the engine thread is pinned to the CPU this thread is on, and the
- *   previous submit was SUBMIT_GAP_NS ago or more: the woken engine would
- *   run on this CPU, after this thread, so the hand-off (an eventfd write
- *   and two context switches) would be pure cost and latency.
- * An engine on another CPU is left the work: sending there is what it is
- * for (the split placement of bench/ring.py), even though it costs more in
- * total.
+ * - the engine thread can run on one CPU only and this thread is on it,
+ *   and the previous submit was SUBMIT_GAP_NS ago or more: the woken engine
+ *   would run on this CPU, after this thread, so the hand-off (an eventfd
+ *   write and two context switches) would be pure cost and latency.  The
+ *   engine is confined so when pinned (GC_RING_ENGINE_PIN_CPU), and also
+ *   when it inherited a mask of one CPU (the whole process under
+ *   taskset -c 0): its mask says which, not the flag (r->engine_cpu).
+ * An engine that may run on another CPU is left the work: sending there is
+ * what it is for (the split placement of bench/ring.py), even though it
+ * costs more in total.
  */
 static bool submit_here(struct gc_ring *r)
 {
@@ -369,11 +395,13 @@ static bool submit_here(struct gc_ring *r)
 		return false;
 	if (r->submit_flush)
 		return true;
-	if (r->engine_cpu < 0)
-		return false;
 	uint64_t now = gc_now_ns(), last = r->last_submit_ns;
 	r->last_submit_ns = now;
-	return now - last >= SUBMIT_GAP_NS && sched_getcpu() == r->engine_cpu;
+	if (now - r->cpu_checked_ns >= AFFINITY_RECHECK_NS) {
+		r->engine_cpu = engine_one_cpu(r->tab);
+		r->cpu_checked_ns = now;
+	}
+	return r->engine_cpu >= 0 && now - last >= SUBMIT_GAP_NS && sched_getcpu() == r->engine_cpu;
 }
 
 /*
@@ -444,7 +472,8 @@ GC_EXPORT int gc_ring_attach(struct gc_ring *r, struct gc_ring_engine *e, int sd
 		r->tab = tab;
 	}
 	r->submit_flush = tab && (e->srv->p.flags & GC_RING_ENGINE_SUBMIT_FLUSH);
-	r->engine_cpu = tab && (e->srv->p.flags & GC_RING_ENGINE_PIN_CPU) ? e->srv->p.cpu : -1;
+	r->engine_cpu = tab && !r->submit_flush ? engine_one_cpu(tab) : -1;
+	r->cpu_checked_ns = gc_now_ns();
 	r->last_submit_ns = 0;
 	r->ring_id = rep.ring_id;
 	atomic_store(&r->efd, efd);

@@ -47,16 +47,17 @@ struct gc_zone {
 };
 
 /*
- * zone.c: the memfds this process created and mapped (zones and rings,
- * gc_memfd_sealed()).  An engine started in this process uses the
- * application's own mapping of them instead of mapping the same pages a
- * second time (a second TLB entry per page, and page walks in the kernel's
- * copy of every payload; and the two sides' atomics at one address, which
- * ThreadSanitizer can pair).  gc_own_add(): register one (gc_zone_create(),
- * gc_ring_create()); gc_own_share(): the mapping of the file
- * dev/ino of size bytes with a reference, or NULL if it is not ours;
- * gc_own_unshare() gives it back; gc_own_forget() before unmapping: -1
- * (EBUSY) while an engine uses it.
+ * zone.c: the ring memfds this process created and mapped
+ * (gc_ring_create()).  An engine started in this process uses the
+ * application's own mapping of a ring's records and indexes instead of
+ * mapping them a second time: the two sides' atomics are then at one
+ * address, which ThreadSanitizer can pair.  Never a zone's: the engine
+ * sends payloads from its own mapping of the zone (server.c, zmap_get()),
+ * so what the application does to its mapping cannot make a send fail.
+ * gc_own_add(): register one (gc_ring_create()); gc_own_share(): the
+ * mapping of the file dev/ino of size bytes with a reference, or NULL if
+ * it is not ours; gc_own_unshare() gives it back; gc_own_forget() before
+ * unmapping: -1 (EBUSY) while an engine uses it.
  */
 void gc_own_add(int fd, const void *base, uint64_t size);
 void *gc_own_share(dev_t dev, ino_t ino, uint64_t size);
@@ -86,11 +87,14 @@ struct gc_ring {
 	 * stopped on another thread leaves it, and the table, in place. */
 	struct gc_conntab *tab;
 	bool submit_flush; /* the engine's GC_RING_ENGINE_SUBMIT_FLUSH */
-	/* The CPU the in-process engine thread is pinned to (-1: not pinned,
-	 * or not ours), and when gc_ring_submit() last ran: a submit on that
-	 * CPU, long enough after the previous one, sends in the caller's
-	 * thread (handle.c, submit_here()). */
+	/* The one CPU the in-process engine thread may run on (-1: several,
+	 * or not ours), as its affinity mask said when last read (at attach
+	 * and at most every 100 ms after, cpu_checked_ns), and when
+	 * gc_ring_submit() last ran: a submit on that CPU, long enough after
+	 * the previous one, sends in the caller's thread (handle.c,
+	 * submit_here()). */
 	int engine_cpu;
+	uint64_t cpu_checked_ns;
 	uint64_t last_submit_ns;
 	uint32_t ring_id;
 	/* The notify eventfd.  gc_ring_notify() may run on the ring's thread

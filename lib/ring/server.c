@@ -322,14 +322,14 @@ static struct gc_zmap *zmap_get(struct gc_client *cl, int fd, const struct stat 
 		gc_rep_err(rep, ENOMEM, "out of memory");
 		return NULL;
 	}
-	/* The process that started the engine sends from its own mapping of
-	 * the zone: the same pages mapped twice in one process cost a second
-	 * TLB entry per page and page walks the kernel's copy of every payload
-	 * pays (bench/ring.py, split placement: the engine's cost per 1400-byte
-	 * packet went from about 1.5 to 1.0 us in a quick run). */
-	const void *own = cl->local ? gc_own_share(st->st_dev, st->st_ino, size) : NULL;
-	/* read-only: the engine never writes packet data */
-	void *map = own ? (void *)own : mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
+	/* Read-only, and always the engine's own mapping, also for the process
+	 * that started it: what goes out is what the memfd holds, whatever
+	 * the application does to its own mapping of the zone (unmaps it,
+	 * mprotect()s it, maps something else over it).  Sent from the
+	 * application's mapping, such a payload failed with EFAULT (issue 19,
+	 * test_ring_mapping).  The memfd is sealed against shrinking
+	 * (gc_srv_decode()), so this mapping never faults. */
+	void *map = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
 	if (map == MAP_FAILED) {
 		gc_rep_err(rep, errno, "mapping the %llu-byte zone failed", (unsigned long long)size);
 		free(z);
@@ -339,7 +339,6 @@ static struct gc_zmap *zmap_get(struct gc_client *cl, int fd, const struct stat 
 	z->ino = st->st_ino;
 	z->size = size;
 	z->map = map;
-	z->shared = own != NULL;
 	z->refs = 1;
 	z->next = cl->zones;
 	cl->zones = z;
@@ -357,10 +356,7 @@ static void zmap_put(struct gc_client *cl, struct gc_zmap *z)
 			break;
 		}
 	}
-	if (z->shared)
-		gc_own_unshare(z->map);
-	else
-		munmap((void *)z->map, z->size);
+	munmap((void *)z->map, z->size);
 	cl->mapped -= z->size;
 	free(z);
 }
@@ -411,7 +407,11 @@ static int srv_attach(struct gc_srv *s, struct gc_client *cl, const struct gc_re
 	c->zone = zmap_get(cl, fds[1], &zst, q->zone_size, rep);
 	if (!c->zone)
 		goto fail;
-	/* the ring too: the process that started us uses its own mapping */
+	/* The ring's records and indexes: the process that started us shares
+	 * its own mapping, so that ThreadSanitizer sees both sides' atomics at
+	 * one address (internal.h, gc_own_share()).  Only the indexes and
+	 * records, which the engine checks as it reads them; never the
+	 * payloads (zmap_get()). */
 	struct stat rst;
 	c->shm = cl->local && fstat(fds[0], &rst) == 0 ? gc_own_share(rst.st_dev, rst.st_ino, need)
 						       : NULL;
@@ -689,6 +689,8 @@ void *gc_srv_main(void *arg)
 		CPU_SET((size_t)s->p.cpu, &set); /* checked >= 0 at start */
 		pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
 	}
+	/* before any request is served: an attach finds it set */
+	gc_conntab_set_engine(s->tab, gettid());
 	while (!s->stop) {
 		uint64_t now = gc_now_ns();
 		uint64_t next = s->ccwait.next != &s->ccwait ? ccwait_due(s, now) : 0;
@@ -723,6 +725,7 @@ void *gc_srv_main(void *arg)
 			handle(s, &ev[i]);
 		bury(s);
 	}
+	gc_conntab_set_engine(s->tab, 0);
 	return NULL;
 }
 

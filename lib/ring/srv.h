@@ -45,14 +45,14 @@ enum gc_conn_state {
 	CONN_STOPPED  /* broke a rule: not served until detached */
 };
 
-/* A zone of one client, mapped read-only once however many rings use it. */
+/* A zone of one client, mapped read-only once however many rings use it: the
+ * engine's own mapping, never the application's (server.c, zmap_get()). */
 struct gc_zmap {
 	struct gc_zmap *next;
 	dev_t dev;
 	ino_t ino;
 	uint64_t size;
 	const unsigned char *map;
-	bool shared; /* the application's own mapping (gc_own_share()) */
 	unsigned refs;
 };
 
@@ -195,6 +195,10 @@ void gc_conntab_add(struct gc_conntab *t, struct gc_conn *c);
 void gc_conntab_del(struct gc_conntab *t, struct gc_conn *c);
 /* The connection of ring id, with a reference (gc_conn_put()), or NULL. */
 struct gc_conn *gc_conntab_find(struct gc_conntab *t, uint32_t id);
+/* The engine thread's id (gettid()) while it runs, 0 before and after: the
+ * rings attached here read its CPU affinity through it (handle.c). */
+void gc_conntab_set_engine(struct gc_conntab *t, pid_t tid);
+pid_t gc_conntab_engine(struct gc_conntab *t);
 
 /* ---- listen.c: the listening socket --------------------------------------- */
 

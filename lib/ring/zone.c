@@ -17,8 +17,8 @@
 #include <unistd.h>
 #include "ring/internal.h"
 
-/* The memfds this process created and mapped, which an engine started here
- * uses instead of mapping them again (internal.h). */
+/* The ring memfds this process created and mapped, which an engine started
+ * here uses instead of mapping them again (internal.h). */
 struct own_map {
 	struct own_map *next;
 	dev_t dev;
@@ -153,7 +153,6 @@ GC_EXPORT struct gc_zone *gc_zone_create(size_t nbufs, size_t buf_size)
 		return NULL;
 	}
 	z->base = map;
-	gc_own_add(z->fd, map, z->size);
 	return z;
 }
 
@@ -164,8 +163,7 @@ GC_EXPORT int gc_zone_free(struct gc_zone *z)
 	if (atomic_load_explicit(&z->rings, memory_order_relaxed))
 		return gc_seterr(EBUSY, "gc_zone_free: %u ring(s) still use the zone",
 				 atomic_load_explicit(&z->rings, memory_order_relaxed));
-	if (gc_own_forget(z->base, "gc_zone_free") < 0)
-		return -1;
+	/* an engine has its own mapping (server.c): ours is ours alone */
 	munmap(z->base, z->size);
 	close(z->fd);
 	free(z);

@@ -8,12 +8,14 @@
  *
  * gc_ring_submit() sends a parked ring from the caller's thread too, without
  * waking the engine, when the engine was started with
- * GC_RING_ENGINE_SUBMIT_FLUSH, or when the engine thread is pinned to the
- * caller's CPU and the previous submit was a while ago (a paced burst); a
+ * GC_RING_ENGINE_SUBMIT_FLUSH, or when the engine thread can run only on the
+ * caller's CPU (pinned there, or a one-CPU mask it inherited, as under
+ * taskset -c 0) and the previous submit was a while ago (a paced burst); a
  * burst right after another one, or from another CPU, wakes the engine.
  */
 #include "ring_util.h"
 
+#include <dirent.h>
 #include <pthread.h>
 #include <sched.h>
 
@@ -226,20 +228,63 @@ static uint64_t submit_burst(struct fixture *f, uint64_t seq, unsigned n)
 	return rs.sent;
 }
 
+/* Our thread's mask into *saved, and its first (up to) two CPUs into
+ * cpus[]; returns how many. */
+static int our_cpus(cpu_set_t *saved, int cpus[2])
+{
+	int ncpu = 0;
+
+	CHECK_OK(pthread_getaffinity_np(pthread_self(), sizeof(*saved), saved));
+	for (int c = 0; c < CPU_SETSIZE && ncpu < 2; c++)
+		if (CPU_ISSET((size_t)c, saved))
+			cpus[ncpu++] = c;
+	return ncpu;
+}
+
+/* n paced bursts of 4 from *seq on a parked ring: each is sent before
+ * gc_ring_submit() returns, and the engine thread is never notified. */
+static void paced_inline(struct fixture *f, uint64_t *seq, unsigned n)
+{
+	struct gc_ring_engine_stats st0, st1;
+	uint64_t first = *seq;
+
+	CHECK(ring_parked(f->r, 2000));
+	CHECK_OK(gc_ring_engine_stats(f->e, &st0));
+	for (unsigned b = 0; b < n; b++, *seq += 4) {
+		usleep(2000); /* far more than the gap (handle.c) */
+		CHECK_EQ(submit_burst(f, *seq, 4), *seq + 4);
+	}
+	expect_seqs(&f->rx[0], first, *seq - first);
+	CHECK_OK(gc_ring_engine_stats(f->e, &st1));
+	CHECK_EQ(st1.notifies, st0.notifies); /* the engine thread never woke */
+}
+
+/* One paced burst of 4 from *seq on a parked ring, handed to the engine
+ * thread (notified) rather than sent by the caller. */
+static void paced_handed_over(struct fixture *f, uint64_t *seq)
+{
+	struct gc_ring_engine_stats st0, st1;
+
+	CHECK(ring_parked(f->r, 2000));
+	CHECK_OK(gc_ring_engine_stats(f->e, &st0));
+	usleep(2000);
+	submit_burst(f, *seq, 4);
+	*seq += 4;
+	CHECK_OK(gc_ring_wait(f->r, f->n - 1, 5000));
+	expect_seqs(&f->rx[0], *seq - 4, 4);
+	CHECK_OK(gc_ring_engine_stats(f->e, &st1));
+	CHECK(st1.notifies >= st0.notifies + 1);
+}
+
 /* A parked ring, a burst after a pause: sent by gc_ring_submit() itself
  * (before it returns, no notification) or handed to the engine thread. */
 static void submit_paced(void)
 {
 	cpu_set_t saved;
-	int cpus[2], ncpu = 0;
+	int cpus[2], ncpu = our_cpus(&saved, cpus);
 	struct gc_ring_engine_stats st0, st1;
 	struct fixture f;
 	uint64_t seq = 0;
-
-	CHECK_OK(pthread_getaffinity_np(pthread_self(), sizeof(saved), &saved));
-	for (int c = 0; c < CPU_SETSIZE && ncpu < 2; c++)
-		if (CPU_ISSET((size_t)c, &saved))
-			cpus[ncpu++] = c;
 
 	/* GC_RING_ENGINE_SUBMIT_FLUSH: inline whatever the CPU or the pace */
 	struct gc_ring_engine_params p = GC_RING_ENGINE_PARAMS_INIT(.flags = GC_RING_ENGINE_SUBMIT_FLUSH);
@@ -260,15 +305,8 @@ static void submit_paced(void)
 	p = (struct gc_ring_engine_params)GC_RING_ENGINE_PARAMS_INIT(.flags = GC_RING_ENGINE_PIN_CPU,
 								     .cpu = cpus[0]);
 	setup(&f, 64, gc_ring_engine_start(&p));
-	CHECK(ring_parked(f.r, 2000));
-	CHECK_OK(gc_ring_engine_stats(f.e, &st0));
-	for (unsigned b = 0; b < 5; b++, seq += 4) {
-		usleep(2000); /* far more than the gap (handle.c) */
-		CHECK_EQ(submit_burst(&f, seq, 4), seq + 4);
-	}
-	expect_seqs(&f.rx[0], 0, seq);
+	paced_inline(&f, &seq, 5);
 	CHECK_OK(gc_ring_engine_stats(f.e, &st1));
-	CHECK_EQ(st1.notifies, st0.notifies); /* the engine thread never woke */
 	/* Back-to-back submits: the engine is woken and takes over (the first
 	 * of them comes right after an inline one, so it hands over unless
 	 * this thread was preempted in between; 64 such chances). */
@@ -283,14 +321,59 @@ static void submit_paced(void)
 	/* From another CPU: handed over, paced or not. */
 	if (ncpu == 2) {
 		pin(cpus[1], NULL);
-		CHECK(ring_parked(f.r, 2000));
-		usleep(2000);
-		submit_burst(&f, seq, 4);
-		seq += 4;
-		CHECK_OK(gc_ring_wait(f.r, f.n - 1, 5000));
-		expect_seqs(&f.rx[0], seq - 4, 4);
-		CHECK_OK(gc_ring_engine_stats(f.e, &st1));
-		CHECK(st1.notifies >= st0.notifies + 1);
+		paced_handed_over(&f, &seq);
+	}
+	RX_NONE(&f.rx[0]);
+	pin(-1, &saved);
+	CHECK_OK(gc_ring_engine_stop(f.e));
+	teardown(&f);
+}
+
+/* Give every thread of this process but the calling one (the engine
+ * thread, and any a sanitizer runs) the mask set, as taskset -p would. */
+static void set_others(const cpu_set_t *set)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *de;
+	pid_t me = gettid();
+
+	CHECK(d != NULL);
+	while ((de = readdir(d))) {
+		pid_t t = (pid_t)atoi(de->d_name);
+		if (t > 0 && t != me)
+			CHECK_OK(sched_setaffinity(t, sizeof(*set), set));
+	}
+	closedir(d);
+}
+
+/* The process on one CPU with no pin flag (as under taskset -c 0): the
+ * engine thread inherits the mask, and a paced burst is sent by
+ * gc_ring_submit() before it returns, as with the engine pinned.  The mask
+ * is read again after a while (at most every 100 ms, handle.c): widened,
+ * the engine gets the bursts again; narrowed, the caller sends them. */
+static void submit_one_cpu(void)
+{
+	cpu_set_t saved, one;
+	int cpus[2], ncpu = our_cpus(&saved, cpus);
+	struct fixture f;
+	uint64_t seq = 0;
+
+	CPU_ZERO(&one);
+	CPU_SET((size_t)cpus[0], &one);
+
+	pin(cpus[0], NULL);
+	setup(&f, 64, gc_ring_engine_start(NULL)); /* no flags: it inherits our mask */
+	paced_inline(&f, &seq, 5);
+
+	if (ncpu == 2) {
+		/* the engine may run on the other CPU too: it sends again */
+		set_others(&saved);
+		usleep(150000);
+		paced_handed_over(&f, &seq);
+		/* confined to our CPU again: the caller sends */
+		set_others(&one);
+		usleep(150000);
+		paced_inline(&f, &seq, 1);
 	}
 	RX_NONE(&f.rx[0]);
 	pin(-1, &saved);
@@ -325,6 +408,7 @@ int main(void)
 	in_thread();
 	racing();
 	submit_paced();
+	submit_one_cpu();
 	daemon_ring();
 	return check_done("ring_flush");
 }

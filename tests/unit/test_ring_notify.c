@@ -8,6 +8,7 @@
 #include "ring_util.h"
 
 #include <pthread.h>
+#include <sched.h>
 
 static void parked(void)
 {
@@ -36,13 +37,23 @@ static void parked(void)
 	CHECK_OK(gc_ring_notify(r));
 	RX_EXPECT(&rx[0], "hello", 5);
 
-	/* submit notifies only when asked */
+	/* submit notifies only when asked; unless the engine thread can run
+	 * only on our CPU (it inherited our mask: run under taskset -c 0, or
+	 * a machine of one CPU), where the submit sends the packet itself
+	 * before it returns (test_ring_flush) */
+	cpu_set_t mask;
+	CHECK_OK(sched_getaffinity(0, sizeof(mask), &mask));
+	int one_cpu = CPU_COUNT(&mask) == 1;
 	CHECK(ring_parked(r, 2000));
 	put_pkt(r, off, 5, 2);
 	CHECK_EQ(gc_ring_submit(r), 1);
+	if (one_cpu) {
+		CHECK_OK(gc_ring_status(r, &rs));
+		CHECK_EQ(rs.sent, 2);
+	}
 	RX_EXPECT(&rx[0], "hello", 5);
 	CHECK_OK(gc_ring_engine_stats(e, &st1));
-	CHECK_EQ(st1.notifies - st0.notifies, 2);
+	CHECK_EQ(st1.notifies - st0.notifies, one_cpu ? 1 : 2);
 	CHECK(st1.sleeps > st0.sleeps);
 
 	/* a notification the engine did not ask for is harmless */
