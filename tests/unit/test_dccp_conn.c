@@ -861,6 +861,26 @@ static struct pkt client_pkt(uint8_t type, const uint8_t *opts, size_t optlen, c
 	return p;
 }
 
+/* A listener on port 5001 (CCID 2), nothing queued. */
+static void fresh_listener(void)
+{
+	struct dccp_conn_params lp = params(5001, 0);
+	lp.ph_out = ph_s2c;
+	dccp_listener_init(&L, &lp);
+	to_client.n = to_server.n = 0;
+}
+
+/* A client packet of type with a Timestamp (ts) and a 1-byte payload d. */
+static struct pkt ts_pkt(uint8_t type, uint32_t ts, const char *d)
+{
+	uint8_t ob[8];
+	struct dccp_obuf b;
+	dccp_obuf_init(&b, ob, sizeof(ob));
+	dccp_opt_put_timestamp(&b, ts);
+	dccp_obuf_pad(&b);
+	return client_pkt(type, ob, b.len, d, 1);
+}
+
 /* A Request from port 40000 with the options in b (padded here). */
 static struct pkt request_with(struct dccp_obuf *b, uint64_t seq)
 {
@@ -911,9 +931,7 @@ static void test_timestamp_echo(void)
 	uint32_t echo, el;
 
 	/* a Request with a Timestamp, as Linux's: the Response echoes it */
-	struct dccp_conn_params lp = params(5001, 0);
-	lp.ph_out = ph_s2c;
-	dccp_listener_init(&L, &lp);
+	fresh_listener();
 	dccp_obuf_init(&b, ob, sizeof(ob));
 	uint8_t two = 2;
 	dccp_feat_put_sp(&b, DCCP_OPT_CHANGE_L, DCCP_F_CCID, &two, 1);
@@ -938,10 +956,7 @@ static void test_timestamp_echo(void)
 	/* in a connection: the next packet echoes it with the time held, once:
 	 * the Ack the first data packet draws at once (held 0) */
 	open_pair(now);
-	dccp_obuf_init(&b, ob, sizeof(ob));
-	dccp_opt_put_timestamp(&b, 0xabcdef00);
-	dccp_obuf_pad(&b);
-	struct pkt p = client_pkt(DCCP_DATAACK, ob, b.len, "d", 1);
+	struct pkt p = ts_pkt(DCCP_DATAACK, 0xabcdef00, "d");
 	to_client.n = 0;
 	deliver_s(&p, now + 10 * MS);
 	CHECK(to_client.n == 1);
@@ -954,10 +969,7 @@ static void test_timestamp_echo(void)
 	deliver_s(&p, now + 10 * MS);
 	/* a Timestamp on a data packet that draws no Ack at once (Ack Ratio
 	 * 2), answered by data 3.5 ms later (350 hundredths of ms), once */
-	dccp_obuf_init(&b, ob, sizeof(ob));
-	dccp_opt_put_timestamp(&b, 0xabcdef01);
-	dccp_obuf_pad(&b);
-	p = client_pkt(DCCP_DATAACK, ob, b.len, "e", 1);
+	p = ts_pkt(DCCP_DATAACK, 0xabcdef01, "e");
 	to_client.n = 0;
 	deliver_s(&p, now + 10 * MS);
 	EXPECT_EQ(to_client.n, 0u);
@@ -993,10 +1005,7 @@ static void test_timestamp_echo(void)
 	 * connection adds no second echo */
 	pair_ccid = 3;
 	open_pair(now + 1000 * MS);
-	dccp_obuf_init(&b, ob, sizeof(ob));
-	dccp_opt_put_timestamp(&b, 0x777);
-	dccp_obuf_pad(&b);
-	p = client_pkt(DCCP_DATAACK, ob, b.len, "d", 1);
+	p = ts_pkt(DCCP_DATAACK, 0x777, "d");
 	to_client.n = 0;
 	deliver_s(&p, now + 1010 * MS);
 	CHECK(to_client.n >= 1); /* the first data packet draws feedback at once */
@@ -1085,9 +1094,7 @@ static void test_listen_packet_silent(void)
 	ssize_t n = dccp_build(p.b, sizeof(p.b), &h, NULL, 0, NULL, 0, &ph_c2s);
 	CHECK(n > 0);
 	p.len = (size_t)n;
-	struct dccp_conn_params lp = params(5001, 0);
-	lp.ph_out = ph_s2c;
-	dccp_listener_init(&L, &lp);
+	fresh_listener();
 	to_client.n = 0;
 	EXPECT(!feed_listener(&p, &ph_c2s, &ph_s2c, now));
 	EXPECT_EQ(to_client.n, 0u);
@@ -1135,9 +1142,7 @@ static void test_ccid_no_agreement(void)
 	uint64_t now = 1200000 * MS;
 	uint8_t ob[512], v[8];
 	struct dccp_obuf b;
-	struct dccp_conn_params lp = params(5001, 0);
-	lp.ph_out = ph_s2c;
-	dccp_listener_init(&L, &lp);
+	fresh_listener();
 	dccp_obuf_init(&b, ob, sizeof(ob));
 	uint8_t three = 3;
 	dccp_feat_put_sp(&b, DCCP_OPT_CHANGE_R, DCCP_F_CCID, &three, 1);
