@@ -55,7 +55,8 @@ struct gc_dccp_opts {
 	uint32_t mps;	     /* largest payload, bytes [1400] */
 	uint32_t ring_slots; /* ring records, power of 2 [1024] */
 	uint32_t zone_bufs;  /* zone buffers of mps bytes [ring_slots] */
-	uint32_t seq_window; /* initial Sequence Window [100, RFC 4340 §7.5.2] */
+	uint32_t seq_window; /* initial Sequence Window, RFC 4340 §7.5.2, >= 32
+				[5 x ring_slots, at least 100: 5120 by default] */
 	uint32_t ack_ratio;  /* CCID 2: the Ack Ratio our sender asks for on a path
 				that loses no Acks [0: cwnd / 32, gc_dccp(3)] */
 	uint32_t timeout_ms; /* connect: handshake deadline [10000] */

@@ -107,12 +107,37 @@ struct dccp_ccid_rx_ops {
 	 * carry (GSR for both CCIDs).
 	 */
 	void (*put_feedback)(void *rx, struct dccp_obuf *b, uint64_t now_ns, uint64_t *ackno);
-	/* The peer acknowledged our ack seq: state below it may go (Ack of Ack, §11.4). */
+	/* The peer received our Ack that carried Acknowledgement Number seq
+	 * (Ack of Ack, §11.4; dccp_aoa_find() maps the peer's Acknowledgement
+	 * Number to it): state below seq may go. */
 	void (*ack_of_ack)(void *rx, uint64_t seq);
 	uint64_t (*next_timer)(void *rx);
 	void (*timer)(void *rx, uint64_t now_ns); /* may make feedback due: see feedback_due */
 	bool (*feedback_due)(void *rx);
 };
+
+/*
+ * Acks of Acks (RFC 4340 §11.4, RFC 4341 §6.1.1).  The peer acknowledges
+ * one of our feedback packets by its sequence number (the Acknowledgement
+ * Number of the peer's packet is a number of ours); ack_of_ack() wants the
+ * Acknowledgement Number that feedback packet carried (a number of the
+ * peer's).  The connection notes (our seq, ackno carried) for each feedback
+ * packet it sends and looks the peer's Acknowledgement Number up: only an
+ * exact match says the peer received that Ack (Linux: dccp_ackvec_lookup()).
+ * The last DCCP_AOA_N are kept; an older one acknowledged prunes nothing.
+ */
+#define DCCP_AOA_N 32
+struct dccp_aoa_map {
+	struct {
+		uint64_t seq, ackno;
+		bool used;
+	} e[DCCP_AOA_N];
+	unsigned next;
+};
+void dccp_aoa_note(struct dccp_aoa_map *m, uint64_t seq, uint64_t ackno);
+/* true, *carried set: seq (the peer's Acknowledgement Number) is one of
+ * our feedback packets noted; it and the older ones are forgotten. */
+bool dccp_aoa_find(struct dccp_aoa_map *m, uint64_t seq, uint64_t *carried);
 
 const struct dccp_ccid_tx_ops *dccp_ccid_tx(uint8_t id); /* NULL: not supported */
 const struct dccp_ccid_rx_ops *dccp_ccid_rx(uint8_t id);

@@ -14,6 +14,12 @@
  * send NDP Count whenever a run of non-data packets precedes a packet,
  * whatever our Send NDP Count (§7.7.2 allows it), so a peer that asks for
  * it gets it.
+ *
+ * RFC 4340 §13.3: each Timestamp the peer sends is echoed once, with the
+ * time held, on our next packet of any type (the listener's Response for
+ * the Request's).  §11.4: an incoming Acknowledgement Number that names one
+ * of our feedback Acks lets the CCID 2 receiver prune its Ack Vector
+ * (dccp_aoa_find(), ccid.h).  RFC 5596: a DCCP-Listen never draws a Reset.
  */
 #include "dccp/conn.h"
 
@@ -28,7 +34,8 @@
 
 #define MS 1000000ull
 #define PARTOPEN_NS (200 * MS) /* §8.1.5: PARTOPEN timer starts at 200 ms */
-#define REQUEST_NS (500 * MS)  /* first Request retransmission */
+#define REQUEST_NS \
+	(1000 * MS) /* §8.1.1: the first Request retransmission "after approximately one second" */
 #define CLOSE_NS (200 * MS)
 #define TIMEWAIT_NS (2000 * MS) /* short 2 MSL: ports are ours alone in practice */
 #define MAX_BACKOFF_NS (8000 * MS)
@@ -103,6 +110,47 @@ static void common_opts(struct dccp_conn *c, struct dccp_obuf *b, bool has_ack, 
 	}
 }
 
+/* Does the options area b hold a Timestamp Echo of ts (CCID 3's feedback
+ * echoes the Timestamps it saw itself)? */
+static bool has_ts_echo(const struct dccp_obuf *b, uint32_t ts)
+{
+	for (size_t i = 0; i < b->len;) {
+		uint8_t t = b->p[i];
+		if (t < 32) {
+			i++;
+			continue;
+		}
+		if (i + 1 >= b->len || b->p[i + 1] < 2)
+			return false;
+		size_t n = b->p[i + 1];
+		if (t == DCCP_OPT_TS_ECHO && n >= 6 && i + 6 <= b->len &&
+		    ((uint32_t)b->p[i + 2] << 24 | (uint32_t)b->p[i + 3] << 16 |
+		     (uint32_t)b->p[i + 4] << 8 | b->p[i + 5]) == ts)
+			return true;
+		i += n;
+	}
+	return false;
+}
+
+/*
+ * RFC 4340 §13.3: the receiver of a Timestamp "SHOULD generate a Timestamp
+ * Echo option", one per Timestamp, with the time it held it as Elapsed Time
+ * (hundredths of ms; omitted when 0).  It goes on whichever packet of ours
+ * comes next, data or not (as Linux 6.1: dccp_insert_options()).  Linux's
+ * CCID 3 sender takes its first RTT from the echo of its Request's or
+ * Response's Timestamp; without it, it starts at one packet a second.
+ */
+static void put_ts_echo(struct dccp_conn *c, struct dccp_obuf *b, uint64_t now_ns)
+{
+	if (!c->ts_pending || b->overflow)
+		return;
+	if (!has_ts_echo(b, c->ts_val)) {
+		uint64_t e = now_ns > c->ts_at ? (now_ns - c->ts_at) / 10000 : 0;
+		dccp_opt_put_ts_echo(b, c->ts_val, e > UINT32_MAX ? UINT32_MAX : (uint32_t)e);
+	}
+	c->ts_pending = b->overflow;
+}
+
 /* A control packet (Ack, Sync, Close...) with the common options and, for
  * Ack/DataAck in OPEN, the receiver CCID's feedback. */
 static int send_ctl(struct dccp_conn *c, uint8_t type, uint64_t now_ns, uint8_t reset_code)
@@ -116,7 +164,10 @@ static int send_ctl(struct dccp_conn *c, uint8_t type, uint64_t now_ns, uint8_t 
 	    c->state >= DCCP_S_PARTOPEN) {
 		uint64_t ackno;
 		c->rxo->put_feedback(c->rx, &b, now_ns, &ackno);
+		if (!b.overflow) /* for ack_of_ack(), when the peer acknowledges this Ack */
+			dccp_aoa_note(&c->aoa, dccp_seq_add(c->s.gss, 1), ackno);
 	}
+	put_ts_echo(c, &b, now_ns);
 	dccp_obuf_pad(&b);
 	if (b.overflow)
 		b.len = 0; /* options did not fit: send the bare packet rather than none */
@@ -283,8 +334,16 @@ static bool features(const struct dccp_opts *o, struct dccp_obuf *out, uint8_t o
 		uint8_t sel[2];
 		if (f.feat == DCCP_F_CCID) {
 			if (!memchr(f.prefs, our_ccid, f.nprefs)) {
-				*reset = DCCP_RESET_CONNECTION_REFUSED;
-				return false;
+				/* §6.3.1: no value both accept.  §6.6.9: a Mandatory
+				 * Change that fails resets (6); else an empty Confirm
+				 * (§6.6.7, as Linux 6.1), and our CCID stays in force:
+				 * the peer decides whether to go on (Linux resets) */
+				if (f.mandatory) {
+					*reset = DCCP_RESET_MANDATORY_ERROR;
+					return false;
+				}
+				dccp_feat_put_empty_confirm(out, ctype, f.feat);
+				continue;
 			}
 			sel[0] = sel[1] = our_ccid;
 		} else {
@@ -544,9 +603,16 @@ bool dccp_conn_pop(struct dccp_conn *c, struct dccp_rxpkt *out)
 	return true;
 }
 
+/* §8.5 step 2 as RFC 5596 §3.1 updates it: no Reset to a Reset, nor to a
+ * DCCP-Listen (Linux 6.1 drops type 10 as unknown, silently) */
+static bool draws_reset(uint8_t type)
+{
+	return type != DCCP_RESET && type != DCCP_LISTEN;
+}
+
 static void reset_no_conn(struct dccp_conn *c, const struct dccp_hdr *h)
 {
-	if (h->type == DCCP_RESET)
+	if (!draws_reset(h->type))
 		return;
 	/* §8.3.1: a Reset acknowledging the offending packet */
 	uint8_t pkt[64];
@@ -590,8 +656,7 @@ bool dccp_conn_input(struct dccp_conn *c, const uint8_t *pkt, size_t len, const 
 		if ((h->type != DCCP_RESPONSE && h->type != DCCP_RESET) ||
 		    !dccp_seq_between(h->ack, c->s.iss, c->s.gss)) {
 			c->st.invalid++;
-			if (h->type != DCCP_RESET)
-				reset_no_conn(c, h); /* §8.5 step 7: Reset, keep REQUEST */
+			reset_no_conn(c, h); /* §8.5 step 7: Reset, keep REQUEST (none to Reset, Listen) */
 			return false;
 		}
 	} else {
@@ -626,6 +691,11 @@ bool dccp_conn_input(struct dccp_conn *c, const uint8_t *pkt, size_t len, const 
 	    dccp_seq_delta(c->s.gss, c->s.iss) > (int64_t)c->s.w_tx)
 		c->s.initial = false;
 	c->last_valid_ns = now_ns;
+	if (o.has_ts) { /* echoed on our next packet (put_ts_echo()) */
+		c->ts_pending = true;
+		c->ts_val = o.ts;
+		c->ts_at = now_ns;
+	}
 	if (h->type != DCCP_DATA && h->type != DCCP_DATAACK && h->type != DCCP_RESET && h->type != DCCP_CLOSE)
 		note_nondata(c, h->seq, o.has_ndp ? o.ndp_count : 0, true);
 
@@ -738,11 +808,15 @@ bool dccp_conn_input(struct dccp_conn *c, const uint8_t *pkt, size_t len, const 
 			c->txo->recv_ack(c->tx, h->ack, &o, now_ns);
 			ack_ratio_update(c, now_ns);
 		}
-		/* Known defect (docs/dccp-ccid.md): ack_of_ack() wants the number
-		 * our acknowledged Ack carried, not h->ack; CCID 2's receiver
-		 * ignores this one and its Ack Vector is never pruned. */
-		if (h->has_ack && c->rx)
-			c->rxo->ack_of_ack(c->rx, h->ack);
+		/* Ack of Ack (RFC 4340 §11.4, RFC 4341 §6.1.1): h->ack names one
+		 * of our packets; if it was an Ack with feedback, the peer has
+		 * the state that Ack described, up to the Acknowledgement Number
+		 * it carried, and the receiver may stop describing it (its Ack
+		 * Vector stays short).  A peer acknowledges our Acks when it
+		 * sends DataAcks (Linux does); our own sender sends Data. */
+		uint64_t carried;
+		if (h->has_ack && c->rx && dccp_aoa_find(&c->aoa, h->ack, &carried))
+			c->rxo->ack_of_ack(c->rx, carried);
 		/* Feedback only for a half-connection that carries data: a data
 		 * sender's own pure Acks would blur the receiver's NDP-based loss
 		 * count (a lost Ack next to a lost data packet reads as two) */
@@ -855,7 +929,7 @@ int dccp_conn_send(struct dccp_conn *c, const void *data, size_t len, uint64_t n
 	bool ack = c->state == DCCP_S_PARTOPEN || c->confirm_len || c->seqwin_pending || c->ack_ratio_due;
 	bool confirms = true;
 	if (ack) {
-		size_t want = c->confirm_len + 16 + (c->ndp_run ? 8 : 0);
+		size_t want = c->confirm_len + 16 + (c->ndp_run ? 8 : 0) + (c->ts_pending ? 10 : 0);
 		if (len + want > c->p.mps + 64) {
 			send_ctl(c, DCCP_ACK, now_ns, 0);
 			ack = c->state == DCCP_S_PARTOPEN;
@@ -863,6 +937,7 @@ int dccp_conn_send(struct dccp_conn *c, const void *data, size_t len, uint64_t n
 		}
 	}
 	common_opts(c, &b, ack, confirms);
+	put_ts_echo(c, &b, now_ns);
 	dccp_obuf_pad(&b);
 	if (b.overflow)
 		b.len = 0;
@@ -1048,6 +1123,12 @@ bool dccp_listener_input(struct dccp_listener *l, const uint8_t *pkt, size_t len
 		if (l->p.seq_window != 100)
 			dccp_feat_put_nn(&b, DCCP_OPT_CHANGE_L, DCCP_F_SEQ_WINDOW, l->p.seq_window);
 		put_ndp_change(&b);
+		/* §13.3: echo the Request's Timestamp (held for no time: the
+		 * listener answers at once).  As large as the Timestamp that
+		 * asked for it, so no amplification; Linux's CCID 3 client takes
+		 * its first RTT from it (dccps_syn_rtt) */
+		if (o.has_ts)
+			dccp_opt_put_ts_echo(&b, o.ts, 0);
 		uint8_t ck[DCCP_COOKIE_LEN];
 		ck[0] = l->p.ccid;
 		put48(ck + 1, iss);
@@ -1074,7 +1155,7 @@ bool dccp_listener_input(struct dccp_listener *l, const uint8_t *pkt, size_t len
 	if (h->type != DCCP_ACK && h->type != DCCP_DATAACK) {
 		/* no connection here: Reset (not to Resets, §8.3.1; and not to
 		 * packets a connection of ours owns: the caller routes those first) */
-		if (h->type != DCCP_RESET) {
+		if (draws_reset(h->type)) {
 			l->resets++;
 			l_reply(l, h, DCCP_RESET, h->has_ack ? dccp_seq_add(h->ack, 1) : 0, NULL, 0,
 				DCCP_RESET_NO_CONNECTION, ph_out, udp, emitfn, emit_arg);
@@ -1147,6 +1228,11 @@ bool dccp_listener_input(struct dccp_listener *l, const uint8_t *pkt, size_t len
 	c->fgss = h->ack;
 	c->last_valid_ns = now_ns;
 	c->ndp_run = 1; /* our Response, a non-data packet, came before */
+	if (o.has_ts) { /* §13.3, on our first packet */
+		c->ts_pending = true;
+		c->ts_val = o.ts;
+		c->ts_at = now_ns;
+	}
 	/* losses count from the handshake on: the first data packet may be lost */
 	c->rx_any = true;
 	c->rx_last_data = dccp_seq_sub(h->seq, h->type == DCCP_DATAACK ? 1 : 0);

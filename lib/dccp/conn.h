@@ -133,6 +133,14 @@ struct dccp_conn {
 	unsigned rxq_head, rxq_n;
 	uint64_t rx_dropped; /* queue full: the payload was thrown away (counted as lost) */
 	bool peer_closed;
+	/* Timestamp Echo (RFC 4340 §13.3): the peer's last Timestamp not yet
+	 * echoed, and when it arrived; it goes on our next packet */
+	bool ts_pending;
+	uint32_t ts_val;
+	uint64_t ts_at;
+	/* Acks of Acks (§11.4): the Acknowledgement Number each of our recent
+	 * feedback Acks carried, by its own sequence number */
+	struct dccp_aoa_map aoa;
 };
 
 /* Client: set up c and send the Request (state REQUEST).  -errno on failure. */

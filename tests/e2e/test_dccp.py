@@ -12,6 +12,7 @@ checked, handed to the DCCP dissector by the Lua script of test_dccp_wire.py).
 import json
 import os
 import select
+import struct
 import subprocess
 import sys
 import tempfile
@@ -24,7 +25,11 @@ from netlab import Lab
 from test_dccp_wire import BAD, LUA, NOBODY
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "interop"))
+import dccp_packet as dp  # noqa: E402
 from capture import Capture  # noqa: E402
+from pcap import capture  # noqa: E402
+
+OPT_CHANGE_L, OPT_CONFIRM_R, FEAT_ACK_RATIO = 32, 35, 5
 
 PORT = 5001
 
@@ -202,7 +207,7 @@ def test_tshark_decodes_connection(pair, build, tmp_path, encap, family):
         rows = nobody_tshark_udp(pcap)
     types = [int(r[0]) for r in rows if r[0]]
     # Request, Response, Ack (handshake; a Request may be repeated: IPv6
-    # neighbour discovery can hold the first one past the 500 ms timer), data,
+    # neighbour discovery can hold the first one past the 1 s timer), data,
     # Close, Reset; the handshake needs no Reset
     hs = types[:types.index(3)]
     assert hs and set(hs) == {0, 1} and hs[0] == 0, types[:10]
@@ -260,10 +265,32 @@ def test_bad_service_code_refused(pair, build):
     lst.wait()
 
 
-def test_ack_ratio_option(pair, build):
+def _dccp_udp(frames, port):
+    """(DCCP packet, from port?) of every DCCP-UDP datagram to or from port
+    in Ethernet frames (IPv4)."""
+    out = []
+    for _, f in frames:
+        if struct.unpack_from("!H", f, 12)[0] != 0x0800:
+            continue
+        ip = f[14:]
+        ihl, tot = (ip[0] & 15) * 4, struct.unpack_from("!H", ip, 2)[0]
+        if ip[9] != 17:
+            continue
+        udp = ip[ihl:tot]
+        sport, dport = struct.unpack_from("!HH", udp)
+        if port in (sport, dport):
+            out.append((dp.parse(udp[8:], "0.0.0.0", "0.0.0.0"), sport == port))
+    return out
+
+
+def test_ack_ratio_option(pair, build, tmp_path):
     """--ack-ratio (gc_dccp_opts.ack_ratio): a CCID 2 transfer with a fixed
-    ratio completes, every packet received or counted lost; 0, or any ratio
-    with CCID 3, is refused naming it."""
+    ratio completes, every packet received or counted lost, and the ratio is
+    on the wire: the sender's Change L(Ack Ratio, 4), the listener's Confirm
+    R(Ack Ratio, 4), and about one Ack of the listener per 4 data packets
+    (ignored, the ratio would be 2 at first and cwnd / 32 after, up to 32,
+    RFC 4341 §6.1.2, docs/dccp-ccid.md).  0, or any ratio with CCID 3, is
+    refused naming it."""
     lab, link = pair
     tool = str(build / "tools" / "groupcast")
     for bad, code, says in ((["--ack-ratio", "0"], 2, "--ack-ratio"),
@@ -272,8 +299,24 @@ def test_ack_ratio_option(pair, build):
                                 "--timeout", "2", *bad], capture_output=True, text=True, check=False, timeout=30)
         assert r.returncode == code and says in r.stderr, (bad, r.returncode, r.stderr)
     # as fast as CCID 2 allows: a loaded receiver may drop some at its
-    # socket (counted lost), as in any DCCP transfer
-    rx, tx = run_pair(lab, link, build, 4, ["--udp"], ["--udp", "--ack-ratio", "4"], count=3000)
+    # socket (counted lost), as in any DCCP transfer.  Captured arriving at
+    # each end (AF_PACKET): the data at the listener, the Acks at the sender.
+    with capture(lab, tmp_path, link.b.ns, link.b.ifname) as stop_b, \
+            capture(lab, tmp_path, link.a.ns, link.a.ifname) as stop_a:
+        rx, tx = run_pair(lab, link, build, 4, ["--udp"], ["--udp", "--ack-ratio", "4"], count=3000)
+        to_listener, to_sender = _dccp_udp(stop_b(), PORT), _dccp_udp(stop_a(), PORT)
     assert tx["sent"] == 3000 and rx["received"] > 0 and rx["corrupt"] == 0, (rx, tx)
     assert_accounted(rx, tx)
     assert tx["acked"] > 0, tx
+    changes = [v for p, _ in to_listener for v in p.changes(OPT_CHANGE_L).get(FEAT_ACK_RATIO, [])]
+    confirms = [v for p, _ in to_sender for v in p.changes(OPT_CONFIRM_R).get(FEAT_ACK_RATIO, [])]
+    # (below 4 while the window is small: never above ceil(cwnd / 2))
+    ratios = [int.from_bytes(bytes(v), "big") for v in changes]
+    assert ratios and ratios[-1] == 4 and max(ratios) == 4, ratios
+    assert confirms and int.from_bytes(bytes(confirms[-1]), "big") == 4, confirms
+    data = sum(1 for p, _ in to_listener if p.type in (dp.DATA, dp.DATAACK))
+    acks = sum(1 for p, _ in to_sender if p.type == dp.ACK)
+    # acks also go at once for a hole and after the 10 ms delayed-ack
+    # timer, and the handshake's before the Confirm: a little over data / 4
+    assert data >= 2900 and data / 5 <= acks <= data / 3, (data, acks)
+    print(f"--ack-ratio 4: {data} data packets, {acks} Acks ({data / acks:.2f} per Ack)")

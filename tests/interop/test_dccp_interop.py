@@ -46,6 +46,7 @@ LOSS = 0.05
 # Option types (RFC 4340 §5.8, RFC 4342 §8.5-8.6)
 OPT_CHANGE_L, OPT_CONFIRM_L, OPT_CHANGE_R, OPT_CONFIRM_R = 32, 33, 34, 35
 OPT_NDP_COUNT, OPT_ACK_VECTOR0, OPT_ACK_VECTOR1 = 37, 38, 39
+OPT_TIMESTAMP, OPT_TS_ECHO = 41, 42
 FEAT_SEND_NDP_COUNT = 7
 OPT_LOSS_EVENT_RATE, OPT_LOSS_INTERVALS, OPT_RECEIVE_RATE = 192, 193, 194
 BAD_EXPERT = ("dccp.bad_checksum", "dccp.option.len.bad", "dccp.advertised_header_length.bad")
@@ -364,6 +365,59 @@ def test_linux_client_to_gc_server(guest, gc_tool, ccid, loss, family, tmp_path)
     check_loss_counts(loss, counts)
     seen = judge(pcap, addrs(guest, family)[1], ccid, ("server",), lossy=bool(loss))
     print(f"ccid {ccid} loss {loss}: ours {ours}, linux {c}, capture {seen['types']} syncs {seen['syncs']}")
+    linux_addr = addrs(guest, family)[1]
+    check_timestamp_echo(pcap, linux_addr, ccid, loss)
+    if ccid == 2:
+        check_vectors_pruned(pcap, linux_addr)
+
+
+def _packets(pcap: Path, peer: str) -> list[tuple[bool, dp.Packet]]:
+    """(from peer, packet) for every DCCP packet of the capture, in order."""
+    return [(src == peer, dp.parse(raw, src, dst)) for src, dst, raw in read_pcap(pcap)]
+
+
+def check_timestamp_echo(pcap: Path, linux: str, ccid: int, loss: float):
+    """RFC 4340 §13.3 (issue 19): Linux's Request carries a Timestamp; our
+    Response echoes it, which gives Linux's CCID 3 sender its first RTT
+    (dccps_syn_rtt) instead of the 1 s fallback of one packet a second: its
+    second data packet leaves within a few RTTs of its first (it was
+    1.007-1.031 s without the echo)."""
+    pkts = _packets(pcap, linux)
+    req = next(p for frm, p in pkts if frm and p.type == dp.REQUEST)
+    ts = [v for t, v in req.options if t == OPT_TIMESTAMP]
+    assert ts, f"Linux's Request carries no Timestamp: {req.options}"
+    resp = [p for frm, p in pkts if not frm and p.type == dp.RESPONSE]
+    assert resp, "no Response of ours in the capture"
+    for p in resp:
+        echoes = [v for t, v in p.options if t == OPT_TS_ECHO]
+        assert len(echoes) == 1 and echoes[0][:4] == ts[-1], (p.options, ts)
+    if ccid != 3 or loss:
+        return
+    times = [float(r["frame.time_relative"]) for r in
+             tshark(pcap, ["frame.time_relative"],
+                    display_filter=f"{'ipv6' if ':' in linux else 'ip'}.src == {linux} and (dccp.type == 2 or dccp.type == 4)",
+                    prefs=("dccp.check_checksum:TRUE",))]
+    assert len(times) >= 2, times
+    # "a few RTTs": the RTT here is a few ms (TCG guest); 1 s is the fallback
+    assert times[1] - times[0] < 0.2, f"Linux's second data packet left {times[1] - times[0]:.3f} s after its first"
+    print(f"Linux's CCID 3 sender: second data packet {1000 * (times[1] - times[0]):.1f} ms after the first")
+
+
+def check_vectors_pruned(pcap: Path, linux: str):
+    """Acks of Acks (RFC 4340 §11.4, issue 19): Linux's DataAcks acknowledge
+    our Acks, so each Ack Vector of ours describes only the packets since the
+    last Ack Linux got, never the whole transfer (COUNT packets) as it did
+    when conn.c could not tell which of its Acks Linux had acknowledged."""
+    spans = []
+    for frm, p in _packets(pcap, linux):
+        if frm or p.type not in (dp.ACK, dp.DATAACK):
+            continue
+        span = sum((b & 0x3F) + 1 for t, v in p.options if t in (OPT_ACK_VECTOR0, OPT_ACK_VECTOR1) for b in v)
+        if span:
+            spans.append(span)
+    assert len(spans) >= 10, spans
+    assert max(spans) <= 64, f"an Ack Vector of ours described {max(spans)} packets: {spans[-20:]}"
+    print(f"our Ack Vectors: {len(spans)}, spans up to {max(spans)} packets")
 
 
 @pytest.mark.parametrize("ccid", [2, 3])

@@ -7,8 +7,10 @@
  * (delay only).  Both links are FIFO, so each is a queue in arrival order.
  *
  * The sender sends data as its budget allows; every data packet is a
- * DataAck that acknowledges the latest feedback packet received, which the
- * simulated receiver turns into ack_of_ack() (as the connection does).  The
+ * DataAck whose Acknowledgement Number is the sequence number of the latest
+ * feedback packet received (as Linux's sender does), which the simulated
+ * receiver maps back to the Acknowledgement Number that feedback carried
+ * with dccp_aoa_find() and hands to ack_of_ack(), as conn.c does.  The
  * receiver's feedback goes out when recv() or the receiver's timer says so;
  * its option bytes are parsed back with dccp_opts_parse() at the sender,
  * exactly as they would be on the wire.
@@ -38,7 +40,7 @@
 #define SIM_WRAP_ISR (DCCP_SEQ_MASK - 2999)
 
 struct sim_pkt {
-	uint64_t at, seq, ackno, aoa; /* aoa: the ackno of the feedback it acknowledges */
+	uint64_t at, seq, ackno, aoa; /* aoa: the seq of the feedback it acknowledges */
 	uint32_t len;
 	uint8_t type, ccval;
 	bool has_aoa;
@@ -78,6 +80,8 @@ struct sim {
 	uint64_t sent, dropped_n, delivered_n, delivered_bytes, acks_sent, acks_recv;
 	uint64_t dup_reports, wrong_reports;
 	struct dccp_counters pc;
+	struct dccp_aoa_map aoa; /* the receiver's feedback: its seq -> ackno carried */
+	uint64_t max_span;	 /* the most packets one Ack Vector described */
 };
 
 static inline uint64_t sim_rand(struct sim *s)
@@ -216,14 +220,31 @@ static inline void sim_send_feedback(struct sim *s)
 	dccp_obuf_init(&b, pk.opt, DCCP_MAX_HDR - 16); /* what an Ack header leaves */
 	s->rxo->put_feedback(s->rx, &b, s->now, &pk.ackno);
 	s->acks_sent++;
+	uint64_t seq = s->rx_seq;
+	s->rx_seq = dccp_seq_add(s->rx_seq, 1);
+	dccp_aoa_note(&s->aoa, seq, pk.ackno);
+	if (s->rxo->id == DCCP_CCID2) { /* how much of the window this Ack describes */
+		static struct dccp_opts vo;
+		struct dccp_hdr h = {
+			.type = DCCP_ACK, .has_ack = true, .x = true, .opt_len = (uint16_t)b.len
+		};
+		struct dccp_vec_iter it;
+		struct dccp_run r;
+		uint64_t span = 0;
+		dccp_opts_parse(&h, pk.opt, DCCP_PF_ESTABLISHED, &vo, NULL);
+		dccp_ackvec_iter(&it, &vo, pk.ackno, SIM_WRAP_ISS);
+		while (dccp_vec_next(&it, &r))
+			span += r.len;
+		if (span > s->max_span)
+			s->max_span = span;
+	}
 	if (sim_uniform(s) < s->rev_loss)
 		return;
 	struct sim_pkt *p = sim_push(&s->rev);
 	if (!p)
 		return;
 	p->at = s->now + s->owd_ns;
-	p->seq = s->rx_seq;
-	s->rx_seq = dccp_seq_add(s->rx_seq, 1);
+	p->seq = seq;
 	p->ackno = pk.ackno;
 	p->type = DCCP_ACK;
 	p->optlen = (uint16_t)b.len;
@@ -292,8 +313,9 @@ static inline void sim_run(struct sim *s, uint64_t until)
 			s->delivered[i] = 1;
 			s->delivered_n++;
 			s->delivered_bytes += p->len;
-			if (p->has_aoa && s->rxo->ack_of_ack)
-				s->rxo->ack_of_ack(s->rx, p->aoa);
+			uint64_t carried;
+			if (p->has_aoa && dccp_aoa_find(&s->aoa, p->aoa, &carried))
+				s->rxo->ack_of_ack(s->rx, carried);
 			s->rxo->recv(s->rx, p->type, p->seq, p->ccval, &o, p->len, t);
 		}
 		if (s->rev.n && s->rev.p[s->rev.head].at <= t) {
@@ -302,7 +324,7 @@ static inline void sim_run(struct sim *s, uint64_t until)
 			s->rev.n--;
 			sim_parse(s, p->opt, p->optlen, &o);
 			s->acks_recv++;
-			s->last_aoa = p->ackno;
+			s->last_aoa = p->seq; /* what our next DataAck acknowledges */
 			s->have_aoa = true;
 			s->txo->recv_ack(s->tx, p->ackno, &o, t);
 		}

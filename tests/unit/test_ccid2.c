@@ -651,6 +651,38 @@ static void receiver(void)
 	o->free(rx);
 }
 
+/*
+ * Acks of Acks (RFC 4340 §11.4): the sender's DataAcks acknowledge the
+ * receiver's Acks by their sequence numbers; mapped back to the
+ * Acknowledgement Number each Ack carried, they let the receiver stop
+ * describing what the sender has heard of.  Over a long lossy transfer
+ * (60 s, 0.5 % loss each way, RTT 40 ms, a window of tens of packets) no Ack
+ * Vector describes more than a few windows' worth of packets (256), far
+ * below the receiver's 4096-packet window that every Ack described before
+ * (tests/unit/test_dccp_conn.c checks the connection's side), and every
+ * report is still right.
+ */
+static void vector_pruned(void)
+{
+	struct sim s;
+
+	sim_init(&s, DCCP_CCID2, 1000, 21);
+	s.bw = 12.5e6;
+	s.owd_ns = 20 * MS;
+	s.qlimit_ns = 40 * MS;
+	s.loss = 0.005;
+	s.rev_loss = 0.005;
+	sim_run(&s, 60 * SEC);
+	EXPECT(s.sent > 20000);
+	EXPECT(s.dropped_n > 100);
+	if (!EXPECT(s.max_span > 0 && s.max_span <= 256))
+		fprintf(stderr, "  an Ack Vector described %llu packets (sent %llu)\n",
+			(unsigned long long)s.max_span, (unsigned long long)s.sent);
+	sim_drain(&s, 20 * SEC);
+	check_reports(&s, "vector pruned");
+	sim_free(&s);
+}
+
 int main(void)
 {
 	EXPECT(dccp_ccid_tx(DCCP_CCID2) && dccp_ccid_tx(DCCP_CCID2)->id == DCCP_CCID2);
@@ -666,5 +698,6 @@ int main(void)
 	utilisation();
 	app_limited();
 	random_loss();
+	vector_pruned();
 	return check_done("ccid2");
 }

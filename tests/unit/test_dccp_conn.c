@@ -134,6 +134,7 @@ static struct dccp_conn C, S;
 static bool have_s;
 
 static uint32_t client_ack_ratio; /* the client's dccp_conn_params.ack_ratio */
+static uint8_t pair_ccid = 2;	  /* open_pair()'s CCID */
 
 static void open_pair(uint64_t now)
 {
@@ -141,9 +142,11 @@ static void open_pair(uint64_t now)
 	have_s = false;
 	struct dccp_conn_params lp = params(5001, 0);
 	lp.ph_out = ph_s2c;
+	lp.ccid = pair_ccid;
 	dccp_listener_init(&L, &lp);
 	struct dccp_conn_params cp = params(40000, 5001);
 	cp.ph_out = ph_c2s;
+	cp.ccid = pair_ccid;
 	cp.ack_ratio = client_ack_ratio;
 	CHECK_OK(dccp_conn_connect(&C, &cp, &cenv, 1000, now));
 	EXPECT_EQ(C.state, DCCP_S_REQUEST);
@@ -637,6 +640,8 @@ static void test_reset(void)
 		dccp_conn_timer(&C, t);
 	}
 	EXPECT(gaps[1] == 2 * gaps[0] && gaps[2] == 2 * gaps[1]);
+	/* RFC 4340 §8.1.1: the first retransmission "after approximately one second" */
+	EXPECT_EQ(gaps[0], 1000 * MS);
 	EXPECT_EQ(to_server.n, 4u);
 	for (int i = 0; i < 20 && C.state == DCCP_S_REQUEST; i++)
 		dccp_conn_timer(&C, dccp_conn_next_timer(&C));
@@ -835,6 +840,373 @@ static void test_ack_ratio_fixed(void)
 	client_ack_ratio = 0;
 }
 
+/* ---- issue 19: what Linux 6.1 showed ------------------------------------ */
+
+/* A packet of type from the client's side, built by hand with the client
+ * connection's numbers (a peer that is not ours: Timestamps, DataAcks). */
+static struct pkt client_pkt(uint8_t type, const uint8_t *opts, size_t optlen, const void *d, size_t dlen)
+{
+	struct pkt p;
+	struct dccp_hdr h = { .sport = 40000,
+			      .dport = 5001,
+			      .type = type,
+			      .x = true,
+			      .has_ack = dccp_type_has_ack(type),
+			      .ack = C.s.gsr };
+	C.s.gss = dccp_seq_add(C.s.gss, 1);
+	h.seq = C.s.gss;
+	ssize_t n = dccp_build(p.b, sizeof(p.b), &h, opts, optlen, d, dlen, &ph_c2s);
+	CHECK(n > 0);
+	p.len = (size_t)n;
+	return p;
+}
+
+/* A listener on port 5001 (CCID 2), nothing queued. */
+static void fresh_listener(void)
+{
+	struct dccp_conn_params lp = params(5001, 0);
+	lp.ph_out = ph_s2c;
+	dccp_listener_init(&L, &lp);
+	to_client.n = to_server.n = 0;
+}
+
+/* A client packet of type with a Timestamp (ts) and a 1-byte payload d. */
+static struct pkt ts_pkt(uint8_t type, uint32_t ts, const char *d)
+{
+	uint8_t ob[8];
+	struct dccp_obuf b;
+	dccp_obuf_init(&b, ob, sizeof(ob));
+	dccp_opt_put_timestamp(&b, ts);
+	dccp_obuf_pad(&b);
+	return client_pkt(type, ob, b.len, d, 1);
+}
+
+/* A Request from port 40000 with the options in b (padded here). */
+static struct pkt request_with(struct dccp_obuf *b, uint64_t seq)
+{
+	struct pkt p;
+	dccp_obuf_pad(b);
+	CHECK(!b->overflow);
+	struct dccp_hdr h = { .sport = 40000, .dport = 5001, .type = DCCP_REQUEST, .x = true, .seq = seq };
+	ssize_t n = dccp_build(p.b, sizeof(p.b), &h, b->p, b->len, NULL, 0, &ph_c2s);
+	CHECK(n > 0);
+	p.len = (size_t)n;
+	return p;
+}
+
+static void deliver_s(const struct pkt *p, uint64_t now)
+{
+	struct dccp_hdr h;
+	CHECK(parse(p, &ph_c2s, &h));
+	dccp_conn_input(&S, p->b, p->len, &h, now);
+}
+
+/* The Timestamp Echo options of p: how many, the last one's value and elapsed. */
+static unsigned ts_echoes(const struct pkt *p, const struct dccp_pseudo *ph, uint32_t *echo,
+			  uint32_t *elapsed)
+{
+	struct dccp_hdr h;
+	struct dccp_opts o;
+	unsigned n = 0;
+	CHECK(parse(p, ph, &h));
+	CHECK(dccp_opts_parse(&h, p->b, DCCP_PF_ESTABLISHED, &o, NULL) == DCCP_OK);
+	for (unsigned i = 0; i < o.n; i++)
+		n += o.opt[i].type == DCCP_OPT_TS_ECHO;
+	*echo = o.ts_echo;
+	*elapsed = o.ts_echo_elapsed;
+	return n;
+}
+
+/*
+ * RFC 4340 §13.3: every Timestamp is echoed once, with the time it was held,
+ * on whichever packet answers it: the listener's Response (Linux's CCID 3
+ * client needs it for its first RTT, or it starts at 1 packet a second),
+ * the connection's next packet (data or Ack), CCID 3's feedback once only.
+ */
+static void test_timestamp_echo(void)
+{
+	uint64_t now = 900000 * MS;
+	uint8_t ob[128], v[8];
+	struct dccp_obuf b;
+	uint32_t echo, el;
+
+	/* a Request with a Timestamp, as Linux's: the Response echoes it */
+	fresh_listener();
+	dccp_obuf_init(&b, ob, sizeof(ob));
+	uint8_t two = 2;
+	dccp_feat_put_sp(&b, DCCP_OPT_CHANGE_L, DCCP_F_CCID, &two, 1);
+	dccp_feat_put_sp(&b, DCCP_OPT_CHANGE_R, DCCP_F_CCID, &two, 1);
+	dccp_opt_put_timestamp(&b, 0x11223344);
+	struct pkt req = request_with(&b, 7000);
+	to_client.n = 0;
+	feed_listener(&req, &ph_c2s, &ph_s2c, now);
+	CHECK(to_client.n == 1);
+	EXPECT_EQ(ts_echoes(&to_client.p[0], &ph_s2c, &echo, &el), 1u);
+	EXPECT(echo == 0x11223344 && el == 0);
+	EXPECT_EQ(feat_opt(&to_client.p[0], &ph_s2c, DCCP_OPT_CONFIRM_L, DCCP_F_CCID, v), 2);
+	/* no Timestamp, no echo */
+	dccp_obuf_init(&b, ob, sizeof(ob));
+	dccp_feat_put_sp(&b, DCCP_OPT_CHANGE_L, DCCP_F_CCID, &two, 1);
+	req = request_with(&b, 7100);
+	to_client.n = 0;
+	feed_listener(&req, &ph_c2s, &ph_s2c, now);
+	CHECK(to_client.n == 1);
+	EXPECT_EQ(ts_echoes(&to_client.p[0], &ph_s2c, &echo, &el), 0u);
+
+	/* in a connection: the next packet echoes it with the time held, once:
+	 * the Ack the first data packet draws at once (held 0) */
+	open_pair(now);
+	struct pkt p = ts_pkt(DCCP_DATAACK, 0xabcdef00, "d");
+	to_client.n = 0;
+	deliver_s(&p, now + 10 * MS);
+	CHECK(to_client.n == 1);
+	EXPECT_EQ(ts_echoes(&to_client.p[0], &ph_s2c, &echo, &el), 1u);
+	EXPECT(echo == 0xabcdef00 && el == 0);
+	/* (the Ack that draws carries no Ack Vector yet: the server acks a
+	 * data packet before it counts it received; the next packet makes
+	 * up for it) */
+	p = client_pkt(DCCP_ACK, NULL, 0, NULL, 0);
+	deliver_s(&p, now + 10 * MS);
+	/* a Timestamp on a data packet that draws no Ack at once (Ack Ratio
+	 * 2), answered by data 3.5 ms later (350 hundredths of ms), once */
+	p = ts_pkt(DCCP_DATAACK, 0xabcdef01, "e");
+	to_client.n = 0;
+	deliver_s(&p, now + 10 * MS);
+	EXPECT_EQ(to_client.n, 0u);
+	uint64_t seq;
+	CHECK_OK(dccp_conn_send(&S, "s", 1, now + 10 * MS + 3500 * 1000, &seq));
+	CHECK_OK(dccp_conn_send(&S, "t", 1, now + 11 * MS + 3500 * 1000, &seq));
+	CHECK(to_client.n == 2);
+	EXPECT_EQ(ts_echoes(&to_client.p[0], &ph_s2c, &echo, &el), 1u);
+	EXPECT(echo == 0xabcdef01 && el == 350);
+	EXPECT_EQ(ts_echoes(&to_client.p[1], &ph_s2c, &echo, &el), 0u);
+	/* the Timestamp of the Ack that completes the handshake: echoed on
+	 * the server's first packet */
+	close_pair();
+	listener_and_request(now, 4000);
+	to_s(&L, &S, &have_s, now);
+	to_c(&C, now + MS);
+	CHECK(to_server.n == 1);
+	struct pkt ack = q_pop(&to_server);
+	C.s.gss = dccp_seq_sub(C.s.gss, 1); /* the same Ack again, with a Timestamp */
+	dccp_obuf_init(&b, ob, sizeof(ob));
+	dccp_opt_put(&b, DCCP_OPT_INIT_COOKIE, C.cookie, C.cookie_len);
+	dccp_opt_put_timestamp(&b, 0x5555);
+	dccp_obuf_pad(&b);
+	ack = client_pkt(DCCP_ACK, ob, b.len, NULL, 0);
+	to_client.n = 0;
+	CHECK(feed_listener(&ack, &ph_c2s, &ph_s2c, now + 2 * MS));
+	CHECK(to_client.n == 1); /* the server's Ack that leaves PARTOPEN */
+	EXPECT_EQ(ts_echoes(&to_client.p[0], &ph_s2c, &echo, &el), 1u);
+	EXPECT_EQ(echo, 0x5555u);
+	dccp_conn_free(&C);
+
+	/* CCID 3: the receiver's feedback echoes the Timestamp itself; the
+	 * connection adds no second echo */
+	pair_ccid = 3;
+	open_pair(now + 1000 * MS);
+	p = ts_pkt(DCCP_DATAACK, 0x777, "d");
+	to_client.n = 0;
+	deliver_s(&p, now + 1010 * MS);
+	CHECK(to_client.n >= 1); /* the first data packet draws feedback at once */
+	EXPECT_EQ(ts_echoes(&to_client.p[0], &ph_s2c, &echo, &el), 1u);
+	EXPECT_EQ(echo, 0x777u);
+	pair_ccid = 2;
+	close_pair();
+}
+
+/*
+ * Acks of Acks (RFC 4340 §11.4): a peer that acknowledges our Acks (Linux
+ * sends DataAcks whose Acknowledgement Number is the last of our packets
+ * it saw) lets our CCID 2 receiver forget what those Acks described, so
+ * each Ack Vector covers about the packets since the last Ack the peer got.
+ * Without it, every Ack described the whole 4096-packet window.  Every
+ * vector stays true (checked packet by packet against what was delivered).
+ */
+static void test_ack_vector_pruned(void)
+{
+	uint64_t now = 1000000 * MS;
+	enum { N = 6000 };
+	static uint8_t got[N];
+	open_pair(now);
+	uint64_t first = dccp_seq_add(C.s.gss, 1), most = 0, acks = 0, wrong = 0;
+	memset(got, 0, sizeof(got));
+	for (unsigned i = 0; i < N; i++) {
+		uint64_t t = now + (i + 1) * MS;
+		struct pkt p = client_pkt(DCCP_DATAACK, NULL, 0, "data", 4);
+		if (i % 10 != 3) { /* every tenth lost */
+			got[i] = 1;
+			deliver_s(&p, t);
+		}
+		dccp_conn_timer(&S, t);
+		struct dccp_rxpkt r;
+		while (dccp_conn_pop(&S, &r))
+			free(r.data);
+		for (unsigned k = 0; k < to_client.n; k++) {
+			struct dccp_hdr h;
+			struct dccp_opts o;
+			CHECK(parse(&to_client.p[k], &ph_s2c, &h));
+			CHECK(dccp_opts_parse(&h, to_client.p[k].b, DCCP_PF_ESTABLISHED, &o, NULL) ==
+			      DCCP_OK);
+			if (dccp_seq_after(h.seq, C.s.gsr))
+				C.s.gsr = h.seq; /* the next DataAck acknowledges it */
+			if (h.type != DCCP_ACK)
+				continue;
+			acks++;
+			struct dccp_vec_iter it;
+			struct dccp_run run;
+			uint64_t span = 0;
+			dccp_ackvec_iter(&it, &o, h.ack, first);
+			while (dccp_vec_next(&it, &run)) {
+				span += run.len;
+				for (uint64_t q = run.lo;; q = dccp_seq_add(q, 1)) {
+					int64_t at = dccp_seq_delta(q, first);
+					if (at >= 0 && at < N &&
+					    got[at] != (run.state == DCCP_ACK_RECEIVED))
+						wrong++;
+					if (q == run.hi)
+						break;
+				}
+			}
+			most = span > most ? span : most;
+		}
+		to_client.n = 0;
+	}
+	EXPECT(acks >= N / 4);
+	EXPECT_EQ(wrong, 0u);
+	/* Ack Ratio 2: an Ack about every 2 packets, each acknowledged by the
+	 * next DataAck: a vector spans a few packets, not thousands */
+	if (!EXPECT(most <= 16))
+		fprintf(stderr, "  an Ack Vector described %llu packets\n", (unsigned long long)most);
+	close_pair();
+}
+
+/*
+ * RFC 5596 §3.1 (§8.5 step 2 updated): a DCCP-Listen draws no Reset, from
+ * the listener, a closed connection, or a client in REQUEST (Linux 6.1
+ * drops it silently as an unknown type).
+ */
+static void test_listen_packet_silent(void)
+{
+	uint64_t now = 1100000 * MS;
+	struct pkt p;
+	struct dccp_hdr h = { .sport = 40000, .dport = 5001, .type = DCCP_LISTEN, .x = true, .seq = 9 };
+	ssize_t n = dccp_build(p.b, sizeof(p.b), &h, NULL, 0, NULL, 0, &ph_c2s);
+	CHECK(n > 0);
+	p.len = (size_t)n;
+	fresh_listener();
+	to_client.n = 0;
+	EXPECT(!feed_listener(&p, &ph_c2s, &ph_s2c, now));
+	EXPECT_EQ(to_client.n, 0u);
+	EXPECT_EQ(L.resets, 0u);
+	/* but a Data packet there still gets its Reset(No Connection) */
+	struct dccp_hdr hd = { .sport = 40000, .dport = 5001, .type = DCCP_DATA, .x = true, .seq = 10 };
+	struct pkt pd;
+	n = dccp_build(pd.b, sizeof(pd.b), &hd, NULL, 0, "x", 1, &ph_c2s);
+	CHECK(n > 0);
+	pd.len = (size_t)n;
+	EXPECT(!feed_listener(&pd, &ph_c2s, &ph_s2c, now));
+	EXPECT_EQ(to_client.n, 1u);
+	/* a client in REQUEST, and one CLOSED */
+	listener_and_request(now, 500);
+	to_server.n = 0;
+	struct pkt lc;
+	struct dccp_hdr hl = { .sport = 5001, .dport = 40000, .type = DCCP_LISTEN, .x = true, .seq = 77 };
+	n = dccp_build(lc.b, sizeof(lc.b), &hl, NULL, 0, NULL, 0, &ph_s2c);
+	CHECK(n > 0);
+	lc.len = (size_t)n;
+	to_client.n = 0;
+	memcpy(&to_client.p[0], &lc, sizeof(lc));
+	to_client.n = 1;
+	to_c(&C, now + MS);
+	EXPECT_EQ(C.state, DCCP_S_REQUEST);
+	EXPECT_EQ(to_server.n, 0u);
+	dccp_conn_reset(&C, DCCP_RESET_CLOSED, now + 2 * MS);
+	to_server.n = 0;
+	to_client.p[0] = lc;
+	to_client.n = 1;
+	to_c(&C, now + 3 * MS);
+	EXPECT_EQ(to_server.n, 0u);
+	dccp_conn_free(&C);
+}
+
+/*
+ * A Change R(CCID) with no value we accept (RFC 4340 §6.3.1): an empty
+ * Confirm L(CCID) (§6.6.7, as Linux 6.1), not Reset(7); a Mandatory one
+ * draws Reset(6) (§6.6.9).  The Response stays within the bound of the
+ * Request flood test, however many such Changes and Timestamps the
+ * Request carries (no amplification).
+ */
+static void test_ccid_no_agreement(void)
+{
+	uint64_t now = 1200000 * MS;
+	uint8_t ob[512], v[8];
+	struct dccp_obuf b;
+	fresh_listener();
+	dccp_obuf_init(&b, ob, sizeof(ob));
+	uint8_t three = 3;
+	dccp_feat_put_sp(&b, DCCP_OPT_CHANGE_R, DCCP_F_CCID, &three, 1);
+	struct pkt req = request_with(&b, 100);
+	to_client.n = 0;
+	feed_listener(&req, &ph_c2s, &ph_s2c, now);
+	CHECK(to_client.n == 1);
+	struct dccp_hdr h;
+	CHECK(parse(&to_client.p[0], &ph_s2c, &h));
+	EXPECT_EQ(h.type, DCCP_RESPONSE);
+	EXPECT_EQ(feat_opt(&to_client.p[0], &ph_s2c, DCCP_OPT_CONFIRM_L, DCCP_F_CCID, v), 0);
+	EXPECT_EQ(L.resets, 0u);
+	/* Mandatory: Reset(6) */
+	dccp_obuf_init(&b, ob, sizeof(ob));
+	dccp_opt_put(&b, DCCP_OPT_MANDATORY, NULL, 0);
+	dccp_feat_put_sp(&b, DCCP_OPT_CHANGE_R, DCCP_F_CCID, &three, 1);
+	req = request_with(&b, 200);
+	to_client.n = 0;
+	feed_listener(&req, &ph_c2s, &ph_s2c, now);
+	CHECK(to_client.n == 1);
+	CHECK(parse(&to_client.p[0], &ph_s2c, &h));
+	EXPECT(h.type == DCCP_RESET && h.reset_code == DCCP_RESET_MANDATORY_ERROR);
+	/* many of them, and many Timestamps: one echo, small Confirms */
+	dccp_obuf_init(&b, ob, sizeof(ob));
+	for (int i = 0; i < 30; i++) {
+		dccp_feat_put_sp(&b, DCCP_OPT_CHANGE_R, DCCP_F_CCID, &three, 1);
+		dccp_opt_put_timestamp(&b, (uint32_t)i);
+	}
+	req = request_with(&b, 300);
+	to_client.n = 0;
+	to_client.max_len = 0;
+	feed_listener(&req, &ph_c2s, &ph_s2c, now);
+	CHECK(to_client.n == 1);
+	uint32_t echo, el;
+	EXPECT_EQ(ts_echoes(&to_client.p[0], &ph_s2c, &echo, &el), 1u);
+	EXPECT_EQ(echo, 29u);
+	EXPECT(to_client.max_len <= req.len + DCCP_COOKIE_LEN + 2 + 24);
+}
+
+/*
+ * RFC 4340 §5.8: an option whose length makes no sense for its type is
+ * ignored (and counted), the packet is not: a Timestamp of 5 bytes is
+ * neither echoed nor a reason to drop the data it came with.
+ */
+static void test_bad_option_length_ignored(void)
+{
+	uint64_t now = 1300000 * MS;
+	open_pair(now);
+	uint8_t ob[8] = { DCCP_OPT_TIMESTAMP, 7, 1, 2, 3, 4, 5, 0 };
+	uint64_t before = S.err.n[DCCP_E_OPT_SIZE];
+	struct pkt p = client_pkt(DCCP_DATAACK, ob, sizeof(ob), "data", 4);
+	deliver_s(&p, now + MS);
+	EXPECT_EQ(S.st.received, 1u);
+	EXPECT_EQ(S.err.n[DCCP_E_OPT_SIZE], before + 1);
+	EXPECT(!S.ts_pending);
+	uint64_t seq;
+	uint32_t echo, el;
+	to_client.n = 0;
+	CHECK_OK(dccp_conn_send(&S, "s", 1, now + 2 * MS, &seq));
+	CHECK(to_client.n == 1);
+	EXPECT_EQ(ts_echoes(&to_client.p[0], &ph_s2c, &echo, &el), 0u);
+	close_pair();
+}
+
 int main(void)
 {
 	setup_addrs();
@@ -849,5 +1221,10 @@ int main(void)
 	test_reset();
 	test_ack_ratio();
 	test_ack_ratio_fixed();
+	test_timestamp_echo();
+	test_ack_vector_pruned();
+	test_listen_packet_silent();
+	test_ccid_no_agreement();
+	test_bad_option_length_ignored();
 	return check_done("dccp_conn");
 }
