@@ -45,6 +45,12 @@ void dccp_ccid2_tx_set_ratio(void *tx, uint32_t r);
  */
 void dccp_ccid2_tx_acks_lost(void *tx, uint64_t n);
 
+/*
+ * The connection ends (CLOSED or TIMEWAIT): no Ack can come any more, so the
+ * data packets no Ack Vector has settled are reported lost (env->lost) now.
+ */
+void dccp_ccid2_tx_finish(void *tx);
+
 /* What the sender refused or corrected (untrusted feedback). */
 struct ccid2_tx_counters {
 	uint64_t sent_data;   /* data packets recorded */
@@ -56,6 +62,9 @@ struct ccid2_tx_counters {
 	uint64_t contradiction; /* not-received after an earlier received (ignored) */
 	uint64_t overflow;	/* record full: oldest outstanding forced lost */
 	uint64_t rto;		/* retransmission timeouts */
+	uint64_t acked_after_rto; /* out when an RTO fired, then reported received */
+	uint64_t probes;	  /* loss probes allowed (ccid2.c probe_timeout()) */
+	uint64_t unknown_at_end;  /* never settled by an Ack: lost at dccp_ccid2_tx_finish() */
 	uint64_t halvings;	/* window reductions on loss or ECN */
 };
 void dccp_ccid2_tx_counters(void *tx, struct ccid2_tx_counters *c);

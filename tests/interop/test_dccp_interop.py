@@ -78,13 +78,18 @@ def _dccp_bytes(proto: int, payload: bytes) -> bytes | None:
 def read_pcap(pcap: Path) -> list[tuple[str, str, bytes]]:
     """(src, dst, DCCP bytes) of every native or DCCP-UDP packet of an
     Ethernet pcap (tcpdump on the tap or a veth)."""
+    return [(src, dst, pkt) for _, src, dst, pkt in read_pcap_timed(pcap)]
+
+
+def read_pcap_timed(pcap: Path) -> list[tuple[float, str, str, bytes]]:
+    """read_pcap() with each packet's capture time (s) first."""
     data = pcap.read_bytes()
     magic = struct.unpack_from("<I", data)[0]
     assert magic in (0xA1B2C3D4, 0xA1B23C4D), f"{pcap}: not a little-endian pcap"
     assert struct.unpack_from("<I", data, 20)[0] == 1, "expected LINKTYPE_ETHERNET"
     off, out = 24, []
     while off + 16 <= len(data):
-        incl = struct.unpack_from("<I", data, off + 8)[0]
+        sec, usec, incl = struct.unpack_from("<III", data, off)
         frame = data[off + 16:off + 16 + incl]
         off += 16 + incl
         etype = struct.unpack_from("!H", frame, 12)[0]
@@ -100,8 +105,14 @@ def read_pcap(pcap: Path) -> list[tuple[str, str, bytes]]:
         else:
             continue
         if pkt is not None:
-            out.append((src, dst, pkt))
+            out.append((sec + usec / (1e9 if magic == 0xA1B23C4D else 1e6), src, dst, pkt))
     return out
+
+
+def data_times(pcap: Path, sender: str) -> list[float]:
+    """Capture times of the Data and DataAck packets from address sender."""
+    return [t for t, src, _, raw in read_pcap_timed(pcap)
+            if src == sender and dp.parse(raw, src, _).type in (dp.DATA, dp.DATAACK)]
 
 
 def judge(pcap: Path, client: str, ccid: int, ours: tuple, udp: bool = False, lossy: bool = False) -> dict:
