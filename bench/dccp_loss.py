@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shlex
 import statistics
 import subprocess
@@ -43,8 +42,7 @@ ROOT = HERE.parent
 sys.path[:0] = [str(ROOT / "lab"), str(ROOT / "tests" / "interop")]
 from netlab import Lab  # noqa: E402
 from linux61 import Linux61Guest, fetch  # noqa: E402
-from capture import Capture  # noqa: E402
-from test_dccp_interop import LossOnTap, addrs, data_times, gc_json  # noqa: E402
+from test_dccp_interop import addrs, data_times, run_gc_to_linux, run_linux_to_gc  # noqa: E402
 
 GAP_S = 0.1
 
@@ -61,41 +59,24 @@ def timed(pcap: Path, sender: str, got_bytes: int) -> dict:
             "goodput_mbps": round(got_bytes * 8 / span / 1e6, 3) if span > 0 else 0.0, **gaps(t)}
 
 
-def run_linux(guest, tool, obj, a, family, port, work):
+def run_linux(guest, gc_tool, a, family, port, work):
     """Linux's sender (dccp_peer client in the guest) -> our listener."""
-    ours, linux, _, listen_at = addrs(guest, family)
-    proc = guest.lab.popen(guest.ns, [tool, "dccp", "listen", f"{listen_at}{port}", "--ccid", 2,
-                                      "--count", a.count, "--timeout", 150],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert proc.stdout.readline().strip() == "listening"
-    pcap = work / f"linux-{family}-{port}.pcap"
-    with Capture(guest.lab, guest.ns, guest.tap, pcap, buffer_kib=8192) as _, LossOnTap(guest, obj, a.loss) as lt:
-        cli = guest.run(f"dccp_peer client {ours} {port} --ccid 2 --count {a.count} --size {a.size} "
-                        f"--interval-us 0 --payload gc --timeout-ms 140000", timeout=150, check=False)
-        rc, rx, err = gc_json(proc, 160)
-        counts = lt.counts()
+    rc, rx, err, cli, pcap, counts = run_linux_to_gc(guest, gc_tool, 2, a.loss, work, port, family, count=a.count,
+                                                     size=a.size, interval_us=0)
     assert cli.json and cli.json.get("sent") == a.count, cli
     assert rx["corrupt"] == 0, rx
-    return {"sender": "linux", "rx": rx, "tx": cli.json, "tap": counts, **timed(pcap, linux, rx["bytes"])}
+    return {"sender": "linux", "rx": rx, "tx": cli.json, "tap": counts,
+            **timed(pcap, addrs(guest, family)[1], rx["bytes"])}
 
 
-def run_ours(guest, tool, obj, a, family, port, work):
-    """Our sender (groupcast dccp send) -> dccp_peer server in the guest."""
-    ours, _, dest, _ = addrs(guest, family)
-    bind = "0.0.0.0" if family == 4 else "::"
-    srv = guest.start(f"dccp_peer server {port} --bind {bind} --ccid 2 --count {a.count} --rcvbuf {1 << 22} "
-                      f"--payload gc --timeout-ms 150000", timeout=160)
-    guest.wait_output(srv, "listening")
-    pcap = work / f"ours-{family}-{port}.pcap"
-    with Capture(guest.lab, guest.ns, guest.tap, pcap, buffer_kib=8192) as _, LossOnTap(guest, obj, a.loss) as lt:
-        proc = guest.lab.popen(guest.ns, [tool, "dccp", "send", f"{dest}{port}", "--ccid", 2, "--count", a.count,
-                                          "--size", a.size, "--timeout", 150],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        rc, tx, err = gc_json(proc, 170)
-        rx = srv.wait(timeout=170, check=False).json
-        counts = lt.counts()
+def run_ours(guest, gc_tool, a, family, port, work):
+    """Our sender (groupcast dccp send, as fast as the CCID allows) -> dccp_peer server in the guest."""
+    rc, tx, err, srv, pcap, counts = run_gc_to_linux(guest, gc_tool, 2, a.loss, work, port, family, count=a.count,
+                                                     size=a.size, rate=None)
+    rx = srv.json
     assert rx and rx["corrupt"] == 0, (rx, err[-2000:])
-    return {"sender": "ours", "rx": rx, "tx": tx, "tap": counts, **timed(pcap, ours, rx["bytes"])}
+    return {"sender": "ours", "rx": rx, "tx": tx, "tap": counts,
+            **timed(pcap, addrs(guest, family)[0], rx["bytes"])}
 
 
 def summary(runs: list[dict]) -> dict:
@@ -177,7 +158,9 @@ def main():
                 for fam in fams:
                     for fn in (run_linux, run_ours):
                         port += 1
-                        r = fn(g, tool, obj, a, fam, port, Path(tmp))
+                        work = Path(tmp) / str(port)
+                        work.mkdir()
+                        r = fn(g, (tool, obj), a, fam, port, work)
                         r.update(rep=rep, family=fam)
                         runs.append(r)
                         print(f"rep {rep} IPv{fam} {r['sender']:5}: {r['goodput_mbps']:.2f} Mb/s, "

@@ -59,13 +59,13 @@ struct ccid2_tx_counters {
 	uint64_t bad_ackno;   /* Acknowledgement Number we never sent: whole ack ignored */
 	uint64_t clipped_vector; /* Ack Vector reaching below ISS: the part below ignored (options.h) */
 	uint64_t late_ack;	 /* received after we had declared it lost (spurious loss) */
-	uint64_t contradiction; /* not-received after an earlier received (ignored) */
-	uint64_t overflow;	/* record full: oldest outstanding forced lost */
-	uint64_t rto;		/* retransmission timeouts */
+	uint64_t contradiction;	  /* not-received after an earlier received (ignored) */
+	uint64_t overflow;	  /* record full: oldest outstanding forced lost */
+	uint64_t rto;		  /* retransmission timeouts */
 	uint64_t acked_after_rto; /* out when an RTO fired, then reported received */
 	uint64_t probes;	  /* loss probes allowed (ccid2.c probe_timeout()) */
 	uint64_t unknown_at_end;  /* never settled by an Ack: lost at dccp_ccid2_tx_finish() */
-	uint64_t halvings;	/* window reductions on loss or ECN */
+	uint64_t halvings;	  /* window reductions on loss or ECN */
 };
 void dccp_ccid2_tx_counters(void *tx, struct ccid2_tx_counters *c);
 
