@@ -101,7 +101,11 @@ def write_results(out: Path):
     lines = ["# CCID 2 sender under 10 % loss each way: groupcast against Linux 6.1", "",
              "Driver: `bench/dccp_loss.py` (see its docstring for the method).  Goodput = payload bytes "
              "the receiving application got x 8 / (last - first data packet of the sender on the tap), Mb/s. "
-             "Ratio = median(ours) / median(Linux), both from the same invocation.", ""]
+             "Ratio = median(ours) / median(Linux), both from the same invocation.  Loss: bpf/loss.bpf.c on the "
+             "tap, both directions (the interop harness's LossOnTap: the host kernel has no netem); 'tap seen / "
+             "dropped' are its counters.  'sender lost' is our sender's own count (`groupcast dccp send` prints "
+             "it before its Close, so packets still unsettled then are in neither acked nor lost); Linux's "
+             "sender has no such count.  'received': distinct packets the receiving application got.", ""]
     lines += ["## Medians", "", "| code | family | Linux -> groupcast (Linux's sender) | groupcast -> Linux (ours) "
               "| ratio ours / Linux |", "|---|---|---|---|---|"]
     for label in order:
@@ -112,7 +116,8 @@ def write_results(out: Path):
     for label in order:
         raw = raws[label]
         lines += ["", f"## {label}", "", f"Commit {raw['commit']}, {raw['date']}; loss {raw['loss']} each way, "
-                  f"{raw['count']} x {raw['size']} B, {raw['reps']} repetitions.", "", "```sh", raw["command"], "```",
+                  f"{raw['count']} x {raw['size']} B, {raw['reps']} repetitions." +
+                  (f" {raw['note']}" if raw.get("note") else ""), "", "```sh", raw["command"], "```",
                   "", "| rep | family | sender | Mb/s | received | span s | gaps > 100 ms | gap sum s | longest s "
                   "| sender lost (its count) | tap seen / dropped |", "|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in raw["runs"]:
@@ -126,7 +131,9 @@ def write_results(out: Path):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--build", default=str(ROOT / "build"))
-    ap.add_argument("--label", required=True, help="name of this code version in the results (before, after...)")
+    ap.add_argument("--label", help="name of this code version in the results (before, after...)")
+    ap.add_argument("--note", default="", help="a sentence about this code version, kept in the results")
+    ap.add_argument("--report", action="store_true", help="only rebuild results.md from the raw_*.json in --out")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--loss", type=float, default=0.10)
     ap.add_argument("--count", type=int, default=2000)
@@ -134,6 +141,11 @@ def main():
     ap.add_argument("--families", default="4,6")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "dccp" / "loss-vs-linux"))
     a = ap.parse_args()
+    if a.report:
+        write_results(Path(a.out))
+        return
+    if not a.label:
+        ap.error("--label is required (or --report)")
     if not 0 <= a.loss < 1 or a.reps < 1 or a.count < 1 or not 8 <= a.size <= 1400:
         ap.error("--loss in [0, 1), --reps and --count >= 1, --size in 8..1400")
     if not a.label.isidentifier():
@@ -167,7 +179,7 @@ def main():
                               f"{r['rx']['received']} received, {r['gaps_over_100ms']} gaps > 100 ms "
                               f"({r['gap_sum_s']:.2f} s, longest {r['gap_max_s']:.2f} s)", flush=True)
     raw = {"label": a.label, "commit": commit, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-           "command": cmd, "loss": a.loss, "count": a.count, "size": a.size, "reps": a.reps, "runs": runs}
+           "command": cmd, "note": a.note, "loss": a.loss, "count": a.count, "size": a.size, "reps": a.reps, "runs": runs}
     (out / f"raw_{a.label}.json").write_text(json.dumps(raw, indent=1) + "\n")
     write_results(out)
     for fam, s in summary(runs).items():
