@@ -7,8 +7,9 @@
  * initial window, congestion avoidance (+1 per window of acked packets),
  * growth only while at least half the window is in use (RFC 2861),
  * the window halved at most once per window of data on loss or ECN marks,
- * and a TCP retransmission timeout (RFC 6298, 200 ms floor) that empties
- * the pipe and restarts at one packet.  Ack Vectors are walked over a
+ * a TCP retransmission timeout (RFC 6298, 200 ms floor) that empties the
+ * pipe and restarts at one packet without writing off what was out, and
+ * loss probes before it (probe_timeout()).  Ack Vectors are walked over a
  * bounded record of what we sent: a packet is acked when a vector says
  * received (or ECN-marked), lost when NUMDUPACK = 3 packets sent after it
  * have been acked (§5), and each data packet is reported exactly once to
@@ -17,7 +18,8 @@
  * Ack Ratio (§6.1.2): the RFC's rule (double after a window with lost
  * Acks, -1 after cwnd / (R^2 - R) clean windows; here never below 2) and a
  * floor of cwnd / ACKS_PER_WINDOW, so that a large window is not clocked by
- * an Ack per two packets; at most ceil(cwnd / 2) (see ratio_floor()).
+ * an Ack per two packets; at most cwnd / 4, at least 1 (see ratio_floor(),
+ * ratio_max()).
  *
  * Receiver: the state of every packet in a window of CCID2_RX_WINDOW
  * sequence numbers, one byte each, and the Ack Vector built from it on

@@ -19,8 +19,8 @@ extern const struct dccp_ccid_rx_ops dccp_ccid2_rx_ops;
 /*
  * Ack Ratio (RFC 4341 §6.1.2): a feature located at the HC-Sender and
  * obeyed by the HC-Receiver.  The sender says which value it wants:
- * max(the §6.1.2 rule, cwnd / min(32, w / 4), 2), at most ceil(cwnd / 2)
- * (ccid2.c ratio_floor()); the connection sends Change L(Ack Ratio) when it moves,
+ * max(the §6.1.2 rule, cwnd / min(32, w / 4), 2), at most max(1, cwnd / 4)
+ * (ccid2.c ratio_floor(), ratio_max()); the connection sends Change L(Ack Ratio) when it moves,
  * and hands the value a peer's Change L sets to our receiver module.
  */
 uint32_t dccp_ccid2_tx_ack_ratio(void *tx);
