@@ -79,8 +79,8 @@ struct ccid2_tx {
 	bool acks_lost;		  /* the peer's Acks were lost in the current window */
 	uint64_t srtt, rttvar, rto, rto_at;
 	bool have_rtt;
-	/* loss probe (probe()): when, whether this episode had its probe, and
-	 * whether one data packet may go beyond the window now */
+	/* loss probes (probe_timeout()): when the next may go, how many this
+	 * episode sent, and whether one data packet may go beyond the window now */
 	uint64_t probe_at;
 	uint32_t probes; /* sent in this episode */
 	bool probe_due;
@@ -602,7 +602,8 @@ void dccp_ccid2_tx_finish(void *tx)
 		if (q == t->head)
 			break;
 	}
-	t->rto_at = 0;
+	t->rto_at = t->probe_at = 0;
+	t->probe_due = false;
 	advance_una(t);
 }
 
