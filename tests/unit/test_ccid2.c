@@ -92,6 +92,7 @@ static void utilisation(void)
 		fprintf(stderr, "  deep queue: utilisation %.3f\n", util);
 	EXPECT_EQ(s.dropped_n, 0);
 	EXPECT_EQ(txc(&s).lost, 0);
+	EXPECT_EQ(txc(&s).probes, 0); /* Acks keep coming: no loss probe on a clean path */
 	EXPECT_EQ(txc(&s).halvings, 0);
 	EXPECT(txs(s.txo, s.tx).rtt_ns > 20 * MS);
 	sim_drain(&s, 10 * SEC);
@@ -533,6 +534,7 @@ static void ack_ratio_floor(void)
 		fprintf(stderr, "  %llu acks for %llu packets\n", (unsigned long long)acks,
 			(unsigned long long)pkts);
 	EXPECT_EQ(txc(&s).lost, 0);
+	EXPECT_EQ(txc(&s).probes, 0); /* Acks keep coming: no loss probe on a clean path */
 	/* one loss: the window halves and the floor with it, at once */
 	s.drop_lo = s.drop_hi = dccp_seq_add(s.next_seq, 5);
 	sim_run(&s, s.now + 200 * MS);
