@@ -186,8 +186,9 @@ static void send_request(struct dccp_conn *c)
  * Ack: Linux 6.1's receiver acks only every R data packets).  An
  * unconfirmed Change goes again after 2 RTTs + 20 ms (the Confirm rides on
  * the peer's next Ack, which a large ratio delays), and on the first packet
- * after each RTO (rto: that packet alone is out, and the peer acks it only
- * once it has the Change), with the value wanted then.
+ * after each RTO or loss probe (rto: the sender's timer fired, no Ack came;
+ * after an RTO that packet alone is out, and the peer acks it only once it
+ * has the Change), with the value wanted then.
  *
  * Where the Change goes: the peer drops a packet whose Acknowledgement
  * Number is below its GSS + 1 - W (RFC 4340 §7.5.1), W its Sequence Window
@@ -822,7 +823,7 @@ uint64_t dccp_conn_timer(struct dccp_conn *c, uint64_t now_ns)
 		uint64_t t = c->txo->next_timer(c->tx);
 		if (t && t <= now_ns) {
 			c->txo->timer(c->tx, now_ns);
-			ack_ratio_update(c, now_ns, true); /* an RTO shrinks the window to 1 */
+			ack_ratio_update(c, now_ns, true); /* an RTO shrinks the window to 1; a probe */
 		}
 	}
 	if (c->rx) {
