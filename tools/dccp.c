@@ -49,7 +49,7 @@ static void dccp_usage(FILE *f)
 		"needs CAP_NET_RAW.  --seq-window W: our initial Sequence Window (>= 32;\n"
 		"default 5120; with CCID 2 it grows to 100 and to 5 x cwnd).  --ack-ratio R\n"
 		"(CCID 2): the Ack Ratio our sender asks for, 1..65535 (default: about 32\n"
-		"Acks a window; 2 is an Ack per two packets).\n");
+		"Acks a window, at least four; 2 is an Ack per two packets).\n");
 }
 
 struct dccp_args {

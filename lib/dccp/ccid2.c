@@ -7,8 +7,9 @@
  * initial window, congestion avoidance (+1 per window of acked packets),
  * growth only while at least half the window is in use (RFC 2861),
  * the window halved at most once per window of data on loss or ECN marks,
- * and a TCP retransmission timeout (RFC 6298, 200 ms floor) that empties
- * the pipe and restarts at one packet.  Ack Vectors are walked over a
+ * a TCP retransmission timeout (RFC 6298, 200 ms floor) that empties the
+ * pipe and restarts at one packet without writing off what was out, and
+ * loss probes before it (probe_timeout()).  Ack Vectors are walked over a
  * bounded record of what we sent: a packet is acked when a vector says
  * received (or ECN-marked), lost when NUMDUPACK = 3 packets sent after it
  * have been acked (§5), and each data packet is reported exactly once to
@@ -17,7 +18,8 @@
  * Ack Ratio (§6.1.2): the RFC's rule (double after a window with lost
  * Acks, -1 after cwnd / (R^2 - R) clean windows; here never below 2) and a
  * floor of cwnd / ACKS_PER_WINDOW, so that a large window is not clocked by
- * an Ack per two packets; at most ceil(cwnd / 2) (see ratio_floor()).
+ * an Ack per two packets; at most cwnd / 4, at least 1 (see ratio_floor(),
+ * ratio_max()).
  *
  * Receiver: the state of every packet in a window of CCID2_RX_WINDOW
  * sequence numbers, one byte each, and the Ack Vector built from it on
@@ -44,12 +46,16 @@
 #define RTO_MIN_NS 200000000ull	  /* as Linux and most TCPs, not RFC 6298's 1 s */
 #define RTO_MAX_NS 64000000000ull
 #define DELACK_NS 10000000ull  /* longest an unacked data packet waits at the receiver */
+#define PTO_EXTRA_NS DELACK_NS /* the probe timer: 2 x SRTT + a delayed Ack (probe_timeout()) */
+#define PROBES_MAX 4	       /* probes an episode may send, each PTO twice the last */
 #define NONDATA_RESERVE 64     /* record slots budget() keeps for Acks, Syncs... */
 #define SEQWIN_MIN 100	       /* RFC 4340 §7.5.2 default Sequence Window */
 #define ACKS_PER_WINDOW 32     /* Ack Ratio floor: cwnd / this (ratio_floor()) ... */
 #define ACKS_PEER_WINDOW_DIV 4 /* ... or cwnd / (the peer's Sequence Window / this) */
 
-enum { F_SENT = 1, F_DATA = 2, F_ACKED = 4, F_LOST = 8, F_LATE = 16 };
+/* F_RTO: still open when an RTO fired: out of the pipe, but not lost until
+ * an Ack Vector says so (or the connection ends, dccp_ccid2_tx_finish()) */
+enum { F_SENT = 1, F_DATA = 2, F_ACKED = 4, F_LOST = 8, F_LATE = 16, F_RTO = 32 };
 
 struct slot {
 	uint64_t t; /* when it went out */
@@ -73,6 +79,11 @@ struct ccid2_tx {
 	bool acks_lost;		  /* the peer's Acks were lost in the current window */
 	uint64_t srtt, rttvar, rto, rto_at;
 	bool have_rtt;
+	/* loss probes (probe_timeout()): when the next may go, how many this
+	 * episode sent, and whether one data packet may go beyond the window now */
+	uint64_t probe_at;
+	uint32_t probes; /* sent in this episode */
+	bool probe_due;
 	struct ccid2_tx_counters c;
 	struct slot rec[CCID2_RECORD];
 };
@@ -132,6 +143,25 @@ static void tx_free(void *tx)
 }
 
 /* Congestion (loss or ECN) of seq: halve once per window of data. */
+/*
+ * Loss probe (after the TLP of RACK-TLP, RFC 8985 §7, for a protocol that
+ * sends no retransmissions): when no Ack has brought progress for the PTO,
+ * 2 x SRTT plus a delayed Ack, since the last data packet went, one new data
+ * packet may go beyond the window.  Its Ack carries the whole Ack Vector:
+ * lost Acks cost a PTO instead of an RTO (at least 200 ms, then cwnd 1 and
+ * a backed-off timer), and lost data is found by the §5 rule as usual.  A
+ * window of a few packets meets this often: at 10 % loss each way one
+ * packet's Ack fails to come back 19 % of the time, a window of three 0.7 %
+ * of the time, hundreds of times a second on a short path.  Unlike TCP's
+ * single TLP, an episode (until progress or the RTO) may send up to
+ * PROBES_MAX, each PTO twice the last: no more than the one packet per
+ * backed-off timer that RTO recovery sends, but without emptying the window.
+ */
+static uint64_t probe_timeout(const struct ccid2_tx *t)
+{
+	return 2 * t->srtt + PTO_EXTRA_NS;
+}
+
 static void congestion(struct ccid2_tx *t, uint64_t seq)
 {
 	if (!dccp_seq_after(seq, t->recover))
@@ -145,8 +175,11 @@ static void congestion(struct ccid2_tx *t, uint64_t seq)
 
 static void declare_lost(struct ccid2_tx *t, uint64_t seq)
 {
-	slot_of(t, seq)->f |= F_LOST;
-	t->pipe--;
+	struct slot *s = slot_of(t, seq);
+
+	if (!(s->f & F_RTO)) /* what an RTO wrote off left the pipe then */
+		t->pipe--;
+	s->f |= F_LOST;
 	t->c.lost++;
 	if (t->env.lost)
 		t->env.lost(t->env.arg, seq);
@@ -185,6 +218,10 @@ static void sent(void *tx, uint64_t seq, size_t len, bool data, uint64_t now_ns,
 		t->c.sent_data++;
 		if (!t->rto_at)
 			t->rto_at = now_ns + t->rto;
+		if (t->probe_due) /* this was a probe: the next waits twice as long */
+			t->probes++, t->probe_due = false;
+		if (t->have_rtt && t->probes < PROBES_MAX)
+			t->probe_at = now_ns + (probe_timeout(t) << t->probes);
 	}
 	advance_una(t);
 }
@@ -199,6 +236,8 @@ static uint32_t budget(void *tx, uint64_t now_ns, uint64_t *wake_ns)
 		*wake_ns = 0; /* only an ack (or the RTO) opens the window */
 	room = tx_span(t) < room ? room - tx_span(t) : 0;
 	uint32_t w = t->cwnd > t->pipe ? t->cwnd - t->pipe : 0;
+	if (!w && t->probe_due)
+		w = 1;
 	return w < room ? w : (uint32_t)room;
 }
 
@@ -243,10 +282,14 @@ static bool mark_received(struct ccid2_tx *t, uint64_t seq, bool ecn)
 		t->c.ecn++, congestion(t, seq);
 	if (!(s->f & F_DATA))
 		return true;
-	t->pipe--;
 	t->c.acked++;
 	if (t->env.acked)
 		t->env.acked(t->env.arg, seq);
+	if (s->f & F_RTO) { /* out of the pipe since the RTO; as Linux, no growth */
+		t->c.acked_after_rto++;
+		return true;
+	}
+	t->pipe--;
 	if (!t->grow)
 		return true;
 	if (t->cwnd < t->ssthresh) {
@@ -281,9 +324,23 @@ static void detect_losses(struct ccid2_tx *t)
 		}
 }
 
+/*
+ * The highest Ack Ratio we ask for.  RFC 4341 §6.1.2 allows up to
+ * ceil(cwnd / 2), two Acks a window; the application's fixed ratio keeps
+ * that bound.  Our own choice keeps four Acks a window (cwnd / 4, at least
+ * 1): a receiver without a delayed-ack timer (Linux 6.1 acks every R data
+ * packets and at no other time) leaves a window unacknowledged when a loss
+ * keeps its count below R after the last packet the window allowed, and
+ * the sender waits for its RTO; with two Acks a window, a lost data packet
+ * or a lost Ack (10 % each way) did that several times a second, and every
+ * RTO took the window back to one packet.  An Ack per packet below cwnd 8
+ * costs the peer a few hundred small Acks a second at most.
+ */
 static uint32_t ratio_max(const struct ccid2_tx *t)
 {
-	return (t->cwnd + 1) / 2; /* ceil(cwnd / 2): two acks per window at least */
+	if (t->fixed)
+		return (t->cwnd + 1) / 2; /* ceil(cwnd / 2) */
+	return t->cwnd / 4 ? t->cwnd / 4 : 1;
 }
 
 /*
@@ -386,6 +443,7 @@ static void recv_ack(void *tx, uint64_t ackno, const struct dccp_opts *o, uint64
 		return;
 	}
 	uint32_t pipe0 = t->pipe;
+	uint64_t acked0 = t->c.acked;
 	bool sample = false;
 	/* RFC 4341 §5.1 / RFC 2861: an application that keeps less than half
 	 * the window in flight has not tested it; growing it anyway would let
@@ -427,36 +485,64 @@ static void recv_ack(void *tx, uint64_t ackno, const struct dccp_opts *o, uint64
 		t->rto_at = 0;
 	else if (t->pipe < pipe0) /* progress restarts the timer (RFC 6298 (5.3)) */
 		t->rto_at = now_ns + t->rto;
+	if (t->c.acked != acked0 || t->pipe < pipe0) { /* progress: a new episode */
+		t->probes = 0;
+		t->probe_due = false;
+		t->probe_at = t->pipe && t->have_rtt ? now_ns + probe_timeout(t) : 0;
+	}
 }
 
 static uint64_t tx_next_timer(void *tx)
 {
-	return ((struct ccid2_tx *)tx)->rto_at;
+	struct ccid2_tx *t = tx;
+
+	if (t->probe_at && (!t->rto_at || t->probe_at < t->rto_at))
+		return t->probe_at;
+	return t->rto_at;
 }
 
 static void tx_timer(void *tx, uint64_t now_ns)
 {
 	struct ccid2_tx *t = tx;
 
+	if (t->probe_at && now_ns >= t->probe_at) {
+		t->probe_at = 0;
+		if (t->pipe && !t->probe_due) {
+			t->probe_due = true; /* budget() lets one data packet go */
+			t->c.probes++;
+		}
+	}
 	if (!t->rto_at || now_ns < t->rto_at)
 		return;
 	t->rto_at = 0;
+	t->probe_due = false; /* the RTO starts a new episode */
+	t->probes = 0;
+	t->probe_at = 0;
 	if (t->pipe == 0)
 		return;
-	/* No feedback for an RTO: everything out is lost; restart at 1. */
+	/*
+	 * No feedback for an RTO: restart at one packet (RFC 4341 §5, RFC 6298
+	 * (5.5)-(5.7)).  What is out leaves the pipe, as Linux's
+	 * ccid2_hc_tx_rto_expire() empties it, but it is not lost: it may
+	 * have arrived, and a receiver that acks every R data packets (Linux
+	 * 6.1: no delayed-ack timer) tells so only with its next Ack.  A later
+	 * Ack Vector settles each packet, received or (NUMDUPACK) lost; what
+	 * none settles is lost when the connection ends (dccp_ccid2_tx_finish()).
+	 */
 	t->c.rto++;
 	for (uint64_t q = t->una; in_record(t, q); q = dccp_seq_add(q, 1)) {
-		if (open_data(slot_of(t, q)))
-			declare_lost(t, q);
+		struct slot *s = slot_of(t, q);
+		if (open_data(s))
+			s->f |= F_RTO;
 		if (q == t->head)
 			break;
 	}
+	t->pipe = 0;
 	t->ssthresh = t->cwnd / 2 < 2 ? 2 : t->cwnd / 2;
 	t->cwnd = 1;
 	t->ca_acc = 0;
 	t->recover = t->head;
 	t->rto = 2 * t->rto > RTO_MAX_NS ? RTO_MAX_NS : 2 * t->rto; /* (5.5) back off */
-	advance_una(t);
 }
 
 static uint64_t seq_window(void *tx)
@@ -502,6 +588,23 @@ void dccp_ccid2_tx_acks_lost(void *tx, uint64_t n)
 {
 	if (n)
 		((struct ccid2_tx *)tx)->acks_lost = true;
+}
+
+void dccp_ccid2_tx_finish(void *tx)
+{
+	struct ccid2_tx *t = tx;
+
+	for (uint64_t q = t->una; in_record(t, q); q = dccp_seq_add(q, 1)) {
+		if (open_data(slot_of(t, q))) {
+			declare_lost(t, q);
+			t->c.unknown_at_end++;
+		}
+		if (q == t->head)
+			break;
+	}
+	t->rto_at = t->probe_at = 0;
+	t->probe_due = false;
+	advance_una(t);
 }
 
 void dccp_ccid2_tx_counters(void *tx, struct ccid2_tx_counters *c)

@@ -19,8 +19,8 @@ extern const struct dccp_ccid_rx_ops dccp_ccid2_rx_ops;
 /*
  * Ack Ratio (RFC 4341 §6.1.2): a feature located at the HC-Sender and
  * obeyed by the HC-Receiver.  The sender says which value it wants:
- * max(the §6.1.2 rule, cwnd / min(32, w / 4), 2), at most ceil(cwnd / 2)
- * (ccid2.c ratio_floor()); the connection sends Change L(Ack Ratio) when it moves,
+ * max(the §6.1.2 rule, cwnd / min(32, w / 4), 2), at most max(1, cwnd / 4)
+ * (ccid2.c ratio_floor(), ratio_max()); the connection sends Change L(Ack Ratio) when it moves,
  * and hands the value a peer's Change L sets to our receiver module.
  */
 uint32_t dccp_ccid2_tx_ack_ratio(void *tx);
@@ -45,6 +45,12 @@ void dccp_ccid2_tx_set_ratio(void *tx, uint32_t r);
  */
 void dccp_ccid2_tx_acks_lost(void *tx, uint64_t n);
 
+/*
+ * The connection ends (CLOSED or TIMEWAIT): no Ack can come any more, so the
+ * data packets no Ack Vector has settled are reported lost (env->lost) now.
+ */
+void dccp_ccid2_tx_finish(void *tx);
+
 /* What the sender refused or corrected (untrusted feedback). */
 struct ccid2_tx_counters {
 	uint64_t sent_data;   /* data packets recorded */
@@ -53,10 +59,13 @@ struct ccid2_tx_counters {
 	uint64_t bad_ackno;   /* Acknowledgement Number we never sent: whole ack ignored */
 	uint64_t clipped_vector; /* Ack Vector reaching below ISS: the part below ignored (options.h) */
 	uint64_t late_ack;	 /* received after we had declared it lost (spurious loss) */
-	uint64_t contradiction; /* not-received after an earlier received (ignored) */
-	uint64_t overflow;	/* record full: oldest outstanding forced lost */
-	uint64_t rto;		/* retransmission timeouts */
-	uint64_t halvings;	/* window reductions on loss or ECN */
+	uint64_t contradiction;	  /* not-received after an earlier received (ignored) */
+	uint64_t overflow;	  /* record full: oldest outstanding forced lost */
+	uint64_t rto;		  /* retransmission timeouts */
+	uint64_t acked_after_rto; /* out when an RTO fired, then reported received */
+	uint64_t probes;	  /* loss probes allowed (ccid2.c probe_timeout()) */
+	uint64_t unknown_at_end;  /* never settled by an Ack: lost at dccp_ccid2_tx_finish() */
+	uint64_t halvings;	  /* window reductions on loss or ECN */
 };
 void dccp_ccid2_tx_counters(void *tx, struct ccid2_tx_counters *c);
 

@@ -231,11 +231,15 @@ static void send_request(struct dccp_conn *c)
  * wants (ccid2.c ratio_floor()); we send Change L(Ack Ratio) and the peer's
  * Confirm R puts it in force.  §6.1.2: "the sender
  * SHOULD NOT attempt to renegotiate the Ack Ratio more than once per
- * round-trip time", so a new value waits an RTT after the last Change,
- * unless the ratio in force exceeds ceil(cwnd / 2) (after a loss or an
- * RTO): then the window could not draw an Ack.  An unconfirmed Change goes
- * again after 2 RTTs + 20 ms (the Confirm rides on the peer's next Ack,
- * which a large ratio delays), with the value wanted then.
+ * round-trip time", so a higher value waits an RTT after the last Change.
+ * A lower one goes at once when it is below both the ratio in force and
+ * the one pending (after a loss or an RTO the window may no longer draw an
+ * Ack: Linux 6.1's receiver acks only every R data packets).  An
+ * unconfirmed Change goes again after 2 RTTs + 20 ms (the Confirm rides on
+ * the peer's next Ack, which a large ratio delays), and on the first packet
+ * after each RTO or loss probe (rto: the sender's timer fired, no Ack came;
+ * after an RTO that packet alone is out, and the peer acks it only once it
+ * has the Change), with the value wanted then.
  *
  * Where the Change goes: the peer drops a packet whose Acknowledgement
  * Number is below its GSS + 1 - W (RFC 4340 §7.5.1), W its Sequence Window
@@ -249,7 +253,7 @@ static void send_request(struct dccp_conn *c)
  * sender's Ack lost next to a lost data packet makes the receiver count two
  * data packets lost (the NDP Count rode on the lost one, §7.7).
  */
-static void ack_ratio_update(struct dccp_conn *c, uint64_t now_ns)
+static void ack_ratio_update(struct dccp_conn *c, uint64_t now_ns, bool rto)
 {
 	if (c->p.ccid != DCCP_CCID2 || !c->tx || c->state != DCCP_S_OPEN || !c->st.sent)
 		return; /* only a data sender has a say */
@@ -258,13 +262,13 @@ static void ack_ratio_update(struct dccp_conn *c, uint64_t now_ns)
 	uint64_t rtt = st.rtt_ns ? st.rtt_ns : 100 * MS;
 	dccp_ccid2_tx_peer_window(c->tx, c->s.w_rx);
 	uint32_t want = dccp_ccid2_tx_ack_ratio(c->tx);
+	bool lower = want < c->ack_ratio && (!c->ack_ratio_pending || want < c->ack_ratio_pending);
 	if (c->ack_ratio_pending) {
 		/* unconfirmed: again, with what we want now (even the value in
 		 * force: the peer may have taken the last Change, Confirm lost) */
-		if (now_ns < c->ack_ratio_at + 2 * rtt + 20 * MS)
+		if (!rto && !lower && now_ns < c->ack_ratio_at + 2 * rtt + 20 * MS)
 			return;
-	} else if (want == c->ack_ratio ||
-		   (now_ns < c->ack_ratio_at + rtt && c->ack_ratio <= (st.cwnd + 1) / 2)) {
+	} else if (want == c->ack_ratio || (!lower && now_ns < c->ack_ratio_at + rtt)) {
 		return;
 	}
 	c->ack_ratio_pending = want;
@@ -395,6 +399,13 @@ static int ccid_start(struct dccp_conn *c, uint64_t now_ns)
 
 /* ---- life cycle -------------------------------------------------------- */
 
+/* No Ack can come any more: what none settled is lost (ccid2.h). */
+static void tx_finish(struct dccp_conn *c)
+{
+	if (c->tx && c->p.ccid == DCCP_CCID2)
+		dccp_ccid2_tx_finish(c->tx);
+}
+
 static void enter(struct dccp_conn *c, enum dccp_state st, uint64_t now_ns)
 {
 	c->state = st;
@@ -417,10 +428,12 @@ static void enter(struct dccp_conn *c, enum dccp_state st, uint64_t now_ns)
 	case DCCP_S_TIMEWAIT:
 		c->t_close = now_ns + TIMEWAIT_NS;
 		c->peer_closed = true;
+		tx_finish(c);
 		break;
 	case DCCP_S_CLOSED:
 		c->peer_closed = true;
 		c->t_close = c->t_ack = 0;
+		tx_finish(c);
 		break;
 	default: break;
 	}
@@ -806,7 +819,7 @@ bool dccp_conn_input(struct dccp_conn *c, const uint8_t *pkt, size_t len, const 
 			dccp_ccid2_tx_acks_lost(c->tx, dccp_seq_sub(h->seq, gsr0) - 1);
 		if (h->has_ack && c->tx) {
 			c->txo->recv_ack(c->tx, h->ack, &o, now_ns);
-			ack_ratio_update(c, now_ns);
+			ack_ratio_update(c, now_ns, false);
 		}
 		/* Ack of Ack (RFC 4340 §11.4, RFC 4341 §6.1.1): h->ack names one
 		 * of our packets; if it was an Ack with feedback, the peer has
@@ -884,7 +897,7 @@ uint64_t dccp_conn_timer(struct dccp_conn *c, uint64_t now_ns)
 		uint64_t t = c->txo->next_timer(c->tx);
 		if (t && t <= now_ns) {
 			c->txo->timer(c->tx, now_ns);
-			ack_ratio_update(c, now_ns); /* an RTO shrinks the window to 1 */
+			ack_ratio_update(c, now_ns, true); /* an RTO shrinks the window to 1; a probe */
 		}
 	}
 	if (c->rx) {

@@ -658,19 +658,24 @@ static void test_reset(void)
 struct ar_count {
 	uint64_t data, dataacks, acks, client_acks;
 	uint64_t changes_on_data, changes_on_acks; /* the client's Change L(Ack Ratio) */
+	uint64_t changes_to_1;			   /* ... of them Change L(Ack Ratio, 1) */
 };
 
-/* Does the packet carry a Change L(Ack Ratio)? */
-static bool has_ratio_change(const struct pkt *p, const struct dccp_hdr *h)
+/* The value of the packet's Change L(Ack Ratio) (-1: none). */
+static int64_t ratio_change(const struct pkt *p, const struct dccp_hdr *h)
 {
 	struct dccp_opts o;
 	if (dccp_opts_parse(h, p->b, 0, &o, NULL) != DCCP_OK)
-		return false;
+		return -1;
 	for (unsigned i = 0; i < o.n; i++)
 		if (o.opt[i].type == DCCP_OPT_CHANGE_L && o.opt[i].len >= 1 &&
-		    o.opt[i].data[0] == DCCP_F_ACK_RATIO)
-			return true;
-	return false;
+		    o.opt[i].data[0] == DCCP_F_ACK_RATIO) {
+			int64_t v = 0;
+			for (unsigned k = 1; k < o.opt[i].len; k++)
+				v = v << 8 | o.opt[i].data[k];
+			return v;
+		}
+	return -1;
 }
 
 static void ar_round(uint64_t now, bool drop_acks, bool silent, struct ar_count *n)
@@ -687,9 +692,11 @@ static void ar_round(uint64_t now, bool drop_acks, bool silent, struct ar_count 
 		n->data += h.type == DCCP_DATA || h.type == DCCP_DATAACK;
 		n->dataacks += h.type == DCCP_DATAACK;
 		n->client_acks += h.type == DCCP_ACK;
-		if (has_ratio_change(&to_server.p[i], &h)) {
+		int64_t v = ratio_change(&to_server.p[i], &h);
+		if (v >= 0) {
 			n->changes_on_data += h.type == DCCP_DATAACK;
 			n->changes_on_acks += h.type == DCCP_ACK;
+			n->changes_to_1 += v == 1;
 		}
 		dccp_conn_input(&S, to_server.p[i].b, to_server.p[i].len, &h, now);
 	}
@@ -789,6 +796,37 @@ static void test_ack_ratio(void)
 		ar_round(now += MS, false, false, &n);
 	C.txo->stats(C.tx, &st);
 	EXPECT(st.cwnd > 4);
+	close_pair();
+}
+
+/*
+ * Issue 19: after an RTO the window is one packet, and a receiver that acks
+ * every R data packets (Linux 6.1: no delayed-ack timer) acks it only once
+ * it has our Change L(Ack Ratio 1).  That Change goes on the first packet
+ * after the RTO even when another Change went less than 2 RTTs + 20 ms ago
+ * and is still unconfirmed (it waited for that before).
+ */
+static void test_ack_ratio_after_rto(void)
+{
+	uint64_t now = 500000 * MS;
+	open_pair(now);
+	struct ar_count n = { 0 };
+	for (int i = 0; i < 300; i++)
+		ar_round(now += MS, false, false, &n);
+	EXPECT_EQ(C.ack_ratio, 32u);
+	/* silent: every round a Change has just gone out, unconfirmed */
+	n = (struct ar_count){ 0 };
+	struct dccp_ccid_tx_stats st = { .cwnd = 2 };
+	for (int i = 0; i < 3000 && st.cwnd != 1; i++) {
+		C.ack_ratio_pending = 64;
+		C.ack_ratio_at = now;
+		ar_round(now += MS, false, true, &n);
+		C.txo->stats(C.tx, &st);
+	}
+	EXPECT_EQ(st.cwnd, 1u);
+	if (!EXPECT(n.changes_to_1 >= 1 && n.changes_on_data >= 1))
+		fprintf(stderr, "  after the RTO: %llu Changes to 1 on %llu DataAcks\n",
+			(unsigned long long)n.changes_to_1, (unsigned long long)n.changes_on_data);
 	close_pair();
 }
 
@@ -1220,6 +1258,7 @@ int main(void)
 	test_ndp_count();
 	test_reset();
 	test_ack_ratio();
+	test_ack_ratio_after_rto();
 	test_ack_ratio_fixed();
 	test_timestamp_echo();
 	test_ack_vector_pruned();
