@@ -142,7 +142,6 @@ static void tx_free(void *tx)
 	free(tx);
 }
 
-/* Congestion (loss or ECN) of seq: halve once per window of data. */
 /*
  * Loss probe (after the TLP of RACK-TLP, RFC 8985 §7, for a protocol that
  * sends no retransmissions): when no Ack has brought progress for the PTO,
@@ -162,6 +161,7 @@ static uint64_t probe_timeout(const struct ccid2_tx *t)
 	return 2 * t->srtt + PTO_EXTRA_NS;
 }
 
+/* Congestion (loss or ECN) of seq: halve once per window of data. */
 static void congestion(struct ccid2_tx *t, uint64_t seq)
 {
 	if (!dccp_seq_after(seq, t->recover))
