@@ -737,7 +737,10 @@ int main(int argc, char **argv)
 	save_state();
 	if (once)
 		write_state(stdout);
-	uint64_t tick = now_ms() + (uint64_t)interval;
+	/* the state file also carries the counters: written at every change,
+	 * and at least every second */
+	uint64_t save_every = (uint64_t)(interval < 1000 ? interval : 1000);
+	uint64_t tick = now_ms() + (uint64_t)interval, next_save = now_ms() + save_every;
 	while (!stop && !once) {
 		bool dirty = false;
 		if (reload) {
@@ -748,10 +751,10 @@ int main(int argc, char **argv)
 			free(c);
 			dirty = true;
 		}
-		uint64_t now = now_ms();
+		uint64_t now = now_ms(), until = tick < next_save ? tick : next_save;
 		struct pollfd p[2] = { { .fd = D.nl_fd, .events = POLLIN },
 				       { .fd = D.hier_fd, .events = POLLIN } };
-		if (!dirty && now < tick && poll(p, D.hier_fd >= 0 ? 2 : 1, (int)(tick - now)) > 0) {
+		if (!dirty && now < until && poll(p, D.hier_fd >= 0 ? 2 : 1, (int)(until - now)) > 0) {
 			if (p[0].revents) {
 				int what = lmsd_nl_drain(D.nl_fd);
 				D.overruns += !!(what & LMSD_NL_OVERRUN);
@@ -771,9 +774,11 @@ int main(int argc, char **argv)
 			lmsd_hier_input(D.k.sg, D.k.nsg);
 			dirty = true;
 		}
-		if (dirty) {
+		if (dirty)
 			apply();
+		if (dirty || now_ms() >= next_save) {
 			save_state();
+			next_save = now_ms() + save_every;
 		}
 	}
 	save_state(); /* the final counters */
