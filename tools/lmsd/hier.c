@@ -7,7 +7,7 @@
  *                     REPORT {S, G, replier = itself, cost, hold time} to
  *                     224.0.0.2 (all routers) port 7399 with TTL 1, every
  *                     report interval, and one with LEAVE when it stops;
- *   router -> router  every refresh, and at once when its choice changes,
+ *   router -> router  every period (-t), and at once when its choice changes,
  *                     lmsd sends the best replier of each (S,G) it routes up
  *                     its parent interface the same way: {S, G, that
  *                     replier, its cost + 1}; LEAVE when it has none left.
