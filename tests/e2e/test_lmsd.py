@@ -7,6 +7,8 @@ lmsd runs with a long LMS-HIER period (-t 60000) in these labs: what it
 follows, it follows from the kernel's notifications, not from a timer.
 """
 import json
+import os
+import signal
 import socket
 import struct
 import subprocess
@@ -18,7 +20,7 @@ import pytest
 
 import lmspkt
 from lmspkt import REQ, option
-from netlab import Lab, router_binary
+from netlab import Lab, Lmsd, router_binary
 from test_lms import PORT, Receivers, ifindex, send_raw, send_request, tag
 
 G = "239.192.7.7"  # the group the receivers join (test_lms.Receivers)
@@ -343,3 +345,55 @@ def test_killed_lmsd_is_replaced_and_flushed(build, lmsd_bin):
         assert d.stop() == 0
         assert "not lmsd's" in d.proc.stderr.read()
         assert "gc_loss" in filters(lab, r1, dev["h2"])
+
+
+MANY_ROUTES = r"""
+import json, socket, struct, sys, time
+a = json.loads(sys.argv[1])
+MRT_INIT, MRT_ADD_VIF, MRT_ADD_MFC, VIFF_USE_IFINDEX = 200, 202, 204, 8
+s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_IGMP)
+s.setsockopt(socket.IPPROTO_IP, MRT_INIT, struct.pack("i", 1))
+for vif, name in enumerate(a["ifs"]):
+    s.setsockopt(socket.IPPROTO_IP, MRT_ADD_VIF,
+                 struct.pack("HBBIii", vif, VIFF_USE_IFINDEX, 1, 0, socket.if_nametoindex(name), 0))
+print("ready", flush=True)
+sys.stdin.readline()
+ttls = bytes([0] + [1] * (len(a["ifs"]) - 1) + [0] * (32 - len(a["ifs"])))
+for i in range(a["n"]):
+    src = socket.inet_aton(a["src"])[:2] + struct.pack("!H", 1000 + i)
+    s.setsockopt(socket.IPPROTO_IP, MRT_ADD_MFC, src + socket.inet_aton(a["group"]) + struct.pack("H", 0) + ttls + bytes(18))
+print("added", flush=True)
+time.sleep(3600)
+"""
+
+
+def test_lost_notifications_are_recovered(lmsd_bin):
+    """Notifications the kernel drops (ENOBUFS) are recovered by reading
+    everything again.  lmsd is stopped (SIGSTOP) with a tiny notification
+    buffer (GC_LMSD_NL_RCVBUF): 600 new routes fill it, and the notification
+    of an address added after them is lost.  Resumed, lmsd has every route
+    and the address."""
+    with Lab() as lab:
+        t = lab.tree({"s": ["r1"], "r1": ["h1", "h2"]})
+        S = t.addr("s")
+        ifs = [t.iface("r1", n).ifname for n in ("s", "h1", "h2")]
+        p = lab.popen(t.ns["r1"], [sys.executable, "-c", MANY_ROUTES, json.dumps(
+            {"ifs": ifs, "src": S, "group": G, "n": 600})], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert p.stdout.readline().strip() == "ready"
+        state = lab.workdir() / "lmsd-r1.json"
+        proc = lab.popen(t.ns["r1"], [lmsd_bin, "-s", state, "-t", SLOW], stderr=subprocess.PIPE, text=True,
+                         env={**os.environ, "GC_LMSD_NL_RCVBUF": "2048"})
+        d = Lmsd(proc, state)
+        d.wait(lambda st: len(st["interfaces"]) == 3 and all(i["attached"] for i in st["interfaces"]))
+        time.sleep(1.5)  # the new links' late events (carrier) are over: nothing else would make lmsd read all
+        proc.send_signal(signal.SIGSTOP)
+        try:
+            p.stdin.write("go\n")
+            p.stdin.flush()
+            assert p.stdout.readline().strip() == "added"
+            lab.ip(t.ns["r1"], "addr", "add", "10.254.9.1/24", "dev", ifs[1])
+        finally:
+            proc.send_signal(signal.SIGCONT)
+        st = d.wait(lambda st: st["kernel"]["routes"] == 600
+                    and any("10.254.9.1/24" in i["addrs"] for i in st["interfaces"]), timeout=FOLLOW)
+        assert st["kernel"]["overruns"] >= 1 and len(routes(st)) == 600

@@ -26,6 +26,7 @@
 #include <linux/netconf.h>
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -57,9 +58,12 @@ int lmsd_nl_open(void)
 	static const unsigned groups[] = { RTNLGRP_IPV4_MROUTE, RTNLGRP_IPV4_NETCONF,
 					   RTNLGRP_IPV4_IFADDR, RTNLGRP_LINK, RTNLGRP_IPV4_ROUTE };
 	int fd = nl_socket(), size = 4 << 20;
+	const char *env = getenv("GC_LMSD_NL_RCVBUF"); /* tests: make ENOBUFS happen */
 
 	if (fd < 0)
 		return -1;
+	if (env && atoi(env) > 0)
+		size = atoi(env);
 	/* a large buffer makes ENOBUFS rare; as root it may exceed rmem_max */
 	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &size, sizeof(size)))
 		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof(size));

@@ -31,8 +31,13 @@ int lmsd_tc_holder(uint32_t ifindex)
 	__u32 len = sizeof(info);
 	int fd, r;
 
-	if (bpf_tc_query(&h, &o))
-		return 0; /* no clsact qdisc, or no filter there */
+	/* most interfaces have no clsact qdisc or no filter there: not worth
+	 * libbpf's warning about each */
+	libbpf_print_fn_t print = libbpf_set_print(NULL);
+	r = bpf_tc_query(&h, &o);
+	libbpf_set_print(print);
+	if (r)
+		return 0;
 	fd = bpf_prog_get_fd_by_id(o.prog_id);
 	if (fd < 0)
 		return -1; /* cannot tell: not ours to touch */
