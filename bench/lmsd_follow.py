@@ -4,8 +4,9 @@
 
     sudo python3 bench/lmsd_follow.py --build build [--reps 21] [--gap-us 200] [--window-ms 300]
 
-Lab: s - r1 - {h1, h2}.  On r1 a small routing daemon of our own (an mroute
-socket on the default table, as smcrouted and pimd hold) has vifs on r1's
+Lab: s - r1 - {h1, h2}.  On r1 a small routing daemon of our own
+(tests/e2e/lmspkt.py MROUTER: an mroute socket on the default table, as
+smcrouted and pimd hold) has vifs on r1's
 three interfaces, and lmsd runs beside it with h1 as the replier of (S, G)
 and a LMS-HIER period of a minute (-t 60000: nothing is timed by lmsd).
 h2 sends an LMS request for (S, G) every GAP us, each stamped with its
@@ -39,38 +40,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "e2e"))
 sys.path.insert(0, os.path.join(HERE, "..", "lab"))
 from gcbench.report import command_line, git_commit, machine_facts, portable, write_json  # noqa: E402
-from lmspkt import REQ, option  # noqa: E402
+from lmspkt import MROUTER, REQ, option  # noqa: E402
 from netlab import Lab  # noqa: E402
 
 G = "239.192.9.9"
 PORT = 7900
-
-# r1's routing daemon: vifs on argv's interfaces (the first upstream), then
-# per stdin line "add" (prints t_add before MRT_ADD_MFC) or "del".
-DAEMON = r"""
-import json, socket, struct, sys, time
-a = json.loads(sys.argv[1])
-MRT_INIT, MRT_ADD_VIF, MRT_ADD_MFC, MRT_DEL_MFC, VIFF_USE_IFINDEX = 200, 202, 204, 205, 8
-s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_IGMP)
-s.setsockopt(socket.IPPROTO_IP, MRT_INIT, struct.pack("i", 1))
-for vif, name in enumerate(a["ifs"]):
-    s.setsockopt(socket.IPPROTO_IP, MRT_ADD_VIF,
-                 struct.pack("HBBIii", vif, VIFF_USE_IFINDEX, 1, 0, socket.if_nametoindex(name), 0))
-ttls = bytes([0] + [1] * (len(a["ifs"]) - 1) + [0] * (32 - len(a["ifs"])))
-mfc = socket.inet_aton(a["src"]) + socket.inet_aton(a["group"]) + struct.pack("H", 0) + ttls + bytes(18)
-print("ready", flush=True)
-for line in sys.stdin:
-    if line.strip() == "add":
-        t = time.monotonic_ns()
-        s.setsockopt(socket.IPPROTO_IP, MRT_ADD_MFC, mfc)
-        print(t, flush=True)
-    else:
-        try:
-            s.setsockopt(socket.IPPROTO_IP, MRT_DEL_MFC, mfc)
-        except OSError:
-            pass
-        print("deleted", flush=True)
-"""
 
 # h2: per stdin line "REP MS", requests every gap_us for MS ms, payload
 # (rep, seq, send_ns); prints the number sent and the median gap.
@@ -168,7 +142,7 @@ def main():
                 raise RuntimeError(f"{ns}: helper did not start")
             return p
 
-        daemon = start(r1, DAEMON, {"ifs": ifs, "src": S, "group": G})
+        daemon = start(r1, MROUTER, {"ifs": ifs, "src": S, "group": G})
         rx = start(t.ns["h1"], RECEIVER, {"port": PORT, "group": G, "ifaddr": t.addr("h1")})
         tx = start(t.ns["h2"], REQUESTER, {"ifaddr": t.addr("h2"), "group": G, "port": PORT,
                                            "gap_us": args.gap_us, "opts": option(REQ, S, G).hex()})
@@ -198,6 +172,7 @@ def main():
             time.sleep(args.lead_ms / 1000)
             daemon.stdin.write("add\n")
             t_add = int(daemon.stdout.readline())
+            daemon.stdout.readline()  # added
             sent = json.loads(tx.stdout.readline())
             time.sleep(0.05)
             with lock:

@@ -117,28 +117,12 @@ def test_star_g_route_becomes_an_lms_tree_when_the_source_sends(lmsd_bin):
         assert len(rx.wait(data, ["h1"])["h1"]) == 1
 
 
-def mroute_socket_table(table):
-    """A Python program that holds an mroute socket on `table` (MRT_TABLE), with
-    vifs on argv's interfaces and one (S,G) from the first to the others,
-    until killed (what smcrouted -t / pimd -t do)."""
-    return r"""
-import socket, struct, sys, json, time
-a = json.loads(sys.argv[1])
-MRT_INIT, MRT_ADD_VIF, MRT_ADD_MFC, MRT_TABLE, VIFF_USE_IFINDEX = 200, 202, 204, 209, 8
-s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_IGMP)
-s.setsockopt(socket.IPPROTO_IP, MRT_TABLE, struct.pack("I", a["table"]))
-s.setsockopt(socket.IPPROTO_IP, MRT_INIT, struct.pack("i", 1))
-for vif, name in enumerate(a["ifs"]):
-    idx = socket.if_nametoindex(name)
-    s.setsockopt(socket.IPPROTO_IP, MRT_ADD_VIF,
-                 struct.pack("HBBIii", vif, VIFF_USE_IFINDEX, 1, 0, idx, 0))
-ttls = bytes([0] + [1] * (len(a["ifs"]) - 1) + [0] * (32 - len(a["ifs"])))
-s.setsockopt(socket.IPPROTO_IP, MRT_ADD_MFC,
-             socket.inet_aton(a["src"]) + socket.inet_aton(a["group"]) + struct.pack("H", 0) + ttls
-             + bytes(2 + 4 * 4))
-print("ready", flush=True)
-time.sleep(3600)
-"""
+def mrouter(lab, t, args):
+    """lmspkt.MROUTER on r1 (a routing daemon on an mroute socket), ready."""
+    p = lab.popen(t.ns["r1"], [sys.executable, "-c", lmspkt.MROUTER, json.dumps(args)],
+                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+    assert p.stdout.readline().strip() == "ready"
+    return p
 
 
 def test_named_table_is_followed(lmsd_bin):
@@ -148,9 +132,11 @@ def test_named_table_is_followed(lmsd_bin):
         t = lab.tree({"s": ["r1"], "r1": ["h1", "h2"]})
         S = t.addr("s")
         ifs = [t.iface("r1", n).ifname for n in ("s", "h1", "h2")]
-        p = lab.popen(t.ns["r1"], [sys.executable, "-c", mroute_socket_table(100), json.dumps(
-            {"table": 100, "ifs": ifs, "src": S, "group": G})], stdout=subprocess.PIPE, text=True)
-        assert p.stdout.readline().strip() == "ready"
+        p = mrouter(lab, t, {"table": 100, "ifs": ifs, "src": S, "group": G})
+        p.stdin.write("add\n")
+        p.stdin.flush()
+        p.stdout.readline()
+        assert p.stdout.readline().strip() == "added"
         once = lab.run(t.ns["r1"], [lmsd_bin, "--once"], capture_output=True, text=True)
         st = json.loads(once.stdout)
         assert st["routes"] == [] and st["interfaces"] == []
@@ -347,26 +333,6 @@ def test_killed_lmsd_is_replaced_and_flushed(build, lmsd_bin):
         assert "gc_loss" in filters(lab, r1, dev["h2"])
 
 
-MANY_ROUTES = r"""
-import json, socket, struct, sys, time
-a = json.loads(sys.argv[1])
-MRT_INIT, MRT_ADD_VIF, MRT_ADD_MFC, VIFF_USE_IFINDEX = 200, 202, 204, 8
-s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_IGMP)
-s.setsockopt(socket.IPPROTO_IP, MRT_INIT, struct.pack("i", 1))
-for vif, name in enumerate(a["ifs"]):
-    s.setsockopt(socket.IPPROTO_IP, MRT_ADD_VIF,
-                 struct.pack("HBBIii", vif, VIFF_USE_IFINDEX, 1, 0, socket.if_nametoindex(name), 0))
-print("ready", flush=True)
-sys.stdin.readline()
-ttls = bytes([0] + [1] * (len(a["ifs"]) - 1) + [0] * (32 - len(a["ifs"])))
-for i in range(a["n"]):
-    src = socket.inet_aton(a["src"])[:2] + struct.pack("!H", 1000 + i)
-    s.setsockopt(socket.IPPROTO_IP, MRT_ADD_MFC, src + socket.inet_aton(a["group"]) + struct.pack("H", 0) + ttls + bytes(18))
-print("added", flush=True)
-time.sleep(3600)
-"""
-
-
 def test_lost_notifications_are_recovered(lmsd_bin):
     """Notifications the kernel drops (ENOBUFS) are recovered by reading
     everything again.  lmsd is stopped (SIGSTOP) with a tiny notification
@@ -377,9 +343,7 @@ def test_lost_notifications_are_recovered(lmsd_bin):
         t = lab.tree({"s": ["r1"], "r1": ["h1", "h2"]})
         S = t.addr("s")
         ifs = [t.iface("r1", n).ifname for n in ("s", "h1", "h2")]
-        p = lab.popen(t.ns["r1"], [sys.executable, "-c", MANY_ROUTES, json.dumps(
-            {"ifs": ifs, "src": S, "group": G, "n": 600})], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        assert p.stdout.readline().strip() == "ready"
+        p = mrouter(lab, t, {"ifs": ifs, "src": S, "group": G})
         state = lab.workdir() / "lmsd-r1.json"
         proc = lab.popen(t.ns["r1"], [lmsd_bin, "-s", state, "-t", SLOW], stderr=subprocess.PIPE, text=True,
                          env={**os.environ, "GC_LMSD_NL_RCVBUF": "2048"})
@@ -388,8 +352,9 @@ def test_lost_notifications_are_recovered(lmsd_bin):
         time.sleep(1.5)  # the new links' late events (carrier) are over: nothing else would make lmsd read all
         proc.send_signal(signal.SIGSTOP)
         try:
-            p.stdin.write("go\n")
+            p.stdin.write("add 600\n")
             p.stdin.flush()
+            p.stdout.readline()
             assert p.stdout.readline().strip() == "added"
             lab.ip(t.ns["r1"], "addr", "add", "10.254.9.1/24", "dev", ifs[1])
         finally:
