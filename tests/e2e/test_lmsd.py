@@ -161,17 +161,6 @@ def hier_report(src, group, replier, cost=1, hold_ms=60000):
     return b"LH" + struct.pack("!BB4s4s4sII", 1, 0, a(src), a(group), a(replier), cost, hold_ms)
 
 
-HIER_SENDER = r"""
-import json, socket, sys
-a = json.loads(sys.argv[1])
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-s.bind((a["ifaddr"], 0))
-s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(a["ifaddr"]))
-s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, 1)
-s.sendto(bytes.fromhex(a["report"]), ("224.0.0.2", 7399))
-"""
-
-
 def test_every_address_of_an_interface(lmsd_bin):
     """A second subnet on r1's link to h1, added while lmsd runs: lmsd lists
     the address at once, a dmcast may be addressed to it (lms_local), and a
@@ -192,8 +181,9 @@ def test_every_address_of_an_interface(lmsd_bin):
         assert i["addr"] == t.iface("r1", "h1").v4  # the primary stays the turning point's address
         assert sorted(i["addrs"]) == sorted([f"{t.iface('r1', 'h1').v4}/{t.uplinks['h1'].v4_net.split('/')[1]}",
                                              "10.254.7.1/24"])
-        lab.run(t.ns["h1"], [sys.executable, "-c", HIER_SENDER, json.dumps(
-            {"ifaddr": "10.254.7.2", "report": hier_report(S, G, "10.254.7.2").hex()})])
+        lab.run(t.ns["h1"], [sys.executable, "-c", lmspkt.SENDER, json.dumps(
+            {"ifaddr": "10.254.7.2", "group": "224.0.0.2", "port": 7399, "ttl": 1,
+             "data": [hier_report(S, G, "10.254.7.2").hex()]})])
         st = d.wait(lambda st: st["hier"]["accepted"] + st["hier"]["offlink"] >= 1)
         assert (st["hier"]["accepted"], st["hier"]["offlink"]) == (1, 0)
         st = d.wait(lambda st: routes(st)[0]["note"] == "elected (LMS-HIER)")
