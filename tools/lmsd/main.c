@@ -752,6 +752,8 @@ int main(int argc, char **argv)
 			dirty = true;
 		}
 		uint64_t now = now_ms(), until = tick < next_save ? tick : next_save;
+		if (pending && until > now + 100)
+			until = now + 100; /* a read failed: try again soon */
 		struct pollfd p[2] = { { .fd = D.nl_fd, .events = POLLIN },
 				       { .fd = D.hier_fd, .events = POLLIN } };
 		if (!dirty && now < until && poll(p, D.hier_fd >= 0 ? 2 : 1, (int)(until - now)) > 0) {
@@ -774,7 +776,9 @@ int main(int argc, char **argv)
 			lmsd_hier_input(D.k.sg, D.k.nsg);
 			dirty = true;
 		}
-		if (dirty)
+		/* never from a read that failed half way: the maps keep the last
+		 * whole state until a read succeeds */
+		if (dirty && !pending)
 			apply();
 		if (dirty || now_ms() >= next_save) {
 			save_state();

@@ -83,7 +83,7 @@ int lmsd_nl_drain(int fd)
 	static char buf[BUF_SIZE] __attribute__((aligned(4)));
 	int what = 0;
 
-	for (;;) {
+	for (int k = 0; k < 4096; k++) { /* bounded: what is left wakes poll again */
 		ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
 		if (n < 0 && errno == EINTR)
 			continue;
