@@ -50,6 +50,16 @@ def stat(d, key):
     return d.state()["stats"][key]
 
 
+def smcrouted(lab, t, router, phyints, route, *args, name="smcroute"):
+    """smcrouted on router with its own config (phyints, one route line), socket and pid file."""
+    conf = lab.workdir() / f"{name}-{router}.conf"
+    conf.write_text("".join(f"phyint {i} enable\n" for i in phyints) + route + "\n")
+    lab.popen(t.ns[router], [router_binary("smcrouted"), "-n", "-N", "-f", conf, "-l", "notice", *args,
+                             "-u", lab.workdir() / f"{name}-{router}.sock",
+                             "-P", lab.workdir() / f"{name}-{router}.pid"],
+              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
 def test_route_added_and_removed_is_followed_at_once(lmsd_bin):
     """An (S,G) smcroute adds while lmsd runs is an LMS tree at once (before,
     a request for it is dropped as drop_no_state); removed, it is gone at
@@ -95,12 +105,7 @@ def test_star_g_route_becomes_an_lms_tree_when_the_source_sends(lmsd_bin):
         t = lab.tree({"s": ["r1"], "r1": ["h1", "h2"]})
         S = t.addr("s")
         up, down1, down2 = (t.iface("r1", n).ifname for n in ("s", "h1", "h2"))
-        conf = lab.workdir() / "smcroute-r1.conf"
-        conf.write_text(f"phyint {up} enable\nphyint {down1} enable\nphyint {down2} enable\n"
-                        f"mroute from {up} group {G} to {down1} {down2}\n")
-        lab.popen(t.ns["r1"], [router_binary("smcrouted"), "-n", "-N", "-f", conf, "-l", "notice",
-                               "-u", lab.workdir() / "smcroute-r1.sock", "-P", lab.workdir() / "smcroute-r1.pid"],
-                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        smcrouted(lab, t, "r1", [up, down1, down2], f"mroute from {up} group {G} to {down1} {down2}")
         d = lab.lmsd(t.ns["r1"], lmsd_bin, [(S, G, down1, t.addr("h1"))], interval_ms=SLOW)
         d.wait(lambda st: len(st["interfaces"]) == 3 and all(i["attached"] for i in st["interfaces"]))
         rx = Receivers(lab, t, ["s", "h1", "h2"])
@@ -126,17 +131,18 @@ def mrouter(lab, t, args):
 
 
 def test_named_table_is_followed(lmsd_bin):
-    """A daemon on multicast table 100 (MRT_TABLE, as smcrouted -t 100 or pimd
-    -t 100): lmsd follows it with --table 100, and only then."""
+    """smcrouted -t 100 (multicast table 100, MRT_TABLE; pimd -t 100 is the
+    same): lmsd follows it with --table 100, and only then."""
     with Lab() as lab:
         t = lab.tree({"s": ["r1"], "r1": ["h1", "h2"]})
         S = t.addr("s")
         ifs = [t.iface("r1", n).ifname for n in ("s", "h1", "h2")]
-        p = mrouter(lab, t, {"table": 100, "ifs": ifs, "src": S, "group": G})
-        p.stdin.write("add\n")
-        p.stdin.flush()
-        p.stdout.readline()
-        assert p.stdout.readline().strip() == "added"
+        smcrouted(lab, t, "r1", ifs, f"mroute from {ifs[0]} source {S} group {G} to {ifs[1]} {ifs[2]}", "-t", "100")
+        deadline = time.monotonic() + 10
+        while f"({S}," not in lab.run(t.ns["r1"], ["ip", "mroute", "show", "table", "100"],
+                                      capture_output=True, text=True, check=False).stdout:
+            assert time.monotonic() < deadline, "smcrouted -t 100 installed no route"
+            time.sleep(0.05)
         once = lab.run(t.ns["r1"], [lmsd_bin, "--once"], capture_output=True, text=True)
         st = json.loads(once.stdout)
         assert st["routes"] == [] and st["interfaces"] == []
@@ -272,12 +278,8 @@ def test_killed_lmsd_is_replaced_and_flushed(build, lmsd_bin):
         # the tree changes: smcroute again, without h3's link
         lab.run(r1, [router_binary("smcroutectl"), "-u", lab.workdir() / "smcroute-r1.sock", "kill"], check=False)
         time.sleep(0.5)
-        conf = lab.workdir() / "smcroute-r1b.conf"
-        conf.write_text(f"phyint {dev['s']} enable\nphyint {dev['h1']} enable\nphyint {dev['h2']} enable\n"
-                        f"mroute from {dev['s']} source {S} group {G} to {dev['h1']} {dev['h2']}\n")
-        lab.popen(r1, [router_binary("smcrouted"), "-n", "-N", "-f", conf, "-l", "notice",
-                       "-u", lab.workdir() / "smcroute-r1b.sock", "-P", lab.workdir() / "smcroute-r1b.pid"],
-                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        smcrouted(lab, t, "r1", [dev["s"], dev["h1"], dev["h2"]],
+                  f"mroute from {dev['s']} source {S} group {G} to {dev['h1']} {dev['h2']}", name="smcroute-b")
         lab.wait_mroute(r1, S, G, oifs=2)
         # the frozen program still turns h3's requests toward h1
         data = tag()
