@@ -169,9 +169,10 @@ def hier_report(src, group, replier, cost=1, hold_ms=60000):
 
 def test_every_address_of_an_interface(lmsd_bin):
     """A second subnet on r1's link to h1, added while lmsd runs: lmsd lists
-    the address at once, a dmcast may be addressed to it (lms_local), and a
-    replier report from a host on that subnet is on-link (LMS-HIER), where
-    the old lmsd saw only the first address and refused it as offlink."""
+    the address at once, and a replier report from a host on that subnet is
+    on-link (LMS-HIER), where the old lmsd saw only the first address and
+    refused it as offlink.  A gateway route added through that host makes
+    the link one with routers at once."""
     with Lab() as lab:
         t = lab.tree({"s": ["r1"], "r1": ["h1", "h2"]})
         S = t.addr("s")
@@ -194,6 +195,11 @@ def test_every_address_of_an_interface(lmsd_bin):
         assert (st["hier"]["accepted"], st["hier"]["offlink"]) == (1, 0)
         st = d.wait(lambda st: routes(st)[0]["note"] == "elected (LMS-HIER)")
         assert routes(st)[0]["replier_addr"] == "10.254.7.2"
+        # a router appears behind h1's link (a main-table route through it): followed too
+        lab.ip(t.ns["r1"], "route", "add", "10.254.8.0/24", "via", "10.254.7.2")
+        st = d.wait(lambda st: any(i["name"] == dev and i["below"] == ["10.254.8.0/24"] for i in st["interfaces"]),
+                    timeout=FOLLOW)
+        assert [i["routers"] for i in st["interfaces"] if i["name"] == dev] == [True]
 
 
 def test_pimd_tree_followed_as_receivers_join_and_leave(lmsd_bin):

@@ -78,6 +78,8 @@ int lmsd_nl_open(void)
 	return fd;
 }
 
+static int route_event(const struct nlmsghdr *h);
+
 int lmsd_nl_drain(int fd)
 {
 	static char buf[BUF_SIZE] __attribute__((aligned(4)));
@@ -97,13 +99,7 @@ int lmsd_nl_drain(int fd)
 		     h = NLMSG_NEXT(h, n)) {
 			switch (h->nlmsg_type) {
 			case RTM_NEWROUTE:
-			case RTM_DELROUTE: {
-				const struct rtmsg *r = NLMSG_DATA(h);
-				if (h->nlmsg_len >= NLMSG_LENGTH(sizeof(*r)))
-					what |= r->rtm_family == RTNL_FAMILY_IPMR ? LMSD_NL_MFC
-										  : LMSD_NL_GW;
-				break;
-			}
+			case RTM_DELROUTE: what |= route_event(h); break;
 			case RTM_NEWNETCONF:
 			case RTM_DELNETCONF: what |= LMSD_NL_VIFS | LMSD_NL_MFC; break;
 			case RTM_NEWADDR:
@@ -445,6 +441,24 @@ static int gw_msg(const struct nlmsghdr *h, void *arg)
 		}
 	}
 	return 0;
+}
+
+/* A route notification: a multicast route, or a main-table one (the
+ * gateways; the local table and others are not ours). */
+static int route_event(const struct nlmsghdr *h)
+{
+	const struct rtmsg *r = NLMSG_DATA(h);
+	struct rtattr *tb[RTA_MAX + 1];
+	uint32_t table;
+
+	if (h->nlmsg_len < NLMSG_LENGTH(sizeof(*r)))
+		return 0;
+	if (r->rtm_family == RTNL_FAMILY_IPMR)
+		return LMSD_NL_MFC;
+	parse(tb, RTA_MAX, RTM_RTA(r), (int)RTM_PAYLOAD(h));
+	if (!get_u32(tb[RTA_TABLE], &table))
+		table = r->rtm_table;
+	return r->rtm_family == AF_INET && table == RT_TABLE_MAIN ? LMSD_NL_GW : 0;
 }
 
 int lmsd_nl_read(struct lmsd_kstate *k, int what)
