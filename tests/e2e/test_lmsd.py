@@ -360,3 +360,23 @@ def test_lost_notifications_are_recovered(lmsd_bin):
         st = d.wait(lambda st: st["kernel"]["routes"] == 600
                     and any("10.254.9.1/24" in i["addrs"] for i in st["interfaces"]), timeout=FOLLOW)
         assert st["kernel"]["overruns"] >= 1 and len(routes(st)) == 600
+
+
+def test_kernel_star_g_entry_is_counted_not_followed(lmsd_bin):
+    """A (*,G) entry in the kernel itself (source 0.0.0.0: Linux forwards any
+    source's packets by it) names no source to steer a request toward: lmsd
+    counts it (star_g) and keeps no LMS state for it; a request is dropped
+    (drop_no_state), as lmsd(8) says."""
+    with Lab() as lab:
+        t = lab.tree({"s": ["r1"], "r1": ["h1", "h2"]})
+        ifs = [t.iface("r1", n).ifname for n in ("s", "h1", "h2")]
+        p = mrouter(lab, t, {"ifs": ifs, "src": "0.0.0.0", "group": G})
+        p.stdin.write("add\n")
+        p.stdin.flush()
+        p.stdout.readline()
+        assert p.stdout.readline().strip() == "added"
+        d = lab.lmsd(t.ns["r1"], lmsd_bin, interval_ms=SLOW)
+        st = d.wait(lambda st: st["kernel"]["star_g"] == 1 and all(i["attached"] for i in st["interfaces"]))
+        assert st["routes"] == [] and st["kernel"]["routes"] == 0
+        send_request(lab, t, "h2", tag())
+        d.wait(lambda st: st["stats"]["drop_no_state"] == 1)
