@@ -4,7 +4,7 @@
  * (bpf/lms.bpf.c) share: the maps' keys and values and the counters.
  *
  * lmsd fills every map from the kernel's multicast forwarding cache
- * (/proc/net/ip_mr_cache, ip_mr_vif) and its replier configuration; the
+ * (over rtnetlink: tools/lmsd/nl.c) and its replier configuration; the
  * program only reads them.  Addresses are in network order, ifindexes in
  * host order.
  */

@@ -128,3 +128,44 @@ s.bind((a["ifname"], 0))
 for f in a["frames"]:
     s.send(bytes.fromhex(f))
 """
+
+# A routing daemon of our own, as smcrouted or pimd hold one: an mroute socket
+# (on multicast table `table` if given: MRT_TABLE, as smcrouted/pimd -t do),
+# vifs on the interfaces `ifs` (the first is upstream), then per stdin line:
+#   add [N]  print CLOCK_MONOTONIC ns, then MRT_ADD_MFC (src, group) from
+#            ifs[0] to the others (N > 1: N routes, the last two bytes of
+#            src counting up from 1000); print "added"
+#   del      MRT_DEL_MFC (src, group); print "deleted"
+# Prints "ready" once the vifs are there.
+MROUTER = r"""
+import json, socket, struct, sys, time
+a = json.loads(sys.argv[1])
+MRT_INIT, MRT_ADD_VIF, MRT_ADD_MFC, MRT_DEL_MFC, MRT_TABLE, VIFF_USE_IFINDEX = 200, 202, 204, 205, 209, 8
+s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_IGMP)
+if a.get("table"):
+    s.setsockopt(socket.IPPROTO_IP, MRT_TABLE, struct.pack("I", a["table"]))
+s.setsockopt(socket.IPPROTO_IP, MRT_INIT, struct.pack("i", 1))
+for vif, name in enumerate(a["ifs"]):
+    s.setsockopt(socket.IPPROTO_IP, MRT_ADD_VIF,
+                 struct.pack("HBBIii", vif, VIFF_USE_IFINDEX, 1, 0, socket.if_nametoindex(name), 0))
+ttls = bytes([0] + [1] * (len(a["ifs"]) - 1) + [0] * (32 - len(a["ifs"])))
+def mfc(src):  # struct mfcctl
+    return src + socket.inet_aton(a["group"]) + struct.pack("H", 0) + ttls + bytes(18)
+print("ready", flush=True)
+for line in sys.stdin:
+    w = line.split()
+    if w[0] == "add":
+        n = int(w[1]) if len(w) > 1 else 1
+        srcs = [socket.inet_aton(a["src"])] if n == 1 else [
+            socket.inet_aton(a["src"])[:2] + struct.pack("!H", 1000 + i) for i in range(n)]
+        print(time.monotonic_ns(), flush=True)
+        for src in srcs:
+            s.setsockopt(socket.IPPROTO_IP, MRT_ADD_MFC, mfc(src))
+        print("added", flush=True)
+    else:
+        try:
+            s.setsockopt(socket.IPPROTO_IP, MRT_DEL_MFC, mfc(socket.inet_aton(a["src"])))
+        except OSError:
+            pass
+        print("deleted", flush=True)
+"""

@@ -42,12 +42,19 @@ class Receivers:
     def __init__(self, lab, tree, nodes):
         self.got = {n: [] for n in nodes}
         self.lock = threading.Lock()
+        self.procs = {}
         for n in nodes:
-            p = lab.popen(tree.ns[n], [sys.executable, "-c", lmspkt.RECEIVER,
+            p = self.procs[n] = lab.popen(tree.ns[n], [sys.executable, "-c", lmspkt.RECEIVER,
                                        json.dumps({"port": PORT, "group": G, "ifaddr": tree.addr(n)})],
                           stdout=subprocess.PIPE, text=True)
             assert json.loads(p.stdout.readline()) == {"ready": True}
             threading.Thread(target=self._read, args=(n, p), daemon=True).start()
+
+    def leave(self, nodes):
+        """Stop the receivers of nodes: their sockets close, the hosts leave G (IGMP)."""
+        for n in nodes:
+            self.procs[n].terminate()
+            self.procs[n].wait(timeout=5)
 
     def _read(self, node, proc):
         for line in proc.stdout:

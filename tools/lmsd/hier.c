@@ -7,7 +7,7 @@
  *                     REPORT {S, G, replier = itself, cost, hold time} to
  *                     224.0.0.2 (all routers) port 7399 with TTL 1, every
  *                     report interval, and one with LEAVE when it stops;
- *   router -> router  every refresh, and at once when its choice changes,
+ *   router -> router  every period (-t), and at once when its choice changes,
  *                     lmsd sends the best replier of each (S,G) it routes up
  *                     its parent interface the same way: {S, G, that
  *                     replier, its cost + 1}; LEAVE when it has none left.
@@ -22,7 +22,8 @@
  * Forged reports (a host capturing the replier role for a subtree it is not
  * in) are refused, each reason counted:
  *   ttl      received TTL not 1: sent from beyond the link;
- *   offlink  sender address not in the arrival interface's subnet;
+ *   offlink  sender address in none of the arrival interface's subnets
+ *            (every address of it counts, secondary ones too);
  *   rpf      the route to the claimed replier does not leave by the
  *            arrival interface (a host claiming another subtree's replier);
  *   notdown  the arrival interface is not downstream for (S,G);
@@ -34,7 +35,6 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <ifaddrs.h>
 #include <netinet/in.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -59,8 +59,8 @@ static struct {
 	int fd;
 	struct cand c[MAX_CANDS];
 	int n;
-	struct ifrate rate[LMSD_MAX_VIFS];
-	uint32_t joined[LMSD_MAX_VIFS];
+	struct ifrate rate[LMSD_MAX_IFS];
+	uint32_t joined[LMSD_MAX_IFS];
 	int njoined;
 	struct lmsd_hier_stats st;
 	uint32_t hold_ms;
@@ -95,41 +95,19 @@ int lmsd_hier_open(uint32_t hold_ms)
 }
 
 /* Join 224.0.0.2 on every vif interface (once each). */
-void lmsd_hier_join(const struct lmsd_vif *v, int nv)
+void lmsd_hier_join(const uint32_t *ifs, int n)
 {
-	for (int i = 0; i < nv && H.fd >= 0; i++) {
+	for (int i = 0; i < n && H.fd >= 0; i++) {
 		bool have = false;
 		for (int j = 0; j < H.njoined; j++)
-			have |= H.joined[j] == v[i].ifindex;
-		if (!v[i].ifindex || have || H.njoined == LMSD_MAX_VIFS)
+			have |= H.joined[j] == ifs[i];
+		if (!ifs[i] || have || H.njoined == LMSD_MAX_IFS)
 			continue;
-		struct ip_mreqn m = { .imr_ifindex = (int)v[i].ifindex };
+		struct ip_mreqn m = { .imr_ifindex = (int)ifs[i] };
 		m.imr_multiaddr.s_addr = htonl(GC_LMS_HIER_GROUP);
 		if (!setsockopt(H.fd, IPPROTO_IP, IP_ADD_MEMBERSHIP, &m, sizeof(m)) || errno == EADDRINUSE)
-			H.joined[H.njoined++] = v[i].ifindex;
+			H.joined[H.njoined++] = ifs[i];
 	}
-}
-
-/* The address and prefix of interface ifindex. */
-static bool if_net(uint32_t ifindex, uint32_t *addr, uint32_t *mask)
-{
-	struct ifaddrs *all, *a;
-	char name[IF_NAMESIZE];
-	bool found = false;
-
-	if (!if_indextoname(ifindex, name) || getifaddrs(&all))
-		return false;
-	for (a = all; a; a = a->ifa_next) {
-		if (a->ifa_addr && a->ifa_netmask && a->ifa_addr->sa_family == AF_INET &&
-		    !strcmp(a->ifa_name, name)) {
-			*addr = ((struct sockaddr_in *)a->ifa_addr)->sin_addr.s_addr;
-			*mask = ((struct sockaddr_in *)a->ifa_netmask)->sin_addr.s_addr;
-			found = true;
-			break;
-		}
-	}
-	freeifaddrs(all);
-	return found;
 }
 
 /* The local address the kernel's route to dst would use: which interface
@@ -153,7 +131,7 @@ static bool rate_ok(uint32_t ifindex, uint64_t now)
 {
 	struct ifrate *r = NULL;
 
-	for (int i = 0; i < LMSD_MAX_VIFS && !r; i++)
+	for (int i = 0; i < LMSD_MAX_IFS && !r; i++)
 		if (H.rate[i].ifindex == ifindex || !H.rate[i].ifindex)
 			r = &H.rate[i];
 	if (!r)
@@ -186,13 +164,11 @@ static struct cand *find(uint32_t src, uint32_t group, uint32_t ifindex, uint32_
 static bool take(const struct gc_lms_hier *m, uint32_t from, uint32_t ifindex, int ttl,
 		 const struct lmsd_sg *sg, int nsg, uint64_t now)
 {
-	uint32_t ifaddr, mask;
-
 	if (ttl != 1) {
 		H.st.ttl++;
 		return false;
 	}
-	if (!if_net(ifindex, &ifaddr, &mask) || (from & mask) != (ifaddr & mask) || from == ifaddr) {
+	if (!lmsd_onlink(ifindex, from)) {
 		H.st.offlink++;
 		return false;
 	}
@@ -202,7 +178,7 @@ static bool take(const struct gc_lms_hier *m, uint32_t from, uint32_t ifindex, i
 	}
 	/* The claimed replier must be reached through the interface the report
 	 * came in on: nobody speaks for a subtree it is not in. */
-	if (route_src(m->replier) != ifaddr) {
+	if (!lmsd_addr_of(ifindex, route_src(m->replier))) {
 		H.st.rpf++;
 		return false;
 	}

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * lmsd.h - the LMS router daemon's parts: the replier configuration
- * (config.c), the kernel's multicast forwarding state (mfc.c) and the daemon
+ * (config.c), the kernel's multicast forwarding state (nl.c), LMS-FWD's TC
+ * filter (tc.c), the replier hierarchy (hier.c) and the daemon
  * that loads LMS-FWD and keeps its maps (main.c).  See lmsd(8).
  */
 #ifndef GC_LMSD_H
@@ -39,18 +40,97 @@ struct lmsd_sg {
 	uint32_t parent;     /* ifindex of the incoming vif */
 	uint32_t oifs[LMSD_MAX_VIFS];
 	int noifs;
+	uint32_t table; /* the multicast routing table it is in */
 };
 
 struct lmsd_vif {
 	int vif;
-	uint32_t ifindex; /* 0 for tunnels and the PIM register vif: no LMS there */
-	char name[IF_NAMESIZE];
+	uint32_t table;
+	uint32_t devindex; /* the vif's device */
+	uint32_t ifindex;  /* the same, or 0 for tunnels and the PIM register vif: no LMS there */
 };
 
-/* Read /proc/net/ip_mr_vif and ip_mr_cache of the current network namespace.
- * Returns the number of (S,G) written to sg (at most max), -1 with errno. */
-int lmsd_vifs_read(struct lmsd_vif *v, int max);
-int lmsd_mfc_read(const struct lmsd_vif *v, int nv, struct lmsd_sg *sg, int max);
+struct lmsd_link {
+	uint32_t ifindex;
+	char name[IF_NAMESIZE];
+	uint8_t mac[6];
+};
+
+struct lmsd_addr {
+	uint32_t ifindex, addr; /* addr in network order */
+	uint8_t prefixlen;
+	bool secondary; /* IFA_F_SECONDARY: not the interface's own (primary) address */
+};
+
+/* A main-table route through a gateway on interface ifindex. */
+struct lmsd_gw {
+	uint32_t ifindex, dst; /* dst in network order */
+	uint8_t prefixlen;
+};
+
+#define LMSD_MAX_TABLES 8
+#define LMSD_MAX_IFS 256 /* vif interfaces, over all named tables (GC_LMS_MAX_IFS) */
+#define LMSD_MAX_LINKS 1024
+#define LMSD_MAX_ADDRS 4096
+#define LMSD_MAX_GWS 4096
+
+/* What lmsd reads from the kernel (nl.c), all of it over rtnetlink. */
+struct lmsd_kstate {
+	uint32_t tables[LMSD_MAX_TABLES]; /* the multicast routing tables followed, in order */
+	int ntables;
+	struct lmsd_vif vifs[LMSD_MAX_IFS];
+	int nvifs;
+	struct lmsd_sg sg[LMSD_MAX_SG];
+	int nsg;
+	/* cache entries not followed: the kernel's (*,G), unresolved, an (S,G)
+	 * already in a table named earlier, no room */
+	int star, unresolved, shadowed, full;
+	struct lmsd_link links[LMSD_MAX_LINKS];
+	int nlinks;
+	struct lmsd_addr addrs[LMSD_MAX_ADDRS];
+	int naddrs;
+	struct lmsd_gw gws[LMSD_MAX_GWS];
+	int ngws;
+};
+
+/* What changed (lmsd_nl_drain), what to read (lmsd_nl_read). */
+#define LMSD_NL_LINKS 0x01
+#define LMSD_NL_VIFS 0x02
+#define LMSD_NL_MFC 0x04
+#define LMSD_NL_ADDRS 0x08
+#define LMSD_NL_GW 0x10
+#define LMSD_NL_ALL 0x1f
+#define LMSD_NL_OVERRUN 0x20 /* notifications were lost (ENOBUFS) */
+
+/* The notification socket (poll it), -1 with errno. */
+int lmsd_nl_open(void);
+/* Read every waiting notification: which parts of the state changed. */
+int lmsd_nl_drain(int fd);
+/* Dump the parts named by what into k (k->tables says which multicast
+ * tables); 0, or -1 with errno. */
+int lmsd_nl_read(struct lmsd_kstate *k, int what);
+
+/* TC (tc.c): LMS-FWD's filter, tc ingress priority GC_LMS_TC_PRIO handle
+ * GC_LMS_TC_HANDLE.  A filter there is ours when its program is named
+ * LMSD_PROG_NAME; any other is left alone. */
+#define LMSD_PROG_NAME "gc_lms_fwd"
+/* Attach prog_fd, replacing our filter if one is there (an earlier lmsd's);
+ * -EBUSY when someone else's filter holds the place. */
+int lmsd_tc_attach(uint32_t ifindex, int prog_fd);
+/* Remove our filter from ifindex; 1 when one was removed, 0 when none was there. */
+int lmsd_tc_detach(uint32_t ifindex);
+/* Who holds our place on ifindex: 0 nobody, 1 an LMS-FWD, -1 someone else. */
+int lmsd_tc_holder(uint32_t ifindex);
+/* One lmsd per network namespace: hold the namespace's lock (an abstract
+ * socket, which dies with the process); -1 with errno EADDRINUSE when an
+ * lmsd runs here. */
+int lmsd_lock(void);
+
+/* Is from on a subnet of one of ifindex's addresses (and not one of them)?
+ * (main.c, from the addresses read last) */
+bool lmsd_onlink(uint32_t ifindex, uint32_t from);
+/* Is a one of ifindex's addresses? */
+bool lmsd_addr_of(uint32_t ifindex, uint32_t a);
 
 /* LMS-HIER (hier.c): replier reports from hosts and child routers. */
 struct lmsd_hier_stats {
@@ -60,8 +140,8 @@ struct lmsd_hier_stats {
 /* Open the report socket (port GC_LMS_HIER_PORT); hold_ms goes into the
  * reports sent up.  Returns the descriptor to poll, -1 with errno. */
 int lmsd_hier_open(uint32_t hold_ms);
-/* Join 224.0.0.2 on every vif interface not joined yet. */
-void lmsd_hier_join(const struct lmsd_vif *v, int nv);
+/* Join 224.0.0.2 on every interface of ifs not joined yet. */
+void lmsd_hier_join(const uint32_t *ifs, int n);
 /* Read waiting reports, check them against the routes, expire old ones;
  * true when the candidates changed. */
 bool lmsd_hier_input(const struct lmsd_sg *sg, int nsg);

@@ -3,14 +3,16 @@
  * lmsd - the LMS router daemon (see lmsd(8)).
  *
  * Runs beside a real multicast routing daemon (smcroute, pimd) in the
- * router's network namespace.  Every refresh it reads the kernel's
- * multicast forwarding state (mfc.c), attaches LMS-FWD (bpf/lms.bpf.c) to
- * the ingress of every multicast interface (vif), and rewrites the
- * program's maps: per interface its address and MAC, per (S,G) the parent,
- * the replier link (from the configuration, config.c) and the downstream
- * interfaces.  It writes its state and the drop counters as JSON.  SIGTERM
- * or SIGINT: detach the filters (only ours: other filters and the clsact
- * qdisc stay) and exit 0.  SIGHUP: re-read the configuration.
+ * router's network namespace.  It reads the kernel's multicast forwarding
+ * state of the tables it is told (--table) over rtnetlink (nl.c), and again
+ * as soon as the kernel says something changed; attaches LMS-FWD
+ * (bpf/lms.bpf.c) to the ingress of every multicast interface (vif, tc.c),
+ * and rewrites the program's maps: per interface its addresses and MAC, per
+ * (S,G) the parent, the replier link (from the configuration, config.c, or
+ * elected by LMS-HIER, hier.c) and the downstream interfaces.  It writes its
+ * state and the drop counters as JSON.  SIGTERM or SIGINT: detach the
+ * filters (only ours: other filters and the clsact qdisc stay) and exit 0.
+ * SIGHUP: re-read the configuration.
  */
 #include "lmsd.h"
 
@@ -19,8 +21,7 @@
 #include <bpf/libbpf.h>
 #include <errno.h>
 #include <getopt.h>
-#include <ifaddrs.h>
-#include <linux/if_packet.h>
+#include <linux/rtnetlink.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -41,26 +42,37 @@
 static volatile sig_atomic_t stop, reload;
 static bool verbose, provisional = true;
 
+/* One interface LMS-FWD runs on: a vif (not a tunnel or register vif) of
+ * one of the followed tables. */
+struct lmsd_iface {
+	uint32_t ifindex, table;
+	int vif;
+	char name[IF_NAMESIZE];
+	struct gc_lms_if lif; /* lms_ifs's value: the primary address, MAC, flags */
+};
+
 static struct {
 	struct lms *skel;
 	const char *config_path, *state_path;
 	struct lmsd_config cfg;
-	struct lmsd_vif vifs[LMSD_MAX_VIFS];
-	int nvifs;
-	struct lmsd_sg sg[LMSD_MAX_SG];
+	struct lmsd_kstate k; /* as read from the kernel */
+	struct lmsd_iface ifs[LMSD_MAX_IFS];
+	int nifs;
 	struct gc_lms_route route[LMSD_MAX_SG];
-	const char *route_note[LMSD_MAX_SG]; /* why a configured replier is not used */
-	int nsg;
-	struct gc_lms_if ifs[LMSD_MAX_VIFS];
+	const char *route_note[LMSD_MAX_SG];	     /* why a configured replier is not used */
 	struct gc_lms_below below[GC_LMS_MAX_BELOW]; /* lms_below's keys, from the main table */
 	int nbelow;
-	uint32_t attached[LMSD_MAX_VIFS];
+	uint32_t attached[LMSD_MAX_IFS];
 	int nattached;
-	int hier_fd;
+	uint32_t refused[LMSD_MAX_IFS]; /* someone else's filter holds our place (said once) */
+	int nrefused;
+	int hier_fd, nl_fd;
 	struct {
 		uint32_t src, group;
 	} announced[LMSD_MAX_SG]; /* (S,G) reported up, with a replier */
 	int nannounced;
+	uint64_t reads, overruns,
+		stale; /* kernel state read; notifications lost; filters left by a dead lmsd */
 } D;
 
 static void on_signal(int sig)
@@ -80,26 +92,6 @@ static int libbpf_log(enum libbpf_print_level level, const char *fmt, va_list ap
 
 /* ---- attaching ----------------------------------------------------------- */
 
-static int attach(uint32_t ifindex)
-{
-	LIBBPF_OPTS(bpf_tc_hook, h, .ifindex = (int)ifindex, .attach_point = BPF_TC_INGRESS);
-	LIBBPF_OPTS(bpf_tc_opts, o, .handle = GC_LMS_TC_HANDLE, .priority = GC_LMS_TC_PRIO,
-		    .prog_fd = bpf_program__fd(D.skel->progs.gc_lms_fwd), .flags = BPF_TC_F_REPLACE);
-	int r = bpf_tc_hook_create(&h);
-
-	if (r && r != -EEXIST)
-		return r;
-	return bpf_tc_attach(&h, &o);
-}
-
-static void detach(uint32_t ifindex)
-{
-	LIBBPF_OPTS(bpf_tc_hook, h, .ifindex = (int)ifindex, .attach_point = BPF_TC_INGRESS);
-	LIBBPF_OPTS(bpf_tc_opts, o, .handle = GC_LMS_TC_HANDLE, .priority = GC_LMS_TC_PRIO);
-
-	bpf_tc_detach(&h, &o); /* the interface may be gone: nothing to do then */
-}
-
 static bool in_list(const uint32_t *v, int n, uint32_t x)
 {
 	for (int i = 0; i < n; i++)
@@ -108,32 +100,69 @@ static bool in_list(const uint32_t *v, int n, uint32_t x)
 	return false;
 }
 
-/* Attach to every vif interface, detach from those no longer vifs. */
+/* Attach to every LMS interface, detach from those no longer vifs. */
 static void sync_attach(void)
 {
-	uint32_t want[LMSD_MAX_VIFS];
+	uint32_t want[LMSD_MAX_IFS];
 	int nw = 0;
 
-	for (int i = 0; i < D.nvifs; i++)
-		if (D.vifs[i].ifindex)
-			want[nw++] = D.vifs[i].ifindex;
+	for (int i = 0; i < D.nifs; i++)
+		want[nw++] = D.ifs[i].ifindex;
 	for (int i = 0; i < D.nattached;) {
 		if (in_list(want, nw, D.attached[i])) {
 			i++;
 			continue;
 		}
-		detach(D.attached[i]);
+		lmsd_tc_detach(D.attached[i]);
 		D.attached[i] = D.attached[--D.nattached];
 	}
 	for (int i = 0; i < nw; i++) {
 		if (in_list(D.attached, D.nattached, want[i]))
 			continue;
-		int r = attach(want[i]);
-		if (r)
-			fprintf(stderr, "lmsd: attach to ifindex %u: %s\n", want[i], strerror(-r));
-		else
+		int r = lmsd_tc_attach(want[i], bpf_program__fd(D.skel->progs.gc_lms_fwd));
+		if (!r) {
 			D.attached[D.nattached++] = want[i];
+			continue;
+		}
+		if (in_list(D.refused, D.nrefused, want[i]))
+			continue;
+		if (r == -EBUSY)
+			fprintf(stderr,
+				"lmsd: ifindex %u: tc ingress priority 0x%x handle %d holds a filter that "
+				"is not lmsd's: left alone, LMS not attached there\n",
+				want[i], GC_LMS_TC_PRIO, GC_LMS_TC_HANDLE);
+		else
+			fprintf(stderr, "lmsd: attach to ifindex %u: %s\n", want[i], strerror(-r));
+		if (D.nrefused < LMSD_MAX_IFS)
+			D.refused[D.nrefused++] = want[i];
 	}
+}
+
+static struct lmsd_iface *iface(uint32_t ifindex)
+{
+	for (int i = 0; i < D.nifs; i++)
+		if (D.ifs[i].ifindex == ifindex)
+			return &D.ifs[i];
+	return NULL;
+}
+
+/* Find what an earlier lmsd left (our filter on any interface, before this
+ * lmsd attached anything) and remove it from the interfaces this one will
+ * not use; on those it will, attaching replaces it.  With use false
+ * (--flush), remove it everywhere.  Returns how many were found. */
+static int sweep(bool use)
+{
+	int n = 0;
+
+	for (int i = 0; i < D.k.nlinks; i++) {
+		uint32_t ifindex = D.k.links[i].ifindex;
+		if (lmsd_tc_holder(ifindex) != 1)
+			continue;
+		n++;
+		if (!use || !iface(ifindex))
+			lmsd_tc_detach(ifindex);
+	}
+	return n;
 }
 
 /* ---- maps ---------------------------------------------------------------- */
@@ -166,21 +195,27 @@ static bool keep_if(const void *k)
 	uint32_t ifindex;
 
 	memcpy(&ifindex, k, 4);
-	for (int i = 0; i < D.nvifs; i++)
-		if (D.vifs[i].ifindex == ifindex && D.ifs[i].addr)
+	const struct lmsd_iface *f = iface(ifindex);
+	return f && f->lif.addr;
+}
+
+/* lms_local: every address of every LMS interface (secondary ones too). */
+static bool local_addr(uint32_t a, uint32_t *ifindex)
+{
+	for (int i = 0; i < D.k.naddrs; i++)
+		if (D.k.addrs[i].addr == a && iface(D.k.addrs[i].ifindex)) {
+			*ifindex = D.k.addrs[i].ifindex;
 			return true;
+		}
 	return false;
 }
 
 static bool keep_local(const void *k)
 {
-	uint32_t a;
+	uint32_t a, ifindex;
 
 	memcpy(&a, k, 4);
-	for (int i = 0; i < D.nvifs; i++)
-		if (D.vifs[i].ifindex && D.ifs[i].addr == a)
-			return true;
-	return false;
+	return local_addr(a, &ifindex);
 }
 
 static bool keep_below(const void *k)
@@ -199,8 +234,8 @@ static bool keep_route(const void *k)
 	struct gc_lms_sg sg;
 
 	memcpy(&sg, k, sizeof(sg));
-	for (int i = 0; i < D.nsg; i++)
-		if (D.sg[i].src == sg.src && D.sg[i].group == sg.group)
+	for (int i = 0; i < D.k.nsg; i++)
+		if (D.k.sg[i].src == sg.src && D.k.sg[i].group == sg.group)
 			return true;
 	return false;
 }
@@ -210,77 +245,85 @@ static bool keep_down(const void *k)
 	struct gc_lms_down d;
 
 	memcpy(&d, k, sizeof(d));
-	for (int i = 0; i < D.nsg; i++)
-		if (D.sg[i].src == d.src && D.sg[i].group == d.group &&
-		    in_list(D.sg[i].oifs, D.sg[i].noifs, d.ifindex))
+	for (int i = 0; i < D.k.nsg; i++)
+		if (D.k.sg[i].src == d.src && D.k.sg[i].group == d.group &&
+		    in_list(D.k.sg[i].oifs, D.k.sg[i].noifs, d.ifindex))
 			return true;
 	return false;
 }
 
-/* Mark the vif interfaces that carry a gateway of a main-table route
- * (/proc/net/route, RTF_GATEWAY): routers are below (or above) there, and a
- * provisional mark arriving over one may be theirs.  On a link with no
+static uint32_t prefix_mask(uint8_t len)
+{
+	return len ? htonl(~0u << (32 - (len > 32 ? 32 : len))) : 0;
+}
+
+bool lmsd_addr_of(uint32_t ifindex, uint32_t a)
+{
+	for (int i = 0; i < D.k.naddrs; i++)
+		if (D.k.addrs[i].ifindex == ifindex && D.k.addrs[i].addr == a)
+			return a != 0;
+	return false;
+}
+
+bool lmsd_onlink(uint32_t ifindex, uint32_t from)
+{
+	bool on = false;
+
+	for (int i = 0; i < D.k.naddrs; i++) {
+		const struct lmsd_addr *a = &D.k.addrs[i];
+		if (a->ifindex != ifindex)
+			continue;
+		if (a->addr == from)
+			return false; /* ourselves */
+		uint32_t m = prefix_mask(a->prefixlen);
+		on |= a->prefixlen < 32 && (from & m) == (a->addr & m);
+	}
+	return on;
+}
+
+/* The LMS interfaces, from the vifs of the followed tables, with their
+ * primary address (a turning point's tpaddr: the first address that is not
+ * secondary) and MAC.  An interface that carries the gateway of a main-table
+ * route is a link with routers: they are below (or above) there, and a
+ * provisional mark arriving over it may be theirs.  On a link with no
  * gateway only hosts send, and a provisional mark from it is forged.  The
  * destinations of those routes (lms_below) are what such a mark may name:
  * the marking router's address on its own lower link lies in one of them.  A
  * default route is left out: it would let a mark name any address. */
-static void read_gateways(void)
+static void build_ifs(void)
 {
-	FILE *f = fopen("/proc/net/route", "r");
-	char line[256], name[IF_NAMESIZE + 1];
-	unsigned flags, dst, mask;
-
-	if (!f) {
-		fprintf(stderr, "lmsd: /proc/net/route: %s (no link is taken to have routers)\n",
-			strerror(errno));
-		return;
-	}
-	if (!fgets(line, sizeof(line), f)) { /* the header */
-		fclose(f);
-		return;
-	}
-	while (fgets(line, sizeof(line), f)) {
-		/* addresses print as the __be32's value: read back, network order */
-		if (sscanf(line, "%16s %x %*x %x %*d %*d %*d %x", name, &dst, &flags, &mask) != 4 ||
-		    !(flags & 0x2 /* RTF_GATEWAY */))
+	D.nifs = D.nbelow = 0;
+	for (int i = 0; i < D.k.nvifs; i++) {
+		const struct lmsd_vif *v = &D.k.vifs[i];
+		if (!v->ifindex || iface(v->ifindex) || D.nifs == LMSD_MAX_IFS)
 			continue;
-		for (int i = 0; i < D.nvifs; i++) {
-			if (!D.vifs[i].ifindex || strcmp(D.vifs[i].name, name))
+		struct lmsd_iface *f = &D.ifs[D.nifs++];
+		memset(f, 0, sizeof(*f));
+		f->ifindex = v->ifindex;
+		f->table = v->table;
+		f->vif = v->vif;
+		snprintf(f->name, sizeof(f->name), "%u", v->ifindex);
+		for (int j = 0; j < D.k.nlinks; j++) {
+			if (D.k.links[j].ifindex != v->ifindex)
 				continue;
-			D.ifs[i].flags |= GC_LMS_IF_ROUTERS;
-			if (!mask || D.nbelow == GC_LMS_MAX_BELOW)
+			memcpy(f->name, D.k.links[j].name, sizeof(f->name));
+			memcpy(f->lif.mac, D.k.links[j].mac, 6);
+		}
+		for (int j = 0; j < D.k.naddrs && !f->lif.addr; j++)
+			if (D.k.addrs[j].ifindex == v->ifindex && !D.k.addrs[j].secondary)
+				f->lif.addr = D.k.addrs[j].addr;
+		for (int j = 0; j < D.k.ngws; j++) {
+			const struct lmsd_gw *g = &D.k.gws[j];
+			if (g->ifindex != v->ifindex)
+				continue;
+			f->lif.flags |= GC_LMS_IF_ROUTERS;
+			if (!g->prefixlen || D.nbelow == GC_LMS_MAX_BELOW)
 				continue;
 			D.below[D.nbelow++] =
-				(struct gc_lms_below){ 32 + (__u32)__builtin_popcount(mask),
-						       D.vifs[i].ifindex, dst & mask };
+				(struct gc_lms_below){ 32 + (__u32)g->prefixlen, v->ifindex,
+						       g->dst & prefix_mask(g->prefixlen) };
 		}
 	}
-	fclose(f);
-}
-
-/* Address and MAC of each vif interface, from getifaddrs(); links with routers. */
-static void read_ifs(void)
-{
-	struct ifaddrs *all, *a;
-
-	memset(D.ifs, 0, sizeof(D.ifs));
-	D.nbelow = 0;
-	if (getifaddrs(&all)) {
-		fprintf(stderr, "lmsd: getifaddrs: %s\n", strerror(errno));
-		return;
-	}
-	for (int i = 0; i < D.nvifs; i++) {
-		for (a = all; a && D.vifs[i].ifindex; a = a->ifa_next) {
-			if (!a->ifa_addr || strcmp(a->ifa_name, D.vifs[i].name))
-				continue;
-			if (a->ifa_addr->sa_family == AF_INET && !D.ifs[i].addr)
-				D.ifs[i].addr = ((struct sockaddr_in *)a->ifa_addr)->sin_addr.s_addr;
-			else if (a->ifa_addr->sa_family == AF_PACKET)
-				memcpy(D.ifs[i].mac, ((struct sockaddr_ll *)a->ifa_addr)->sll_addr, 6);
-		}
-	}
-	freeifaddrs(all);
-	read_gateways();
 }
 
 /* Report (S,G)'s elected replier to the parent router, or withdraw the one
@@ -289,10 +332,10 @@ static void announce(const struct lmsd_sg *e, bool have, uint32_t replier, uint3
 {
 	uint32_t parent_addr = 0;
 	int k;
+	const struct lmsd_iface *p = iface(e->parent);
 
-	for (int j = 0; j < D.nvifs; j++)
-		if (D.vifs[j].ifindex == e->parent)
-			parent_addr = D.ifs[j].addr;
+	if (p)
+		parent_addr = p->lif.addr;
 	for (k = 0; k < D.nannounced; k++)
 		if (D.announced[k].src == e->src && D.announced[k].group == e->group)
 			break;
@@ -309,37 +352,32 @@ static void announce(const struct lmsd_sg *e, bool have, uint32_t replier, uint3
 	}
 }
 
-static void refresh(void)
+/* Rewrite the maps from what was read last, the configuration and LMS-HIER;
+ * report the elected repliers up. */
+static void apply(void)
 {
 	int fifs = bpf_map__fd(D.skel->maps.lms_ifs), flocal = bpf_map__fd(D.skel->maps.lms_local);
 	int froutes = bpf_map__fd(D.skel->maps.lms_routes), fdown = bpf_map__fd(D.skel->maps.lms_down);
-	int n = lmsd_vifs_read(D.vifs, LMSD_MAX_VIFS);
-
-	if (n < 0) {
-		/* No multicast routing in this namespace (yet): nothing to do. */
-		D.nvifs = D.nsg = 0;
-	} else {
-		D.nvifs = n;
-	}
-	read_ifs();
-	lmsd_hier_join(D.vifs, D.nvifs);
-	for (int i = 0; i < D.nvifs; i++) {
-		if (!D.vifs[i].ifindex || !D.ifs[i].addr)
-			continue;
-		bpf_map_update_elem(fifs, &D.vifs[i].ifindex, &D.ifs[i], BPF_ANY);
-		bpf_map_update_elem(flocal, &D.ifs[i].addr, &D.vifs[i].ifindex, BPF_ANY);
-	}
 	int fbelow = bpf_map__fd(D.skel->maps.lms_below);
+	uint32_t ifl[LMSD_MAX_IFS];
+
+	for (int i = 0; i < D.nifs; i++) {
+		ifl[i] = D.ifs[i].ifindex;
+		if (D.ifs[i].lif.addr)
+			bpf_map_update_elem(fifs, &D.ifs[i].ifindex, &D.ifs[i].lif, BPF_ANY);
+	}
+	lmsd_hier_join(ifl, D.nifs);
+	for (int i = 0; i < D.k.naddrs; i++)
+		if (iface(D.k.addrs[i].ifindex))
+			bpf_map_update_elem(flocal, &D.k.addrs[i].addr, &D.k.addrs[i].ifindex, BPF_ANY);
 	for (int i = 0; i < D.nbelow; i++) {
 		__u8 one = 1;
 		bpf_map_update_elem(fbelow, &D.below[i], &one, BPF_ANY);
 	}
 	sync_attach();
 
-	n = D.nvifs ? lmsd_mfc_read(D.vifs, D.nvifs, D.sg, LMSD_MAX_SG) : 0;
-	D.nsg = n < 0 ? 0 : n;
-	for (int i = 0; i < D.nsg; i++) {
-		struct lmsd_sg *e = &D.sg[i];
+	for (int i = 0; i < D.k.nsg; i++) {
+		struct lmsd_sg *e = &D.k.sg[i];
 		const struct lmsd_replier *c = lmsd_config_find(&D.cfg, e->src, e->group);
 		struct gc_lms_route *r = &D.route[i];
 		struct gc_lms_sg key = { e->src, e->group };
@@ -379,6 +417,21 @@ static void refresh(void)
 	prune(fbelow, sizeof(struct gc_lms_below), keep_below);
 }
 
+/* Read again what changed (LMSD_NL_*); what could not be read stays pending. */
+static int kread(int what)
+{
+	if (!what)
+		return 0;
+	if (lmsd_nl_read(&D.k, what)) {
+		fprintf(stderr, "lmsd: reading the kernel's state over rtnetlink: %s (tried again)\n",
+			strerror(errno));
+		return what;
+	}
+	D.reads++;
+	build_ifs();
+	return 0;
+}
+
 /* ---- state as JSON --------------------------------------------------------- */
 
 static const char *ifname(uint32_t ifindex, char *buf)
@@ -401,38 +454,52 @@ static void write_state(FILE *f)
 		n2[IF_NAMESIZE];
 	__u64 v[ncpu > 0 ? ncpu : 1];
 
-	fprintf(f, "{\"provisional\": %s,\n \"interfaces\": [", provisional ? "true" : "false");
-	for (int i = 0, first = 1; i < D.nvifs; i++) {
-		if (!D.vifs[i].ifindex)
-			continue;
-		const __u8 *m = D.ifs[i].mac;
+	fprintf(f, "{\"provisional\": %s,\n \"kernel\": {\"tables\": [", provisional ? "true" : "false");
+	for (int i = 0; i < D.k.ntables; i++)
+		fprintf(f, "%s%u", i ? ", " : "", D.k.tables[i]);
+	fprintf(f,
+		"], \"routes\": %d, \"star_g\": %d, \"unresolved\": %d, \"shadowed\": %d, "
+		"\"full\": %d, \"reads\": %llu, \"overruns\": %llu, \"stale_filters\": %llu},\n "
+		"\"interfaces\": [",
+		D.k.nsg, D.k.star, D.k.unresolved, D.k.shadowed, D.k.full, (unsigned long long)D.reads,
+		(unsigned long long)D.overruns, (unsigned long long)D.stale);
+	for (int i = 0; i < D.nifs; i++) {
+		const struct lmsd_iface *fi = &D.ifs[i];
+		const __u8 *m = fi->lif.mac;
 		fprintf(f,
-			"%s\n  {\"vif\": %d, \"ifindex\": %u, \"name\": \"%s\", \"addr\": \"%s\", "
-			"\"mac\": \"%02x:%02x:%02x:%02x:%02x:%02x\", \"attached\": %s, \"routers\": %s, "
+			"%s\n  {\"vif\": %d, \"table\": %u, \"ifindex\": %u, \"name\": \"%s\", \"addr\": \"%s\", "
+			"\"addrs\": [",
+			i ? "," : "", fi->vif, fi->table, fi->ifindex, fi->name, ip4(fi->lif.addr, a));
+		for (int j = 0, na = 0; j < D.k.naddrs; j++)
+			if (D.k.addrs[j].ifindex == fi->ifindex)
+				fprintf(f, "%s\"%s/%u\"", na++ ? ", " : "",
+					ip4(D.k.addrs[j].addr, a), D.k.addrs[j].prefixlen);
+		fprintf(f,
+			"], \"mac\": \"%02x:%02x:%02x:%02x:%02x:%02x\", \"attached\": %s, \"routers\": %s, "
 			"\"below\": [",
-			first ? "" : ",", D.vifs[i].vif, D.vifs[i].ifindex, D.vifs[i].name,
-			ip4(D.ifs[i].addr, a), m[0], m[1], m[2], m[3], m[4], m[5],
-			in_list(D.attached, D.nattached, D.vifs[i].ifindex) ? "true" : "false",
-			D.ifs[i].flags & GC_LMS_IF_ROUTERS ? "true" : "false");
+			m[0], m[1], m[2], m[3], m[4], m[5],
+			in_list(D.attached, D.nattached, fi->ifindex) ? "true" : "false",
+			fi->lif.flags & GC_LMS_IF_ROUTERS ? "true" : "false");
 		for (int j = 0, nb = 0; j < D.nbelow; j++)
-			if (D.below[j].ifindex == D.vifs[i].ifindex)
+			if (D.below[j].ifindex == fi->ifindex)
 				fprintf(f, "%s\"%s/%u\"", nb++ ? ", " : "", ip4(D.below[j].addr, a),
 					D.below[j].prefixlen - 32);
 		fprintf(f, "]}");
-		first = 0;
 	}
 	fprintf(f, "],\n \"routes\": [");
-	for (int i = 0; i < D.nsg; i++) {
+	for (int i = 0; i < D.k.nsg; i++) {
 		const struct gc_lms_route *r = &D.route[i];
+		const struct lmsd_sg *e = &D.k.sg[i];
 		fprintf(f,
-			"%s\n  {\"source\": \"%s\", \"group\": \"%s\", \"parent\": \"%s\", \"replier\": \"%s\", "
-			"\"replier_addr\": \"%s\", \"cost\": %u, \"fallback\": %s, \"note\": \"%s\", \"downstream\": [",
-			i ? "," : "", ip4(D.sg[i].src, a), ip4(D.sg[i].group, b),
+			"%s\n  {\"source\": \"%s\", \"group\": \"%s\", \"table\": %u, \"parent\": \"%s\", "
+			"\"replier\": \"%s\", \"replier_addr\": \"%s\", \"cost\": %u, \"fallback\": %s, "
+			"\"note\": \"%s\", \"downstream\": [",
+			i ? "," : "", ip4(e->src, a), ip4(e->group, b), e->table,
 			ifname(r->parent, n1), ifname(r->replier, n2), ip4(r->replier_addr, c),
 			r->cost, r->replier == r->parent ? "true" : "false",
 			D.route_note[i] ? D.route_note[i] : "");
-		for (int j = 0; j < D.sg[i].noifs; j++)
-			fprintf(f, "%s\"%s\"", j ? ", " : "", ifname(D.sg[i].oifs[j], n1));
+		for (int j = 0; j < e->noifs; j++)
+			fprintf(f, "%s\"%s\"", j ? ", " : "", ifname(e->oifs[j], n1));
 		fprintf(f, "]}");
 	}
 	const struct lmsd_hier_stats *h = lmsd_hier_stats();
@@ -480,17 +547,80 @@ static void save_state(void)
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: lmsd [-c CONFIG] [-s STATEFILE] [-t MS] [--hold MS] [--no-provisional] [-v]\n"
-		"            [--once] [--check]\n"
+		"usage: lmsd [-c CONFIG] [-s STATEFILE] [-T TABLE]... [-t MS] [--hold MS] [--no-provisional]\n"
+		"            [-v] [--once] [--check] [--flush]\n"
 		"  -c, --config FILE   static repliers: replier SOURCE GROUP IFNAME ADDRESS [COST]\n"
-		"  -s, --state FILE    write interfaces, routes and counters as JSON every refresh\n"
-		"  -t, --interval MS   re-read the multicast forwarding state every MS ms (default 1000)\n"
+		"  -s, --state FILE    write interfaces, routes and counters as JSON at every change\n"
+		"  -T, --table ID      follow multicast routing table ID (repeatable; default: the\n"
+		"                      default table, 253; 0 names it too, as in smcrouted/pimd -t)\n"
+		"  -t, --interval MS   LMS-HIER: report up and expire reports every MS ms (default 1000);\n"
+		"                      the kernel's routes are followed as they change, not every MS\n"
 		"      --hold MS       hold time of the replier reports sent up (default 3 intervals)\n"
 		"      --no-provisional  the thesis's forwarding: no provisional turning points\n"
 		"                      (a request sent up stays unmarked; any mark from below is forged)\n"
-		"      --once          one refresh, print the state to stdout, detach, exit\n"
+		"      --once          read once, print the state to stdout, detach, exit\n"
 		"      --check         only check the configuration file\n"
+		"      --flush         remove the filters a killed lmsd left in this namespace, exit\n"
 		"  -v, --verbose       libbpf debug messages\n");
+}
+
+static int parse_ms(const char *opt, const char *arg, long lo, long hi, long *out)
+{
+	char *end;
+
+	errno = 0;
+	*out = strtol(arg, &end, 10);
+	if (errno || *end || end == arg || *out < lo || *out > hi) {
+		fprintf(stderr, "lmsd: %s %s: not a number of ms in %ld..%ld\n", opt, arg, lo, hi);
+		return -1;
+	}
+	return 0;
+}
+
+static int add_table(const char *arg)
+{
+	char *end;
+	unsigned long id;
+
+	errno = 0;
+	id = strtoul(arg, &end, 10);
+	if (errno || *end || end == arg || *arg == '-' || id > 999999999) {
+		fprintf(stderr, "lmsd: --table %s: not a table ID in 0..999999999\n", arg);
+		return -1;
+	}
+	if (!id)
+		id = RT_TABLE_DEFAULT; /* smcrouted's and pimd's 0: no MRT_TABLE, the default table */
+	for (int i = 0; i < D.k.ntables; i++)
+		if (D.k.tables[i] == id) {
+			fprintf(stderr, "lmsd: --table %s: named twice\n", arg);
+			return -1;
+		}
+	if (D.k.ntables == LMSD_MAX_TABLES) {
+		fprintf(stderr, "lmsd: --table %s: at most %d tables\n", arg, LMSD_MAX_TABLES);
+		return -1;
+	}
+	D.k.tables[D.k.ntables++] = (uint32_t)id;
+	return 0;
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
+}
+
+/* --flush: every filter of ours in this namespace, whoever left it. */
+static int flush(void)
+{
+	if (lmsd_nl_read(&D.k, LMSD_NL_LINKS)) {
+		fprintf(stderr, "lmsd: --flush: listing the interfaces: %s\n", strerror(errno));
+		return 1;
+	}
+	int n = sweep(false);
+	printf("lmsd: removed %d LMS-FWD filter(s)\n", n);
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -498,43 +628,39 @@ int main(int argc, char **argv)
 	static const struct option opts[] = { { "config", required_argument, 0, 'c' },
 					      { "state", required_argument, 0, 's' },
 					      { "interval", required_argument, 0, 't' },
+					      { "table", required_argument, 0, 'T' },
 					      { "once", no_argument, 0, 'o' },
 					      { "check", no_argument, 0, 'k' },
+					      { "flush", no_argument, 0, 'F' },
 					      { "verbose", no_argument, 0, 'v' },
 					      { "hold", required_argument, 0, 'H' },
 					      { "no-provisional", no_argument, 0, 'P' },
 					      { "help", no_argument, 0, 'h' },
 					      { 0, 0, 0, 0 } };
 	long interval = 1000, hold_ms = 0;
-	bool once = false, check = false;
+	bool once = false, check = false, do_flush = false;
 	int ch;
 
-	while ((ch = getopt_long(argc, argv, "c:s:t:vh", opts, NULL)) != -1) {
-		char *end;
+	while ((ch = getopt_long(argc, argv, "c:s:t:T:vh", opts, NULL)) != -1) {
 		switch (ch) {
 		case 'c': D.config_path = optarg; break;
 		case 's': D.state_path = optarg; break;
 		case 't':
-			errno = 0;
-			interval = strtol(optarg, &end, 10);
-			if (errno || *end || interval < 10 || interval > 3600000) {
-				fprintf(stderr, "lmsd: --interval %s: not a number of ms in 10..3600000\n",
-					optarg);
+			if (parse_ms("--interval", optarg, 10, 3600000, &interval))
 				return 2;
-			}
 			break;
 		case 'H':
-			errno = 0;
-			hold_ms = strtol(optarg, &end, 10);
-			if (errno || *end || hold_ms < 100 || hold_ms > 60000) {
-				fprintf(stderr, "lmsd: --hold %s: not a number of ms in 100..60000\n",
-					optarg);
+			if (parse_ms("--hold", optarg, 100, 60000, &hold_ms))
 				return 2;
-			}
+			break;
+		case 'T':
+			if (add_table(optarg))
+				return 2;
 			break;
 		case 'o': once = true; break;
 		case 'P': provisional = false; break;
 		case 'k': check = true; break;
+		case 'F': do_flush = true; break;
 		case 'v': verbose = true; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
@@ -544,6 +670,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "lmsd: unexpected argument %s\n", argv[optind]);
 		return 2;
 	}
+	if (!D.k.ntables)
+		D.k.tables[D.k.ntables++] = RT_TABLE_DEFAULT;
 	if (D.config_path && lmsd_config_read(D.config_path, &D.cfg, stderr))
 		return 2;
 	if (check) {
@@ -554,8 +682,17 @@ int main(int argc, char **argv)
 		printf("lmsd: %s: %zu replier(s)\n", D.config_path, D.cfg.n);
 		return 0;
 	}
-
 	libbpf_set_print(libbpf_log);
+	if (lmsd_lock() < 0) {
+		if (errno == EADDRINUSE)
+			fprintf(stderr, "lmsd: another lmsd runs in this network namespace\n");
+		else
+			fprintf(stderr, "lmsd: lock: %s\n", strerror(errno));
+		return 1;
+	}
+	if (do_flush)
+		return flush();
+
 	D.skel = lms__open();
 	if (D.skel) {
 		D.skel->rodata->gc_lms_provisional = provisional;
@@ -572,50 +709,85 @@ int main(int argc, char **argv)
 			strerror(errno));
 		return 1;
 	}
+	/* Listen before the first read: no change falls between the two. */
+	D.nl_fd = lmsd_nl_open();
+	if (D.nl_fd < 0) {
+		fprintf(stderr, "lmsd: rtnetlink: %s\n", strerror(errno));
+		lms__destroy(D.skel);
+		return 1;
+	}
 	/* both checked above: hold_ms <= 60000, 3 * interval <= 10800000 */
 	D.hier_fd = lmsd_hier_open((uint32_t)(hold_ms ? hold_ms : 3 * interval));
 	if (D.hier_fd < 0)
 		fprintf(stderr, "lmsd: LMS-HIER off: port %d: %s\n", GC_LMS_HIER_PORT, strerror(errno));
-	struct sigaction sa = { .sa_handler = on_signal }; /* no SA_RESTART: wake the sleep */
+	struct sigaction sa = { .sa_handler = on_signal }; /* no SA_RESTART: wake the poll */
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
-	while (!stop) {
+	int pending = kread(LMSD_NL_ALL);
+	int stale = sweep(true); /* before attaching: what a killed lmsd left */
+	if (stale)
+		fprintf(stderr,
+			"lmsd: found %d LMS-FWD filter(s) a killed lmsd left: replaced or removed\n",
+			stale);
+	D.stale = (uint64_t)stale;
+	apply();
+	save_state();
+	if (once)
+		write_state(stdout);
+	/* the state file also carries the counters: written at every change,
+	 * and at least every second */
+	uint64_t save_every = (uint64_t)(interval < 1000 ? interval : 1000);
+	uint64_t tick = now_ms() + (uint64_t)interval, next_save = now_ms() + save_every;
+	while (!stop && !once) {
+		bool dirty = false;
 		if (reload) {
 			reload = 0;
 			struct lmsd_config *c = malloc(sizeof(*c));
 			if (c && D.config_path && !lmsd_config_read(D.config_path, c, stderr))
 				D.cfg = *c; /* a bad file keeps the running configuration */
 			free(c);
+			dirty = true;
 		}
-		refresh();
-		save_state();
-		if (once) {
-			write_state(stdout);
-			break;
-		}
-		/* Until the next refresh, take replier reports as they come; a
-		 * change is applied (and reported up) at once. */
-		struct timespec t0, t1;
-		clock_gettime(CLOCK_MONOTONIC, &t0);
-		for (long left = interval; left > 0 && !stop && !reload;) {
-			struct pollfd p = { .fd = D.hier_fd, .events = POLLIN };
-			if (poll(&p, D.hier_fd >= 0, (int)left) > 0 && lmsd_hier_input(D.sg, D.nsg)) {
-				refresh();
-				save_state();
+		uint64_t now = now_ms(), until = tick < next_save ? tick : next_save;
+		if (pending && until > now + 100)
+			until = now + 100; /* a read failed: try again soon */
+		struct pollfd p[2] = { { .fd = D.nl_fd, .events = POLLIN },
+				       { .fd = D.hier_fd, .events = POLLIN } };
+		if (!dirty && now < until && poll(p, D.hier_fd >= 0 ? 2 : 1, (int)(until - now)) > 0) {
+			if (p[0].revents) {
+				int what = lmsd_nl_drain(D.nl_fd);
+				D.overruns += !!(what & LMSD_NL_OVERRUN);
+				pending |= what & LMSD_NL_ALL;
 			}
-			clock_gettime(CLOCK_MONOTONIC, &t1);
-			left = interval -
-				((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000);
+			/* replier reports as they come: a change is applied (and
+			 * reported up) at once */
+			if (p[1].revents && lmsd_hier_input(D.k.sg, D.k.nsg))
+				dirty = true;
 		}
-		if (lmsd_hier_input(D.sg, D.nsg)) /* expiries */
-			continue;
+		if (pending) {
+			pending = kread(pending);
+			dirty = true;
+		}
+		if (now_ms() >= tick) { /* report up, expire reports */
+			tick = now_ms() + (uint64_t)interval;
+			lmsd_hier_input(D.k.sg, D.k.nsg);
+			dirty = true;
+		}
+		/* never from a read that failed half way: the maps keep the last
+		 * whole state until a read succeeds */
+		if (dirty && !pending)
+			apply();
+		if (dirty || now_ms() >= next_save) {
+			save_state();
+			next_save = now_ms() + save_every;
+		}
 	}
 	save_state(); /* the final counters */
 	for (int i = 0; i < D.nattached; i++)
-		detach(D.attached[i]);
+		lmsd_tc_detach(D.attached[i]);
 	lms__destroy(D.skel);
 	return 0;
 }
