@@ -17,11 +17,10 @@
 
 #include <groupcast/dccp.h>
 
+#include "core/core.h"
 #include "dccp/conn.h"
 #include "dccp/sock.h"
-#include "group/internal.h"
-#include "ring/cc.h"
-#include "ring/internal.h"
+#include "ring/cc.h" /* the engine's plugs: gc_ring_engine_start_hooks(), struct gc_sent */
 
 /* The longest header a data packet in a UDP_SEGMENT run may have (a data
  * packet's options are NDP Count and pending Confirms: far less). */
@@ -83,13 +82,6 @@ GC_EXPORT const char *gc_dccp_state_name(int state)
 	if (state < 0 || state >= (int)(sizeof(state_names) / sizeof(state_names[0])))
 		return "?";
 	return state_names[state];
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 static socklen_t sslen(const struct sockaddr_storage *ss)
@@ -358,7 +350,7 @@ static unsigned hk_xmit(void *arg, struct gc_conn *gc, const struct gc_sent *p, 
 	unsigned i;
 	(void)gc;
 	pthread_mutex_lock(&c->mu);
-	uint64_t now = now_ns();
+	uint64_t now = gc_now_ns();
 	/* DCCP-UDP: frame them all, send runs of equal sizes with UDP_SEGMENT
 	 * (an error of a run is seen at its end: its packets count as sent,
 	 * and lost, as one refused packet does below) */
@@ -549,12 +541,12 @@ GC_EXPORT struct gc_dccp *gc_dccp_connect(const struct sockaddr *peer, socklen_t
 	};
 	uint64_t iss;
 	randombytes_buf(&iss, sizeof(iss));
-	uint64_t t0 = now_ns(), deadline = t0 + (uint64_t)o.timeout_ms * 1000000u;
+	uint64_t t0 = gc_now_ns(), deadline = t0 + (uint64_t)o.timeout_ms * 1000000u;
 	pthread_mutex_lock(&c->mu);
 	dccp_conn_connect(&c->conn, &p, &env, iss, t0);
 	/* the handshake runs here; the engine takes over once it is done */
 	while (c->conn.state == DCCP_S_REQUEST) {
-		uint64_t now = now_ns();
+		uint64_t now = gc_now_ns();
 		if (now >= deadline)
 			break;
 		uint64_t t = dccp_conn_next_timer(&c->conn);
@@ -564,14 +556,14 @@ GC_EXPORT struct gc_dccp *gc_dccp_connect(const struct sockaddr *peer, socklen_t
 		pthread_mutex_unlock(&c->mu);
 		poll(&pf, 1, ms);
 		pthread_mutex_lock(&c->mu);
-		c_poll(c, now_ns());
+		c_poll(c, gc_now_ns());
 	}
 	enum dccp_state st = c->conn.state;
 	uint8_t code = c->conn.st.reset_code_rx;
 	pthread_mutex_unlock(&c->mu);
 	if (st != DCCP_S_PARTOPEN && st != DCCP_S_OPEN) {
 		if (st == DCCP_S_REQUEST) {
-			dccp_conn_reset(&c->conn, DCCP_RESET_ABORTED, now_ns());
+			dccp_conn_reset(&c->conn, DCCP_RESET_ABORTED, gc_now_ns());
 			gc_seterr(ETIMEDOUT, "%s: no Response within %u ms", fn, o.timeout_ms);
 		} else {
 			gc_seterr(ECONNREFUSED, "%s: the peer reset the connection (code %u)", fn, code);
@@ -698,7 +690,7 @@ static void drain(struct gc_dccp_listener *l, struct gc_dccp *c, uint8_t *buf, s
 		if (n < 0)
 			break;
 		if (n > 0)
-			c_input(c, &sp, now_ns());
+			c_input(c, &sp, gc_now_ns());
 	}
 }
 
@@ -707,7 +699,7 @@ GC_EXPORT struct gc_dccp *gc_dccp_accept(struct gc_dccp_listener *l, int timeout
 	static const char fn[] = "gc_dccp_accept";
 	if (!l)
 		return gc_seterr(EINVAL, "%s: listener is NULL", fn), NULL;
-	uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : now_ns() + (uint64_t)timeout_ms * 1000000u;
+	uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : gc_now_ns() + (uint64_t)timeout_ms * 1000000u;
 	struct gc_dccp *c = c_new(&l->o);
 	if (!c)
 		return gc_seterr(ENOMEM, "%s: out of memory", fn), NULL;
@@ -721,7 +713,7 @@ GC_EXPORT struct gc_dccp *gc_dccp_accept(struct gc_dccp_listener *l, int timeout
 	 * it: one data packet short at 0 % loss. */
 	int pre = -1, pre_family = AF_UNSPEC;
 	for (;;) {
-		uint64_t now = now_ns();
+		uint64_t now = gc_now_ns();
 		struct dccp_sock_pkt sp;
 		ssize_t n = dccp_sock_recv(l->fd, l->udp, buf, sizeof(buf), &sp);
 		if (n == -EAGAIN || n == -EWOULDBLOCK) {
@@ -971,11 +963,11 @@ GC_EXPORT int gc_dccp_close(struct gc_dccp *c, int timeout_ms)
 	if (c->ring)
 		gc_ring_wait(c->ring, gc_ring_entries(c->ring) - 1, timeout_ms < 0 ? 10000 : timeout_ms);
 	pthread_mutex_lock(&c->mu);
-	dccp_conn_close(&c->conn, now_ns());
+	dccp_conn_close(&c->conn, gc_now_ns());
 	int rc = 0;
 	while (c->conn.state != DCCP_S_CLOSED && c->conn.state != DCCP_S_TIMEWAIT) {
 		if (cv_wait(c, &ts) == ETIMEDOUT) {
-			dccp_conn_reset(&c->conn, DCCP_RESET_ABORTED, now_ns());
+			dccp_conn_reset(&c->conn, DCCP_RESET_ABORTED, gc_now_ns());
 			rc = gc_seterr(ETIMEDOUT, "gc_dccp_close: the close was not acknowledged in %d ms",
 				       timeout_ms);
 			break;

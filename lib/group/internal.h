@@ -16,7 +16,7 @@
 #include <stdint.h>
 #include <groupcast/group.h>
 
-#define GC_EXPORT __attribute__((visibility("default")))
+#include "core/core.h" /* gc_seterr(), GC_EXPORT, gc_now_ns() */
 
 struct gc_batch {
 	const struct iovec *shared; /* never NULL: empty iovec if the caller had none */
@@ -85,9 +85,6 @@ struct gc_uring_tunables {
 	int (*submit)(struct io_uring *ring);
 };
 extern struct gc_uring_tunables gc_uring_tunables;
-
-/* errmsg.c: record this thread's error; always returns -1. */
-int gc_seterr(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* group.c helpers shared by the engines */
 socklen_t gc_addrlen(const struct sockaddr_storage *ss);

@@ -72,14 +72,6 @@
 
 #define WHY_LEN 200
 
-static uint64_t now_ns(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC_COARSE, &t);
-	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
-
 /* ---- netlink dumps ------------------------------------------------------ */
 
 /*
@@ -747,7 +739,8 @@ static int socket_declines(const struct gc_sock *s, char *why, size_t len)
 
 int gc_kpolicy_declines(struct gc_sock *s)
 {
-	uint64_t now = now_ns();
+	/* per send: a coarse tick is precision enough for the 0.2 s and 1 s re-checks */
+	uint64_t now = gc_clock_ns(CLOCK_MONOTONIC_COARSE);
 	char why[WHY_LEN];
 
 	if (s->auto_checked_ns && now - s->auto_checked_ns < GC_KPOLICY_SOCKET_NS)

@@ -95,13 +95,6 @@ struct gc_ltp {
 	uint8_t buf[65536];
 };
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* ---- the cache ----------------------------------------------------------- */
 
 static int cache_init(struct ltp_cache *c, uint32_t nslots)
@@ -237,7 +230,7 @@ GC_EXPORT struct gc_ltp *gc_ltp_open(const struct gc_ltp_config *cfg)
 	}
 	l->c = c;
 	l->fd = l->rawfd = l->hierfd = -1;
-	uint64_t now = now_ns();
+	uint64_t now = gc_now_ns();
 	if (c.flags & GC_LTP_SENDER) {
 		l->session = c.session;
 		while (!l->session && getrandom(&l->session, sizeof(l->session), 0) < 0 && errno == EINTR)
@@ -357,7 +350,7 @@ GC_EXPORT ssize_t gc_ltp_send(struct gc_ltp *l, const void *buf, size_t len)
 	if (len == 0 || len > GC_LTP_MAX_PAYLOAD)
 		return gc_seterr(len ? EMSGSIZE : EINVAL, "len: %zu, not in 1..%d", len,
 				 GC_LTP_MAX_PAYLOAD);
-	uint64_t now = now_ns();
+	uint64_t now = gc_now_ns();
 	double cost = (double)(len + GC_LTP_HDRLEN + 28); /* + IPv4 and UDP headers */
 	if (!ltp_bucket_take(&l->rate, cost, now)) {
 		l->want = cost;
@@ -404,7 +397,7 @@ GC_EXPORT int gc_ltp_finish(struct gc_ltp *l)
 	if (!l->finished) {
 		l->finished = true;
 		l->hb_ns = (uint64_t)l->c.heartbeat_ms * 1000000ull / 2;
-		heartbeat(l, now_ns());
+		heartbeat(l, gc_now_ns());
 	}
 	return 0;
 }
@@ -617,7 +610,7 @@ GC_EXPORT int gc_ltp_process(struct gc_ltp *l)
 {
 	if (!l)
 		return gc_seterr(EFAULT, "l: NULL");
-	uint64_t now = now_ns();
+	uint64_t now = gc_now_ns();
 	for (int i = 0; i < LTP_READ_BATCH; i++) {
 		struct sockaddr_in from;
 		struct gc_lms_info info;
@@ -640,7 +633,7 @@ GC_EXPORT int gc_ltp_process(struct gc_ltp *l)
 		memcpy(pkt, l->buf, (size_t)n);
 		handle(l, pkt, (size_t)n, &from, &info, now);
 	}
-	now = now_ns();
+	now = gc_now_ns();
 	if (l->c.flags & GC_LTP_RECEIVER) {
 		struct ltp_nak naks[8];
 		size_t k;
@@ -665,7 +658,7 @@ GC_EXPORT int gc_ltp_timeout(struct gc_ltp *l)
 {
 	if (!l)
 		return gc_seterr(EFAULT, "l: NULL");
-	uint64_t now = now_ns(), d = UINT64_MAX;
+	uint64_t now = gc_now_ns(), d = UINT64_MAX;
 	if ((l->c.flags & GC_LTP_SENDER) && (l->next_seq || l->finished))
 		d = l->next_hb_ns;
 	if (l->want > 0) {

@@ -4,7 +4,7 @@
  *
  * The engine drains rings (conn.c); it does not decide when a connection may
  * send, nor how.  Two plugs, both fixed when the engine starts
- * (gc_ring_engine_start_hooks(), internal.h):
+ * (gc_ring_engine_start_hooks(), below):
  *
  *  - A congestion controller (struct gc_cc_ops).  Before taking packets from
  *    a ring the engine asks it for a budget; after sending it reports what
@@ -34,7 +34,11 @@
  *
  * Who implements what: conn.c gc_conn_id() and gc_conn_socket() (the
  * connection), server.c gc_conn_ack() and gc_conn_kick() (they move the
- * connection between the engine's lists).
+ * connection between the engine's lists), handle.c
+ * gc_ring_engine_start_hooks().
+ *
+ * This header is the ring module's interface for the modules that plug in
+ * (lib/dccp): they include it, never ring/internal.h (tests/build/layers.sh).
  */
 #ifndef GC_RING_CC_H
 #define GC_RING_CC_H
@@ -42,7 +46,18 @@
 #include <stdint.h>
 
 struct gc_conn; /* one ring served by an engine, and its socket */
-struct gc_sent; /* a packet taken from a ring (internal.h) */
+struct gc_ring_engine;
+struct gc_ring_engine_params;
+
+/* A packet the engine took from a ring, as read (and checked) at that time. */
+struct gc_sent {
+	uint64_t off; /* payload offset in the zone: [off, off + len) is inside */
+	uint64_t user_seq;
+	uint32_t len;
+	uint32_t pos;	/* ring position it was taken from */
+	uint32_t stamp; /* claim count of the slot then (for kern_acked) */
+	uint32_t pad;
+};
 
 struct gc_cc_ops {
 	/* A ring was attached: make its state (NULL is a valid state). */
@@ -81,6 +96,11 @@ struct gc_ring_engine_hooks {
 	int event_fd;
 	void *event_arg;
 };
+
+/* Start an engine with a transport or congestion controller other than the
+ * defaults (UDP, no congestion control).  hooks may be NULL. */
+struct gc_ring_engine *gc_ring_engine_start_hooks(const struct gc_ring_engine_params *p,
+						  const struct gc_ring_engine_hooks *hooks);
 
 /* The controller learned that packet p (as passed to sent()) arrived. */
 int gc_conn_ack(struct gc_conn *c, const struct gc_sent *p);

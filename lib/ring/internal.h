@@ -5,7 +5,7 @@
  * The files, in dependency order: each calls only files above it (never one
  * below, never a sibling on its line); tests/e2e/test_ring_layers.py checks it.
  *
- *   sys.c            clock, page size, futex
+ *   sys.c            page size, futex
  *   zone.c           packet zones (memfds)
  *   ring.c kring.c   the shared ring: the application's side, the engine's
  *   udp.c            the UDP transport (cc.h: where others plug in beside it)
@@ -32,7 +32,7 @@
 #include <sys/types.h>
 #include <groupcast/ring.h>
 
-#include "group/internal.h" /* gc_seterr(), GC_EXPORT */
+#include "core/core.h" /* gc_seterr(), GC_EXPORT, gc_now_ns() */
 #include "ring/cc.h"
 #include "ring/shm.h"
 
@@ -221,15 +221,7 @@ int gc_srv_decode(const void *buf, size_t n, int mflags, const int *fds, int nfd
 
 /* ---- the engine's view of one ring (kring.c) ---------------------------- */
 
-/* A packet the engine took from a ring, as read (and checked) at that time. */
-struct gc_sent {
-	uint64_t off; /* payload offset in the zone: [off, off + len) is inside */
-	uint64_t user_seq;
-	uint32_t len;
-	uint32_t pos;	/* ring position it was taken from */
-	uint32_t stamp; /* claim count of the slot then (for kern_acked) */
-	uint32_t pad;
-};
+/* struct gc_sent, a packet the engine took from a ring: cc.h */
 
 struct gc_kring {
 	struct gc_ring_shm *sh;
@@ -300,14 +292,10 @@ unsigned gc_udp_send(struct gc_udp *u, const struct gc_sent *p, unsigned n,
 
 /* ---- the engine (server.c, handle.c) ------------------------------------- */
 
-/* Start an engine with a transport or congestion controller other than the
- * defaults (UDP, no congestion control).  hooks may be NULL. */
-struct gc_ring_engine *gc_ring_engine_start_hooks(const struct gc_ring_engine_params *p,
-						  const struct gc_ring_engine_hooks *hooks);
+/* gc_ring_engine_start_hooks(), an engine with other plugs: cc.h */
 
 /* Helpers shared by the files of the module. */
 int gc_memfd_sealed(const char *name, size_t size, void **map); /* zone.c */
-uint64_t gc_now_ns(void);
 long gc_page_size(void);
 int gc_futex_wait(_Atomic uint32_t *word, uint32_t val, int timeout_ms);
 void gc_futex_wake(_Atomic uint32_t *word);

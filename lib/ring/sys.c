@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* sys.c - small system helpers of the ring module: clock, page size, futex. */
+/* sys.c - small system helpers of the ring module: page size, futex. */
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
@@ -7,14 +7,6 @@
 #include <time.h>
 #include <unistd.h>
 #include "ring/internal.h"
-
-uint64_t gc_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 long gc_page_size(void)
 {

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
-/* errmsg.c - this thread's last error message (gc_errmsg()). */
+/* err.c - this thread's last error message (gc_seterr(), gc_errmsg()). */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include "internal.h"
+#include <groupcast/group.h> /* gc_errmsg() */
+#include "core/core.h"
 
 static _Thread_local char msg[256];
 
