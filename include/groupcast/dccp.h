@@ -29,6 +29,7 @@
 #include <sys/socket.h>
 #include <sys/types.h>
 
+#include <groupcast/common.h>
 #include <groupcast/ring.h>
 
 #ifdef __cplusplus

@@ -43,7 +43,7 @@
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/uio.h>
-#include <groupcast/version.h>
+#include <groupcast/common.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -211,9 +211,6 @@ int gc_stats(int sd, struct gc_stats *st);
  * state is not an error.
  */
 int gc_release(int sd);
-
-/* One line naming the argument and the reason of this thread's last error. */
-const char *gc_errmsg(void);
 
 #ifdef __cplusplus
 }

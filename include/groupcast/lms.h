@@ -43,6 +43,7 @@
 #include <stdint.h>
 #include <netinet/in.h>
 #include <sys/types.h>
+#include <groupcast/common.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -331,9 +332,6 @@ int gc_ltp_stats(const struct gc_ltp *l, struct gc_ltp_stats *st);
 /* Copy up to max of the most recent recovery latencies (microseconds, at
  * most 65536 kept) into us.  Returns how many. */
 size_t gc_ltp_recovery_samples(const struct gc_ltp *l, uint32_t *us, size_t max);
-
-/* One line naming the argument and the reason of this thread's last error. */
-const char *gc_errmsg(void);
 
 #ifdef __cplusplus
 }

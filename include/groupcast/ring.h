@@ -50,6 +50,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <groupcast/common.h>
 
 /* The records' flags word is atomic: _Atomic in C, std::atomic in C++ (the
  * same size and representation with GCC and Clang; checked below). */
@@ -376,9 +377,6 @@ struct gc_ring_engine_stats {
 	uint64_t limited;    /* attach requests refused by a per-client limit */
 };
 int gc_ring_engine_stats(struct gc_ring_engine *e, struct gc_ring_engine_stats *st);
-
-/* This thread's last error message (also declared in groupcast/group.h). */
-const char *gc_errmsg(void);
 
 #ifdef __cplusplus
 }

@@ -4,7 +4,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include <groupcast/group.h> /* gc_errmsg() */
+#include <groupcast/common.h>
 #include "core/core.h"
 
 static _Thread_local char msg[256];

@@ -15,8 +15,12 @@ status=0
 fail() { echo "FAIL: $*" >&2; status=1; }
 
 cmake --install "$BUILD" --prefix "$PREFIX" >"$TMP/install.log" || { cat "$TMP/install.log"; exit 1; }
-for f in include/groupcast/group.h include/groupcast/compat.h include/groupcast/lms.h include/groupcast/dccp.h \
-         share/man/man3/gc_send.3 share/man/man3/gc_lms.3 share/man/man3/gc_lms_dmcast.3 share/man/man3/gc_ltp.3 share/man/man3/gc_dccp.3 \
+# every public header (common.h, which the module headers include, too)
+for h in "$HERE"/../../include/groupcast/*.h; do
+	f=include/groupcast/$(basename "$h")
+	[ -f "$PREFIX/$f" ] || fail "not installed: $f"
+done
+for f in share/man/man3/gc_send.3 share/man/man3/gc_lms.3 share/man/man3/gc_lms_dmcast.3 share/man/man3/gc_ltp.3 share/man/man3/gc_dccp.3 \
          share/man/man7/groupcast.7; do
 	[ -f "$PREFIX/$f" ] || fail "not installed: $f"
 done
