@@ -9,6 +9,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "lab"))
 
 from netlab import Lab  # noqa: E402
+from kengine import RUN_DIR, require_kernel  # noqa: E402
 
 
 def pytest_collection_modifyitems(config, items):
@@ -30,6 +31,25 @@ def build():
         pytest.fail(f"missing {', '.join(map(str, missing))}: build with "
                     f"cmake -S {REPO} -B {path} && cmake --build {path}, or set GC_BUILD_DIR")
     return path
+
+
+@pytest.fixture
+def klab(build):
+    """For the kernel engine's tests (test_kernel_*.py, kengine.py): a fresh
+    star lab (sender + 2 receivers) per test; skips if the kernel engine is
+    unavailable here.  Afterwards no owner file of the library (GC_RUN_DIR)
+    for the deleted sender namespace is left behind, even when the test
+    failed while a sender held the engine."""
+    with Lab() as lab:
+        lab.star(2)
+        netns = Path("/run/netns", lab.topology.sender).stat().st_ino
+        try:
+            require_kernel(lab, build)
+            yield lab
+        finally:
+            lab.close()
+            for stale in [*RUN_DIR.glob(f"lo-{netns}-*"), *RUN_DIR.glob(f"lo-{netns}.fwd*")]:
+                stale.unlink(missing_ok=True)
 
 
 @pytest.fixture(scope="module")
