@@ -20,7 +20,7 @@
 
 /*
  * err.c: record this thread's error for gc_errmsg(): the message fmt names
- * the function and the argument or reason; " (ENAME)" of err is appended.
+ * the argument or the reason; " (ENAME)" of err is appended.
  * Sets errno to err and always returns -1.
  */
 int gc_seterr(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
