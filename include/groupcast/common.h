@@ -5,9 +5,9 @@
  *
  * The contract every module follows today:
  *  - Names: functions and types start with gc_, macros with GC_.
- *  - Errors: a function that fails returns -1 (or NULL where it returns a
- *    pointer) and sets errno; gc_errmsg() then names the argument or the
- *    reason in one line.  A call refused for a bad argument has changed
+ *  - Errors: a function that fails returns -1 (NULL where it returns a
+ *    pointer, GC_ENGINE_NONE where an engine) and sets errno; gc_errmsg()
+ *    then names the argument or the reason in one line.  A call refused for a bad argument has changed
  *    nothing and sent nothing.
  *  - Versions (version.h): GC_VERSION is the headers' version, gc_version()
  *    the library's; within a major version the ABI only grows.
