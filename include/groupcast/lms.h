@@ -60,6 +60,12 @@ extern "C" {
  * The interface is tpif & ~GC_LMS_PROVISIONAL; a dmcast to it must not carry
  * the bit. */
 #define GC_LMS_PROVISIONAL 0x8000
+/* In a dmcast's tp.tpif (gc_lms_dmcast_build(), gc_lms_dmcast()) only, never
+ * on the wire: the routers run lmsd --no-provisional (the thesis's
+ * forwarding), so tpif & ~GC_LMS_NO_PROVISIONAL is the whole 16-bit ifindex
+ * and bit 15 is part of it, not a provisional mark.  Without it a tpif with
+ * bit 15 set is refused.  Pass tpif | GC_LMS_NO_PROVISIONAL. */
+#define GC_LMS_NO_PROVISIONAL 0x80000000u
 
 /*
  * The option on the wire (thesis: struct ipmopt_lms), every field in network
@@ -164,7 +170,8 @@ ssize_t gc_lms_recv(int sd, void *buf, size_t len, int flags, struct sockaddr_in
 /* A dmcast: the inner multicast packet and where it goes. */
 struct gc_lms_dmcast {
 	struct gc_lms_info tp; /* from the request: tpif, tpaddr (outer destination),
-				* src S (inner source), group G (inner destination) */
+				* src S (inner source), group G (inner destination);
+				* tpif may carry GC_LMS_NO_PROVISIONAL */
 	struct in_addr from;   /* outer source: this replier; INADDR_ANY: the kernel
 				* fills in the address of the outgoing interface */
 	uint16_t sport;	       /* inner UDP source port: S's data port */
@@ -183,7 +190,9 @@ struct gc_lms_dmcast {
  * receivers accept it.  Returns the packet's length (len + 64).  Errors:
  *   EINVAL   tp.group not multicast; tp.src unspecified or multicast;
  *            tp.tpaddr unspecified, multicast or broadcast; tp.tpif 0,
- *            > 65535 or with GC_LMS_PROVISIONAL set; dport 0; from multicast
+ *            > 65535 or with GC_LMS_PROVISIONAL set (with
+ *            GC_LMS_NO_PROVISIONAL: the rest 0 or > 65535); dport 0; from
+ *            multicast
  *   EMSGSIZE len > GC_LMS_DMCAST_MAX
  *   ENOBUFS  cap < len + 64
  *   EFAULT   NULL pointers
@@ -248,6 +257,9 @@ enum {
 	GC_LTP_RECEIVER = 1 << 1,  /* receives and delivers the stream */
 	GC_LTP_REPLIER = 1 << 2,   /* keeps a repair cache and answers requests (receivers) */
 	GC_LTP_UNORDERED = 1 << 3, /* deliver in arrival order (default: in sequence order) */
+	/* the routers run lmsd --no-provisional: a request's tpif is the whole
+	 * 16-bit ifindex, never a provisional mark (repliers and the sender) */
+	GC_LTP_NO_PROVISIONAL = 1 << 4,
 };
 
 struct gc_ltp_config {

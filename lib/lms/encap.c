@@ -68,12 +68,16 @@ static int check(const struct gc_lms_dmcast *d, size_t len)
 		return gc_seterr(EINVAL,
 				 "d->tp.tpaddr: %s is not a turning point router (the request was not turned?)",
 				 gc_lms_ntoa(tp->tpaddr));
-	if (tp->tpif == 0 || tp->tpif > 0xffff)
-		return gc_seterr(EINVAL, "d->tp.tpif: %u is not an interface index of 1..65535",
-				 tp->tpif);
-	if (tp->tpif & GC_LMS_PROVISIONAL)
+	/* With GC_LMS_NO_PROVISIONAL the routers run the thesis's forwarding
+	 * and bit 15 is part of the ifindex; without it, it is a request's
+	 * provisional mark, which no dmcast carries. */
+	unsigned ifindex = tp->tpif & ~(unsigned)GC_LMS_NO_PROVISIONAL;
+	if (ifindex == 0 || ifindex > 0xffff)
+		return gc_seterr(EINVAL, "d->tp.tpif: %u%s is not an interface index of 1..65535", ifindex,
+				 tp->tpif & GC_LMS_NO_PROVISIONAL ? " (with GC_LMS_NO_PROVISIONAL)" : "");
+	if (!(tp->tpif & GC_LMS_NO_PROVISIONAL) && (tp->tpif & GC_LMS_PROVISIONAL))
 		return gc_seterr(EINVAL,
-				 "d->tp.tpif: 0x%x has GC_LMS_PROVISIONAL set (a request's mark): a dmcast names the interface, 0x%x",
+				 "d->tp.tpif: 0x%x has GC_LMS_PROVISIONAL set (a request's mark): a dmcast names the interface, 0x%x (routers running lmsd --no-provisional: add GC_LMS_NO_PROVISIONAL)",
 				 tp->tpif, tp->tpif & ~(unsigned)GC_LMS_PROVISIONAL);
 	if (d->dport == 0)
 		return gc_seterr(EINVAL, "d->dport: 0");
@@ -102,7 +106,9 @@ static void build_hdr(uint8_t h[GC_LMS_DMCAST_HDRLEN], const struct gc_lms_dmcas
 	o[9] = IPPROTO_IPIP;
 	memcpy(o + 12, &d->from.s_addr, 4);
 	memcpy(o + 16, &d->tp.tpaddr.s_addr, 4);
-	gc_lms_opt_build(o + 20, GC_LMS_DMCAST, &d->tp);
+	struct gc_lms_info tp = d->tp;
+	tp.tpif &= ~(unsigned)GC_LMS_NO_PROVISIONAL;
+	gc_lms_opt_build(o + 20, GC_LMS_DMCAST, &tp);
 	put16(o + 10, fold(sum16(0, o, OUTER_LEN)));
 
 	in[0] = 0x45;

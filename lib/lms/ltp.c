@@ -19,7 +19,10 @@
  *     (the first router that sent it up unturned: the replier asked itself,
  *     or no replier below there): the source sends a dmcast to that router,
  *     which multicasts it down the one link the request came up; only the
- *     source answers these (they never reach a replier);
+ *     source answers these (they never reach a replier).  With
+ *     GC_LTP_NO_PROVISIONAL (routers in lmsd --no-provisional) there are
+ *     none: bit 15 of tpif is part of the ifindex, every marked request
+ *     was turned;
  *   - a request that reached the source unmarked (a router that does not
  *     mark provisionally, lmsd --no-provisional, or none on the way): the
  *     source multicasts the repair;
@@ -52,6 +55,8 @@
 #define LTP_MAX_HB_NS 1000000000ull
 #define LTP_PKT_MAX (GC_LTP_HDRLEN + GC_LTP_MAX_PAYLOAD)
 #define LTP_MIN_SLOTS 16u
+#define LTP_FLAGS \
+	(GC_LTP_SENDER | GC_LTP_RECEIVER | GC_LTP_REPLIER | GC_LTP_UNORDERED | GC_LTP_NO_PROVISIONAL)
 
 /* A ring of whole datagrams by sequence number: the sender's retransmit
  * buffer and a replier's repair cache. */
@@ -189,8 +194,7 @@ GC_EXPORT struct gc_ltp *gc_ltp_open(const struct gc_ltp_config *cfg)
 		? "cfg->flags: neither GC_LTP_SENDER nor GC_LTP_RECEIVER"
 		: (c.flags & GC_LTP_SENDER) && (c.flags & (GC_LTP_RECEIVER | GC_LTP_REPLIER))
 		? "cfg->flags: a sender is not also a receiver or replier (it answers requests anyway)"
-		: c.flags & ~(GC_LTP_SENDER | GC_LTP_RECEIVER | GC_LTP_REPLIER | GC_LTP_UNORDERED)
-		? "cfg->flags: unknown bits"
+		: c.flags & ~LTP_FLAGS ? "cfg->flags: unknown bits"
 		: (c.flags & (GC_LTP_REPLIER | GC_LTP_UNORDERED)) && !(c.flags & GC_LTP_RECEIVER)
 		? "cfg->flags: GC_LTP_REPLIER and GC_LTP_UNORDERED need GC_LTP_RECEIVER"
 		: c.replier_cost && (!(c.flags & GC_LTP_REPLIER) || c.ifaddr.s_addr == INADDR_ANY)
@@ -468,6 +472,11 @@ static void answer(struct gc_ltp *l, const struct ltp_hdr *h, const uint8_t *bod
 	} else if (info->src.s_addr != l->c.source.s_addr || info->group.s_addr != l->c.group.s_addr) {
 		l->st.bad_packets++;
 		return;
+	} else if (info->tpaddr.s_addr != INADDR_ANY && (l->c.flags & GC_LTP_NO_PROVISIONAL)) {
+		/* Routers without provisional marks: bit 15 is the ifindex's. */
+		prov = *info;
+		prov.tpif |= GC_LMS_NO_PROVISIONAL;
+		tp = &prov;
 	} else if (info->tpaddr.s_addr != INADDR_ANY && (info->tpif & GC_LMS_PROVISIONAL)) {
 		/* Not turned: it went up to the source, a replier never sees one. */
 		if (!(l->c.flags & GC_LTP_SENDER)) {

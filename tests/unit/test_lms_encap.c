@@ -182,6 +182,53 @@ static void test_arguments(void)
 	close(u6);
 }
 
+/* Routers in lmsd --no-provisional: tpif is the whole 16-bit ifindex.  An
+ * interface above 32767 (bit 15 set) is refused as a provisional mark
+ * without GC_LMS_NO_PROVISIONAL, and with it built as is. */
+static void test_no_provisional(void)
+{
+	uint8_t pkt[128];
+	struct gc_lms_dmcast d = vector_dmcast();
+
+	d.tp.tpif = 40000 | GC_LMS_NO_PROVISIONAL;
+	CHECK_EQ(gc_lms_dmcast_build(pkt, sizeof(pkt), &d, "repair #1", 9), 73);
+	CHECK_EQ(pkt[22] << 8 | pkt[23], 40000); /* the option's tpif, flag not on the wire */
+	struct gc_lms_dmcast wire = d;
+	wire.tp.tpif = 40000;
+	verify(pkt, 73, &wire, "repair #1", 9);
+	/* the rest is the vector's: only the option's tpif and the outer
+	 * header checksum differ */
+	uint8_t want[128];
+	size_t wn = unhex(VECTOR, want);
+	CHECK_EQ(wn, 73);
+	for (size_t i = 0; i < wn; i++)
+		if (i != 10 && i != 11 && i != 22 && i != 23)
+			CHECK_EQ(pkt[i], want[i]);
+	CHECK_ERR(gc_lms_dmcast(-1, &d, "x", 1, 0), EBADF); /* past the argument checks */
+
+	d.tp.tpif = 40000; /* without the flag: bit 15 is a provisional mark */
+	CHECK_ERR(gc_lms_dmcast_build(pkt, sizeof(pkt), &d, "x", 1), EINVAL);
+	CHECK(strstr(gc_errmsg(), "d->tp.tpif") && strstr(gc_errmsg(), "GC_LMS_NO_PROVISIONAL"));
+	CHECK_ERR(gc_lms_dmcast(-1, &d, "x", 1, 0), EINVAL);
+
+	d.tp.tpif = 0xffff | GC_LMS_NO_PROVISIONAL;
+	CHECK_EQ(gc_lms_dmcast_build(pkt, sizeof(pkt), &d, NULL, 0), 64);
+	CHECK_EQ(pkt[22] << 8 | pkt[23], 0xffff);
+	d.tp.tpif = 7 | GC_LMS_NO_PROVISIONAL; /* below 32768 the flag changes nothing */
+	CHECK_EQ(gc_lms_dmcast_build(pkt, sizeof(pkt), &d, "repair #1", 9), 73);
+	CHECK(memcmp(pkt, want, wn) == 0);
+	d.tp.tpif = GC_LMS_NO_PROVISIONAL; /* ifindex 0 */
+	CHECK_ERR(gc_lms_dmcast_build(pkt, sizeof(pkt), &d, "x", 1), EINVAL);
+	CHECK(strstr(gc_errmsg(), "d->tp.tpif"));
+	d.tp.tpif = 0x20000 | 7 | GC_LMS_NO_PROVISIONAL; /* other bits above 15 */
+	CHECK_ERR(gc_lms_dmcast_build(pkt, sizeof(pkt), &d, "x", 1), EINVAL);
+	CHECK(strstr(gc_errmsg(), "d->tp.tpif"));
+	d.tp.tpif = 0x10000 | 7; /* no bit above 15 is an interface, with the flag or not */
+	CHECK_ERR(gc_lms_dmcast_build(pkt, sizeof(pkt), &d, "x", 1), EINVAL);
+	d.tp.tpif = 0x10000 | 7 | GC_LMS_NO_PROVISIONAL;
+	CHECK_ERR(gc_lms_dmcast_build(pkt, sizeof(pkt), &d, "x", 1), EINVAL);
+}
+
 /* As root: the packet leaves the raw socket unchanged.  A raw IPIP socket
  * on loopback gets a copy of every protocol-4 packet this host receives. */
 static void test_send_loopback(void)
@@ -232,6 +279,7 @@ int main(void)
 	test_vector();
 	test_udp_zero_checksum();
 	test_arguments();
+	test_no_provisional();
 	test_send_loopback();
 	return check_done("lms_encap");
 }
