@@ -41,9 +41,11 @@ static void lms_usage(FILE *f)
 		"      silence; last line {\"stats\":{..}}.\n"
 		"  dmcast  --tp ADDR --tpif N --src S --group G --dport P [--sport P]\n"
 		"          [--from A] [--ttl N] [--id N] [--data HEX | --size N] [--count N]\n"
-		"          [--print] [--dry-run]\n"
-		"      send a directed multicast to turning point ADDR; --print writes\n"
-		"      {\"packet\":HEX} (the whole IPIP packet), --dry-run only builds it.\n"
+		"          [--no-provisional] [--print] [--dry-run]\n"
+		"      send a directed multicast to turning point ADDR; --no-provisional:\n"
+		"      the routers run lmsd --no-provisional, so --tpif may have bit 15 set\n"
+		"      (an ifindex above 32767); --print writes {\"packet\":HEX} (the whole\n"
+		"      IPIP packet), --dry-run only builds it.\n"
 		"      Needs CAP_NET_RAW unless --dry-run.\n"
 		"Payload: --data HEX, or --size N bytes of the blast pattern (default 16).\n");
 }
@@ -102,7 +104,7 @@ static void print_stats(void)
 struct lms_args {
 	const char *to, *src, *group, *ifname, *join, *bind, *tp, *from, *data;
 	uint64_t port, tpif, sport, dport, ttl, id, count, interval_ms, timeout_ms, leave_after, size;
-	bool have_ttl, print, dry_run;
+	bool have_ttl, print, dry_run, no_provisional;
 };
 
 static size_t payload(const struct lms_args *a, uint8_t *buf)
@@ -230,7 +232,7 @@ static int lms_dmcast(struct lms_args *a, uint8_t *buf)
 		cli_usage_error("dmcast needs --tp, --tpif, --src, --group and --dport");
 	struct gc_lms_dmcast d = {
 		.tp = { .code = GC_LMS_DMCAST,
-			.tpif = (unsigned)a->tpif,
+			.tpif = (unsigned)a->tpif | (a->no_provisional ? GC_LMS_NO_PROVISIONAL : 0),
 			.tpaddr = cli_ip4("--tp", a->tp),
 			.src = cli_ip4("--src", a->src),
 			.group = cli_ip4("--group", a->group) },
@@ -292,6 +294,7 @@ int cmd_lms(int argc, char **argv)
 		{ "id", required_argument, NULL, 'n' },
 		{ "print", no_argument, NULL, 'o' },
 		{ "dry-run", no_argument, NULL, 'N' },
+		{ "no-provisional", no_argument, NULL, 'x' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -330,14 +333,16 @@ int cmd_lms(int argc, char **argv)
 		case 'w': a.timeout_ms = cli_u64("--timeout-ms", optarg, 1, 3600000); break;
 		case 'L': a.leave_after = cli_u64("--leave-after", optarg, 1, UINT32_MAX); break;
 		case 'P': a.tp = optarg; break;
-		/* 0 and > 65535 go through: the library's own checks name them */
-		case 'f': a.tpif = cli_u64("--tpif", optarg, 0, UINT32_MAX); break;
+		/* 0 and > 65535 go through: the library's own checks name them
+		 * (bit 31 is GC_LMS_NO_PROVISIONAL, set by --no-provisional) */
+		case 'f': a.tpif = cli_u64("--tpif", optarg, 0, INT32_MAX); break;
 		case 'S': a.sport = cli_u64("--sport", optarg, 0, 65535); break;
 		case 'D': a.dport = cli_u64("--dport", optarg, 0, 65535); break;
 		case 'F': a.from = optarg; break;
 		case 'n': a.id = cli_u64("--id", optarg, 0, 65535); break;
 		case 'o': a.print = true; break;
 		case 'N': a.dry_run = true; break;
+		case 'x': a.no_provisional = true; break;
 		case 'h': lms_usage(stdout); return 0;
 		default: cli_getopt_error(ch, argv);
 		}

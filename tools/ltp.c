@@ -38,7 +38,7 @@ static void ltp_usage(FILE *f)
 		"Usage: groupcast ltp send|recv [options]\n"
 		"  send --group G --port P --if IFNAME [--file PATH | --size N] [--rate BYTES/S]\n"
 		"       [--payload N] [--session N] [--linger-ms N] [--cache-bytes N] [--ttl N]\n"
-		"       [--req-rate N] [--req-rate-all N] [--repair-rate N]\n"
+		"       [--req-rate N] [--req-rate-all N] [--repair-rate N] [--no-provisional]\n"
 		"      multicast PATH (or N bytes of the blast pattern) in datagrams of --payload\n"
 		"      bytes (default 1400) at --rate (default 1000000), finish, then answer\n"
 		"      requests for --linger-ms (default 2000); print one JSON line of stats.\n"
@@ -47,7 +47,7 @@ static void ltp_usage(FILE *f)
 		"       [--nak-ms N] [--max-tries N] [--escalate-after N] [--window-bytes N]\n"
 		"       [--cache-bytes N] [--max-ranges N] [--req-rate N] [--req-rate-all N]\n"
 		"       [--repair-rate N] [--ttl N] [--replier-cost N [--report-ms N]]\n"
-		"       [--samples FILE]\n"
+		"       [--samples FILE] [--no-provisional]\n"
 		"      print {\"ready\":true} once joined; write the stream to PATH in order\n"
 		"      (--unordered: at seq * --payload); stop at its end (then keep answering\n"
 		"      requests --linger-ms, for repliers), after --timeout-ms (default 60000) or\n"
@@ -55,6 +55,8 @@ static void ltp_usage(FILE *f)
 		"      recovery latency percentiles.  --replier-cost: a replier reports itself\n"
 		"      to its router (lmsd's LMS-HIER) every --report-ms (default 100).\n"
 		"      --samples: write every recovery latency (us) to FILE, one a line.\n"
+		"--no-provisional: the routers run lmsd --no-provisional, so a request's tpif\n"
+		"is the whole 16-bit ifindex, never a provisional mark (GC_LTP_NO_PROVISIONAL).\n"
 		"Needs CAP_NET_RAW (requests carry an IP option; repairs are raw dmcasts).\n");
 }
 
@@ -158,7 +160,7 @@ struct ltp_args {
 
 static int ltp_send(struct ltp_args *a)
 {
-	a->c.flags = GC_LTP_SENDER;
+	a->c.flags = GC_LTP_SENDER | (a->c.flags & GC_LTP_NO_PROVISIONAL);
 	a->c.source = a->c.ifaddr;
 	int fd = -1;
 	if (a->file && (fd = open(a->file, O_RDONLY | O_CLOEXEC)) < 0)
@@ -301,7 +303,8 @@ int cmd_ltp(int argc, char **argv)
 		O_REPAIR,
 		O_COST,
 		O_REPORT,
-		O_SAMPLES
+		O_SAMPLES,
+		O_NOPROV
 	};
 	static const struct option opts[] = {
 		{ "group", required_argument, 0, O_GROUP },
@@ -331,6 +334,7 @@ int cmd_ltp(int argc, char **argv)
 		{ "replier-cost", required_argument, 0, O_COST },
 		{ "report-ms", required_argument, 0, O_REPORT },
 		{ "samples", required_argument, 0, O_SAMPLES },
+		{ "no-provisional", no_argument, 0, O_NOPROV },
 		{ "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 },
 	};
@@ -412,6 +416,7 @@ int cmd_ltp(int argc, char **argv)
 			a.c.report_ms = (uint32_t)cli_u64("--report-ms", optarg, 10, 60000);
 			break;
 		case O_SAMPLES: a.samples = optarg; break;
+		case O_NOPROV: a.c.flags |= GC_LTP_NO_PROVISIONAL; break;
 		case 'h': ltp_usage(stdout); return 0;
 		default: cli_getopt_error(ch, argv);
 		}

@@ -226,6 +226,26 @@ def test_dmcast_bad_arguments_send_nothing(net):
     assert finish(cap).split() == []
 
 
+def test_dmcast_no_provisional_names_a_high_interface(net):
+    """--tpif 40000 has bit 15 set: a provisional mark unless the routers run
+    lmsd --no-provisional, which --no-provisional says; then the option names
+    40000 on the wire.  Above 65535 it is refused either way."""
+    base = ["dmcast", "--tp", net.r_addr, "--tpif", 40000, "--src", net.source, "--group", GROUP,
+            "--sport", 5300, "--dport", PORT, "--from", net.s_addr, "--data", b"high".hex()]
+    cap = net.capture(4, 3)
+    p = net.lms(net.s, *base)
+    assert p.returncode == 1 and "d->tp.tpif" in p.stderr and "GC_LMS_PROVISIONAL" in p.stderr, p.stderr
+    for tpif in (65537, 0x80000000 | 7):  # too large; bit 31 is the library's flag
+        p = net.lms(net.s, *base[:4], tpif, *base[5:], "--no-provisional")
+        assert p.returncode in (1, 2) and "tpif" in p.stderr, p.stderr
+    p = net.lms(net.s, *base, "--no-provisional", "--print")
+    assert p.returncode == 0, p.stderr
+    built = bytes.fromhex(records(p.stdout)[0]["packet"])
+    pkts = [bytes.fromhex(x) for x in finish(cap).split()]
+    assert pkts == [built]
+    check_dmcast(pkts[0], net.s_addr, net.r_addr, 40000, net.source, GROUP, 5300, PORT, b"high")
+
+
 def test_without_cap_net_raw_eperm_names_the_capability(net):
     rx = net.recv("--join", GROUP, "--timeout-ms", 1000)
     p = net.lms(net.s, "request", "--to", f"{GROUP}:{PORT}", "--src", net.source,

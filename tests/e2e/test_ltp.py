@@ -70,7 +70,7 @@ class Transfer:
     """Receivers on every host, then the sender; results as JSON per node."""
 
     def __init__(self, lab, t, build, size, session, repliers=("h1", "h3"), recv_args=(),
-                 linger_ms=4000, timeout_ms=20000, rate=1000000, host_args=None):
+                 linger_ms=4000, timeout_ms=20000, rate=1000000, host_args=None, send_args=()):
         self.lab, self.t, self.build = lab, t, build
         wd = lab.workdir()
         self.data = os.urandom(size)
@@ -92,7 +92,7 @@ class Transfer:
         self.tx = lab.popen(t.ns["s"], [groupcast(build), "ltp", "send", "--group", G, "--port", PORT,
                                         "--if", t.uplinks["r1"].a.ifname, "--file", wd / "ltp-in",
                                         "--session", session, "--rate", rate,
-                                        "--linger-ms", linger_ms],
+                                        "--linger-ms", linger_ms, *send_args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
     def finish(self, timeout=40):
