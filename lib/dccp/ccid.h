@@ -32,6 +32,9 @@ struct dccp_ccid_env {
 	uint32_t mps;	   /* maximum packet size: the largest payload, bytes */
 	uint64_t iss, isr; /* initial sequence numbers (ours, the peer's) */
 	uint64_t now_ns;
+	/* The Ack Ratio the application asked for (gc_dccp_opts.ack_ratio),
+	 * for a CCID that has one (CCID 2); 0: the CCID's own choice. */
+	uint32_t ack_ratio;
 	/*
 	 * The sender learned that the peer received our packet seq (from an
 	 * Ack Vector, or an Acknowledgement Number where the CCID defines it
@@ -52,6 +55,13 @@ struct dccp_ccid_tx_stats {
 	uint64_t rtt_ns; /* smoothed RTT (0: none yet) */
 	double p;	 /* loss event rate (CCID 3), or losses/sent (CCID 2) */
 	uint64_t lost;	 /* packets the sender took as lost */
+};
+
+/* What a sender's feature_update() decided (Change L of a feature of ours). */
+enum dccp_ccid_change {
+	DCCP_CCID_CHANGE_NONE = 0,
+	DCCP_CCID_CHANGE_DUE, /* a Change is due: it rides on our next packet with an Ack */
+	DCCP_CCID_CHANGE_NOW, /* ...and an Ack of its own should carry it at once */
 };
 
 struct dccp_ccid_tx_ops {
@@ -86,6 +96,33 @@ struct dccp_ccid_tx_ops {
 	 */
 	uint64_t (*seq_window)(void *tx);
 	void (*stats)(void *tx, struct dccp_ccid_tx_stats *st);
+	/*
+	 * The hooks below are optional (NULL: the CCID has no use for them).
+	 *
+	 * Features the sender negotiates itself (RFC 4340 §6.6; CCID 2's Ack
+	 * Ratio, RFC 4341 §6.1.2, which sits at the HC-Sender).  The
+	 * connection calls feature_update() in OPEN once data went, after each
+	 * acknowledgement (rto false) and after each timer() it ran (rto
+	 * true); peer_window is the peer's Sequence Window for its own
+	 * numbers.  While feature_due() says so, the connection's next packet
+	 * with an Acknowledgement Number carries the Change L that
+	 * feature_take() hands over (once).  feature_confirmed(): the peer
+	 * sent Confirm R(feat, value) with a value, in order (§6.6.4).
+	 */
+	enum dccp_ccid_change (*feature_update)(void *tx, uint64_t peer_window, bool rto, uint64_t now_ns);
+	bool (*feature_due)(void *tx);
+	bool (*feature_take)(void *tx, uint8_t *feat, uint64_t *value);
+	void (*feature_confirmed)(void *tx, uint8_t feat, uint64_t value);
+	/*
+	 * The connection saw n of the peer's Acks missing in OPEN: a gap in
+	 * the sequence numbers before one of its Acks (RFC 4341 §6.1.2).
+	 */
+	void (*acks_lost)(void *tx, uint64_t n);
+	/*
+	 * The connection ends (CLOSED or TIMEWAIT): no acknowledgement can
+	 * come any more.
+	 */
+	void (*finish)(void *tx);
 };
 
 struct dccp_ccid_rx_ops {
@@ -114,6 +151,13 @@ struct dccp_ccid_rx_ops {
 	uint64_t (*next_timer)(void *rx);
 	void (*timer)(void *rx, uint64_t now_ns); /* may make feedback due: see feedback_due */
 	bool (*feedback_due)(void *rx);
+	/*
+	 * Optional: the peer's Change L(feat, value) of an NN feature located
+	 * at it other than Sequence Window (which the connection keeps), in
+	 * order (§6.6.4), the last one of each feature in a packet; the
+	 * connection confirms it.  CCID 2: Ack Ratio, which its receiver obeys.
+	 */
+	void (*feature_changed)(void *rx, uint8_t feat, uint64_t value);
 };
 
 /*

@@ -40,6 +40,7 @@
 #include <string.h>
 
 #include "dccp/ccid2.h"
+#include "dccp/feature.h"
 
 #define NUMDUPACK 3
 #define RTO_INIT_NS 1000000000ull /* RFC 6298 (2.1) */
@@ -52,6 +53,7 @@
 #define SEQWIN_MIN 100	       /* RFC 4340 §7.5.2 default Sequence Window */
 #define ACKS_PER_WINDOW 32     /* Ack Ratio floor: cwnd / this (ratio_floor()) ... */
 #define ACKS_PEER_WINDOW_DIV 4 /* ... or cwnd / (the peer's Sequence Window / this) */
+#define MS 1000000ull
 
 /* F_RTO: still open when an RTO fired: out of the pipe, but not lost until
  * an Ack Vector says so (or the connection ends, dccp_ccid2_tx_finish()) */
@@ -73,10 +75,11 @@ struct ccid2_tx {
 	bool grow;	  /* the window was in use when this ack came (RFC 2861) */
 	/* Ack Ratio (RFC 4341 §6.1.2), judged once per window of data */
 	uint32_t ratio, ok_windows;
-	uint32_t acks_per_window; /* ratio_floor()'s K */
-	uint32_t fixed;		  /* the application's Ack Ratio (0: cwnd / K) */
-	uint64_t win_end;	  /* the window ends when a packet after this is acked */
-	bool acks_lost;		  /* the peer's Acks were lost in the current window */
+	uint32_t acks_per_window;   /* ratio_floor()'s K */
+	uint32_t fixed;		    /* the application's Ack Ratio (0: cwnd / K) */
+	uint64_t win_end;	    /* the window ends when a packet after this is acked */
+	bool acks_lost;		    /* the peer's Acks were lost in the current window */
+	struct ccid2_ratio_neg neg; /* its negotiation with the peer (feature_update()) */
 	uint64_t srtt, rttvar, rto, rto_at;
 	bool have_rtt;
 	/* loss probes (probe_timeout()): when the next may go, how many this
@@ -132,8 +135,11 @@ static void *tx_init(const struct dccp_ccid_env *env)
 	t->ssthresh = CCID2_MAX_CWND;
 	t->rto = RTO_INIT_NS;
 	t->ratio = 2; /* the feature's default (RFC 4340 §11.3) */
+	t->neg.in_force = 2;
 	t->acks_per_window = ACKS_PER_WINDOW;
 	t->win_end = t->head;
+	if (env->ack_ratio)
+		dccp_ccid2_tx_set_ratio(t, env->ack_ratio);
 	return t;
 }
 
@@ -607,6 +613,93 @@ void dccp_ccid2_tx_finish(void *tx)
 	advance_una(t);
 }
 
+/*
+ * The Ack Ratio negotiation (RFC 4341 §6.1.2), through the feature hooks of
+ * ccid.h: ratio_now() says which value we want; the connection sends our
+ * Change L(Ack Ratio) and the peer's Confirm R puts it in force.  §6.1.2:
+ * "the sender SHOULD NOT attempt to renegotiate the Ack Ratio more than
+ * once per round-trip time", so a higher value waits an RTT after the last
+ * Change.  A lower one goes at once when it is below both the ratio in
+ * force and the one pending (after a loss or an RTO the window may no
+ * longer draw an Ack: Linux 6.1's receiver acks only every R data
+ * packets).  An unconfirmed Change goes again after 2 RTTs + 20 ms (the
+ * Confirm rides on the peer's next Ack, which a large ratio delays), and
+ * on the first packet after each RTO or loss probe (rto: the sender's
+ * timer fired, no Ack came; after an RTO that packet alone is out, and the
+ * peer acks it only once it has the Change), with the value wanted then.
+ *
+ * Where the Change goes: the peer drops a packet whose Acknowledgement
+ * Number is below its GSS + 1 - W (RFC 4340 §7.5.1), W its Sequence Window
+ * for its own numbers (Linux: 100 by default, sysctl down to 32), and while
+ * our packet travels it sends about pipe / R Acks.  While twice that (+ 8
+ * for Acks on holes and timers) fits in W, the Change rides on our next
+ * data packet (a DataAck).  Otherwise it goes at once on an Ack of its own
+ * (DCCP_CCID_CHANGE_NOW), mostly right after one of the peer's Acks
+ * arrived, when our GSR is freshest; if the peer drops it anyway (and
+ * answers with a Sync, which re-aligns us), no data is lost with it.  Not
+ * always an Ack: a data sender's Ack lost next to a lost data packet makes
+ * the receiver count two data packets lost (the NDP Count rode on the lost
+ * one, §7.7).
+ */
+static enum dccp_ccid_change feature_update(void *tx, uint64_t peer_window, bool rto, uint64_t now_ns)
+{
+	struct ccid2_tx *t = tx;
+	struct ccid2_ratio_neg *n = &t->neg;
+	struct dccp_ccid_tx_stats st;
+	tx_stats(tx, &st);
+	uint64_t rtt = st.rtt_ns ? st.rtt_ns : 100 * MS;
+	dccp_ccid2_tx_peer_window(tx, peer_window);
+	uint32_t want = dccp_ccid2_tx_ack_ratio(tx);
+	bool lower = want < n->in_force && (!n->pending || want < n->pending);
+	if (n->pending) {
+		/* unconfirmed: again, with what we want now (even the value in
+		 * force: the peer may have taken the last Change, Confirm lost) */
+		if (!rto && !lower && now_ns < n->at + 2 * rtt + 20 * MS)
+			return DCCP_CCID_CHANGE_NONE;
+	} else if (want == n->in_force || (!lower && now_ns < n->at + rtt)) {
+		return DCCP_CCID_CHANGE_NONE;
+	}
+	n->pending = want;
+	n->at = now_ns;
+	n->due = true; /* feature_take() hands it to the next DataAck or Ack */
+	uint64_t r = n->in_force ? n->in_force : 1;
+	return 2 * (st.pipe / r + 8) > peer_window ? DCCP_CCID_CHANGE_NOW : DCCP_CCID_CHANGE_DUE;
+}
+
+static bool feature_due(void *tx)
+{
+	return ((struct ccid2_tx *)tx)->neg.due;
+}
+
+/* once; again only if unconfirmed (feature_update()) */
+static bool feature_take(void *tx, uint8_t *feat, uint64_t *value)
+{
+	struct ccid2_ratio_neg *n = &((struct ccid2_tx *)tx)->neg;
+
+	if (!n->due)
+		return false;
+	*feat = DCCP_F_ACK_RATIO;
+	*value = n->pending;
+	n->due = false;
+	return true;
+}
+
+static void feature_confirmed(void *tx, uint8_t feat, uint64_t value)
+{
+	struct ccid2_ratio_neg *n = &((struct ccid2_tx *)tx)->neg;
+
+	if (feat != DCCP_F_ACK_RATIO || !value || value != n->pending)
+		return; /* not the Change we are waiting for */
+	n->in_force = (uint32_t)value;
+	n->pending = 0;
+	n->due = false;
+}
+
+struct ccid2_ratio_neg *dccp_ccid2_tx_ratio_neg(void *tx)
+{
+	return &((struct ccid2_tx *)tx)->neg;
+}
+
 void dccp_ccid2_tx_counters(void *tx, struct ccid2_tx_counters *c)
 {
 	*c = ((struct ccid2_tx *)tx)->c;
@@ -623,6 +716,12 @@ const struct dccp_ccid_tx_ops dccp_ccid2_tx_ops = {
 	.timer = tx_timer,
 	.seq_window = seq_window,
 	.stats = tx_stats,
+	.feature_update = feature_update,
+	.feature_due = feature_due,
+	.feature_take = feature_take,
+	.feature_confirmed = feature_confirmed,
+	.acks_lost = dccp_ccid2_tx_acks_lost,
+	.finish = dccp_ccid2_tx_finish,
 };
 
 /* ---- receiver ------------------------------------------------------------ */
@@ -807,6 +906,13 @@ void dccp_ccid2_rx_set_ack_ratio(void *rx, uint32_t r)
 		((struct ccid2_rx *)rx)->ratio = r;
 }
 
+/* The peer's Change L(Ack Ratio): what our receiver obeys (ccid.h). */
+static void rx_feature_changed(void *rx, uint8_t feat, uint64_t value)
+{
+	if (feat == DCCP_F_ACK_RATIO)
+		dccp_ccid2_rx_set_ack_ratio(rx, (uint32_t)value);
+}
+
 void dccp_ccid2_rx_counters(void *rx, struct ccid2_rx_counters *c)
 {
 	*c = ((struct ccid2_rx *)rx)->c;
@@ -822,4 +928,5 @@ const struct dccp_ccid_rx_ops dccp_ccid2_rx_ops = {
 	.next_timer = rx_next_timer,
 	.timer = rx_timer,
 	.feedback_due = feedback_due,
+	.feature_changed = rx_feature_changed,
 };

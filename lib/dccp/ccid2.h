@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * ccid2.h - what CCID 2 (ccid2.c) offers beyond the generic ops of ccid.h:
- * its ops tables for the registry (ccid.c), the Ack Ratio hand-over that
- * ccid.h has no op for yet, and counters for tests and the fuzzer.
+ * its ops tables for the registry (ccid.c), and its Ack Ratio and counters
+ * for the unit tests and the fuzzer.  The connection reaches all of it
+ * through the ops (ccid.h feature, acks_lost and finish hooks).
  */
 #ifndef GC_DCCP_CCID2_H
 #define GC_DCCP_CCID2_H
@@ -20,8 +21,9 @@ extern const struct dccp_ccid_rx_ops dccp_ccid2_rx_ops;
  * Ack Ratio (RFC 4341 §6.1.2): a feature located at the HC-Sender and
  * obeyed by the HC-Receiver.  The sender says which value it wants:
  * max(the §6.1.2 rule, cwnd / min(32, w / 4), 2), at most max(1, cwnd / 4)
- * (ccid2.c ratio_floor(), ratio_max()); the connection sends Change L(Ack Ratio) when it moves,
- * and hands the value a peer's Change L sets to our receiver module.
+ * (ccid2.c ratio_floor(), ratio_max()); its feature_update() asks the
+ * connection to send Change L(Ack Ratio) when it moves, and the receiver's
+ * feature_changed() takes the value a peer's Change L sets.
  */
 uint32_t dccp_ccid2_tx_ack_ratio(void *tx);
 void dccp_ccid2_rx_set_ack_ratio(void *rx, uint32_t r);
@@ -33,7 +35,7 @@ void dccp_ccid2_rx_set_ack_ratio(void *rx, uint32_t r);
 void dccp_ccid2_tx_peer_window(void *tx, uint64_t w);
 /*
  * r > 0: ask for Ack Ratio r on a path that loses no Acks, instead of
- * cwnd / K (gc_dccp_opts.ack_ratio).  The §6.1.2 rule still doubles it
+ * cwnd / K (gc_dccp_opts.ack_ratio, which reaches init() as env->ack_ratio).  The §6.1.2 rule still doubles it
  * after lost Acks and brings it back to r, and ceil(cwnd / 2) still caps it.
  */
 void dccp_ccid2_tx_set_ratio(void *tx, uint32_t r);
@@ -50,6 +52,19 @@ void dccp_ccid2_tx_acks_lost(void *tx, uint64_t n);
  * data packets no Ack Vector has settled are reported lost (env->lost) now.
  */
 void dccp_ccid2_tx_finish(void *tx);
+
+/*
+ * The negotiation of our Ack Ratio with the peer (feature_update()): the
+ * value in force at the peer for our data (2 until a Confirm), that of our
+ * Change L awaiting its Confirm (0: none), whether the Change goes on the
+ * next packet with an Ack, and when we last sent one.  For tests.
+ */
+struct ccid2_ratio_neg {
+	uint32_t in_force, pending;
+	bool due;
+	uint64_t at;
+};
+struct ccid2_ratio_neg *dccp_ccid2_tx_ratio_neg(void *tx);
 
 /* What the sender refused or corrected (untrusted feedback). */
 struct ccid2_tx_counters {

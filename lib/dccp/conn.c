@@ -18,8 +18,13 @@
  * RFC 4340 §13.3: each Timestamp the peer sends is echoed once, with the
  * time held, on our next packet of any type (the listener's Response for
  * the Request's).  §11.4: an incoming Acknowledgement Number that names one
- * of our feedback Acks lets the CCID 2 receiver prune its Ack Vector
- * (dccp_aoa_find(), ccid.h).  RFC 5596: a DCCP-Listen never draws a Reset.
+ * of our feedback Acks lets the receiver CCID prune its state (an Ack
+ * Vector: dccp_aoa_find(), ccid.h).  RFC 5596: a DCCP-Listen never draws a
+ * Reset.
+ *
+ * The CCIDs are reached only through the ops of ccid.h: features a CCID
+ * negotiates itself (Ack Ratio) through its feature hooks, gaps in the
+ * peer's Acks through acks_lost(), the end through finish().
  */
 #include "dccp/conn.h"
 
@@ -29,7 +34,6 @@
 
 #include <sodium.h>
 
-#include "dccp/ccid2.h"
 #include "dccp/feature.h"
 
 #define MS 1000000ull
@@ -86,8 +90,8 @@ static int emit(struct dccp_conn *c, uint8_t type, const uint8_t *opts, size_t o
 
 /* Options every packet of ours carries when it can: NDP Count (§7.7, so the
  * peer can tell lost data from lost acks), pending Confirms and our pending
- * Sequence Window Change (both need an Acknowledgement Number), and our
- * Ack Ratio Change when one is due (ack_ratio_update()). */
+ * Sequence Window Change (both need an Acknowledgement Number), and the
+ * sender CCID's Change when one is due (ccid_feature_update()). */
 static void common_opts(struct dccp_conn *c, struct dccp_obuf *b, bool has_ack, bool confirms)
 {
 	if (c->state == DCCP_S_PARTOPEN && c->cookie_len)
@@ -104,10 +108,10 @@ static void common_opts(struct dccp_conn *c, struct dccp_obuf *b, bool has_ack, 
 	}
 	if (c->seqwin_pending)
 		dccp_feat_put_nn(b, DCCP_OPT_CHANGE_L, DCCP_F_SEQ_WINDOW, c->seqwin_pending);
-	if (c->ack_ratio_due) { /* once; again only if unconfirmed (ack_ratio_update()) */
-		dccp_feat_put_nn(b, DCCP_OPT_CHANGE_L, DCCP_F_ACK_RATIO, c->ack_ratio_pending);
-		c->ack_ratio_due = false;
-	}
+	uint8_t feat;
+	uint64_t value;
+	if (c->tx && c->txo->feature_take && c->txo->feature_take(c->tx, &feat, &value))
+		dccp_feat_put_nn(b, DCCP_OPT_CHANGE_L, feat, value);
 }
 
 /* Does the options area b hold a Timestamp Echo of ts (CCID 3's feedback
@@ -226,74 +230,41 @@ static void send_request(struct dccp_conn *c)
 
 /* ---- features ---------------------------------------------------------- */
 
-/*
- * CCID 2 Ack Ratio (RFC 4341 §6.1.2): the sender module says which value it
- * wants (ccid2.c ratio_floor()); we send Change L(Ack Ratio) and the peer's
- * Confirm R puts it in force.  §6.1.2: "the sender
- * SHOULD NOT attempt to renegotiate the Ack Ratio more than once per
- * round-trip time", so a higher value waits an RTT after the last Change.
- * A lower one goes at once when it is below both the ratio in force and
- * the one pending (after a loss or an RTO the window may no longer draw an
- * Ack: Linux 6.1's receiver acks only every R data packets).  An
- * unconfirmed Change goes again after 2 RTTs + 20 ms (the Confirm rides on
- * the peer's next Ack, which a large ratio delays), and on the first packet
- * after each RTO or loss probe (rto: the sender's timer fired, no Ack came;
- * after an RTO that packet alone is out, and the peer acks it only once it
- * has the Change), with the value wanted then.
- *
- * Where the Change goes: the peer drops a packet whose Acknowledgement
- * Number is below its GSS + 1 - W (RFC 4340 §7.5.1), W its Sequence Window
- * for its own numbers (Linux: 100 by default, sysctl down to 32), and while
- * our packet travels it sends about pipe / R Acks.  While twice that (+ 8
- * for Acks on holes and timers) fits in W, the Change rides on our next
- * data packet (a DataAck).  Otherwise it goes at once on an Ack of its own,
- * mostly right after one of the peer's Acks arrived, when our GSR is
- * freshest; if the peer drops it anyway (and answers with a Sync, which
- * re-aligns us), no data is lost with it.  Not always an Ack: a data
- * sender's Ack lost next to a lost data packet makes the receiver count two
- * data packets lost (the NDP Count rode on the lost one, §7.7).
- */
-static void ack_ratio_update(struct dccp_conn *c, uint64_t now_ns, bool rto)
-{
-	if (c->p.ccid != DCCP_CCID2 || !c->tx || c->state != DCCP_S_OPEN || !c->st.sent)
-		return; /* only a data sender has a say */
-	struct dccp_ccid_tx_stats st;
-	c->txo->stats(c->tx, &st);
-	uint64_t rtt = st.rtt_ns ? st.rtt_ns : 100 * MS;
-	dccp_ccid2_tx_peer_window(c->tx, c->s.w_rx);
-	uint32_t want = dccp_ccid2_tx_ack_ratio(c->tx);
-	bool lower = want < c->ack_ratio && (!c->ack_ratio_pending || want < c->ack_ratio_pending);
-	if (c->ack_ratio_pending) {
-		/* unconfirmed: again, with what we want now (even the value in
-		 * force: the peer may have taken the last Change, Confirm lost) */
-		if (!rto && !lower && now_ns < c->ack_ratio_at + 2 * rtt + 20 * MS)
-			return;
-	} else if (want == c->ack_ratio || (!lower && now_ns < c->ack_ratio_at + rtt)) {
-		return;
-	}
-	c->ack_ratio_pending = want;
-	c->ack_ratio_at = now_ns;
-	c->st.ack_ratio_changes++;
-	c->ack_ratio_due = true; /* common_opts() puts the Change on the next DataAck or Ack */
-	uint64_t r = c->ack_ratio ? c->ack_ratio : 1;
-	if (2 * (st.pipe / r + 8) > c->s.w_rx)
-		send_ctl(c, DCCP_ACK, now_ns, 0);
-}
-
-/* NN features the peer changed or confirmed in one packet (0: not there). */
+/* NN features the peer changed or confirmed in one packet (0: not there),
+ * and its Changes of the other NN features at it, for the receiver CCID
+ * (ccid_feature_changed(); the last value of each). */
+#define NN_PEER 4
 struct nn_seen {
 	uint64_t peer_seqwin, our_seqwin_confirmed;
-	uint64_t peer_ack_ratio, our_ack_ratio_confirmed;
+	struct {
+		uint8_t feat;
+		uint64_t value;
+	} peer[NN_PEER];
+	unsigned npeer;
 };
+
+static void nn_peer_note(struct nn_seen *nn, uint8_t feat, uint64_t value)
+{
+	unsigned i = 0;
+	while (i < nn->npeer && nn->peer[i].feat != feat)
+		i++;
+	if (i == NN_PEER)
+		return; /* more NN features than feature.h knows */
+	nn->peer[i].feat = feat;
+	nn->peer[i].value = value;
+	if (i == nn->npeer)
+		nn->npeer++;
+}
 
 /*
  * Answer the peer's Change options into out (Confirms), apply the Confirms
- * that answer ours.  Only options on packets that pass §6.6.4 (in order)
- * reach here.  Returns false when a Reset is needed (code in *reset).
+ * that answer ours (the sender CCID's, tx, to it: feature_confirmed()).  Only
+ * options on packets that pass §6.6.4 (in order) reach here.  Returns false
+ * when a Reset is needed (code in *reset).
  */
 static bool features(const struct dccp_opts *o, struct dccp_obuf *out, uint8_t our_ccid,
-		     struct nn_seen *nn, uint64_t pending, uint64_t ratio_pending, uint8_t *reset,
-		     struct dccp_counters *err)
+		     struct nn_seen *nn, uint64_t pending, const struct dccp_ccid_tx_ops *txo,
+		     void *tx, uint8_t *reset, struct dccp_counters *err)
 {
 	for (unsigned i = 0; i < o->n; i++) {
 		const struct dccp_opt *op = &o->opt[i];
@@ -317,9 +288,8 @@ static bool features(const struct dccp_opts *o, struct dccp_obuf *out, uint8_t o
 			if (f.feat == DCCP_F_SEQ_WINDOW && op->type == DCCP_OPT_CONFIRM_R &&
 			    !f.empty && f.value == pending)
 				nn->our_seqwin_confirmed = f.value;
-			if (f.feat == DCCP_F_ACK_RATIO && op->type == DCCP_OPT_CONFIRM_R &&
-			    !f.empty && f.value == ratio_pending)
-				nn->our_ack_ratio_confirmed = f.value;
+			if (op->type == DCCP_OPT_CONFIRM_R && !f.empty && tx && txo->feature_confirmed)
+				txo->feature_confirmed(tx, f.feat, f.value);
 			if (f.feat == DCCP_F_CCID && !f.empty && f.value != our_ccid) {
 				*reset = DCCP_RESET_OPTION_ERROR;
 				return false;
@@ -329,9 +299,9 @@ static bool features(const struct dccp_opts *o, struct dccp_obuf *out, uint8_t o
 		if (fi->rule == DCCP_RULE_NN) {
 			if (f.feat == DCCP_F_SEQ_WINDOW)
 				nn->peer_seqwin = f.value;
-			/* the peer's Ack Ratio for its data: our receiver obeys it */
-			if (f.feat == DCCP_F_ACK_RATIO && op->type == DCCP_OPT_CHANGE_L)
-				nn->peer_ack_ratio = f.value;
+			/* e.g. the peer's Ack Ratio for its data: our receiver obeys it */
+			else if (op->type == DCCP_OPT_CHANGE_L)
+				nn_peer_note(nn, f.feat, f.value);
 			dccp_feat_put_nn(out, ctype, f.feat, f.value);
 			continue;
 		}
@@ -380,6 +350,7 @@ static int ccid_start(struct dccp_conn *c, uint64_t now_ns)
 				     .iss = c->s.iss,
 				     .isr = c->s.isr,
 				     .now_ns = now_ns,
+				     .ack_ratio = c->p.ack_ratio,
 				     .acked = ccid_acked,
 				     .lost = ccid_lost,
 				     .arg = c };
@@ -389,21 +360,53 @@ static int ccid_start(struct dccp_conn *c, uint64_t now_ns)
 		return -EPROTONOSUPPORT;
 	c->tx = c->txo->init(&env);
 	c->rx = c->rxo->init(&env);
-	c->ack_ratio = 2; /* the feature's initial value (RFC 4340 §11.3) */
 	if (!c->tx || !c->rx)
 		return -ENOMEM;
-	if (c->p.ccid == DCCP_CCID2 && c->p.ack_ratio)
-		dccp_ccid2_tx_set_ratio(c->tx, c->p.ack_ratio);
 	return 0;
+}
+
+/*
+ * A feature the sender CCID negotiates itself (CCID 2's Ack Ratio, RFC 4341
+ * §6.1.2): after each acknowledgement and each sender timer (rto) in OPEN,
+ * once data went (only a data sender has a say), it may want a Change L.
+ * It rides on our next packet with an Ack (common_opts()), or on an Ack of
+ * its own at once when the CCID says the peer's Sequence Window for its
+ * numbers (w_rx) might not let a later one through.
+ */
+static void ccid_feature_update(struct dccp_conn *c, uint64_t now_ns, bool rto)
+{
+	if (!c->tx || !c->txo->feature_update || c->state != DCCP_S_OPEN || !c->st.sent)
+		return;
+	enum dccp_ccid_change ch = c->txo->feature_update(c->tx, c->s.w_rx, rto, now_ns);
+	if (ch == DCCP_CCID_CHANGE_NONE)
+		return;
+	c->st.ack_ratio_changes++;
+	if (ch == DCCP_CCID_CHANGE_NOW)
+		send_ctl(c, DCCP_ACK, now_ns, 0);
+}
+
+static bool ccid_feature_due(const struct dccp_conn *c)
+{
+	return c->tx && c->txo->feature_due && c->txo->feature_due(c->tx);
+}
+
+/* The peer's Changes of NN features at it, other than Sequence Window. */
+static void ccid_feature_changed(struct dccp_conn *c, const struct nn_seen *nn)
+{
+	if (!c->rx || !c->rxo->feature_changed)
+		return;
+	for (unsigned i = 0; i < nn->npeer; i++)
+		if (nn->peer[i].value)
+			c->rxo->feature_changed(c->rx, nn->peer[i].feat, nn->peer[i].value);
 }
 
 /* ---- life cycle -------------------------------------------------------- */
 
-/* No Ack can come any more: what none settled is lost (ccid2.h). */
+/* No Ack can come any more: the sender CCID settles what is open (ccid.h). */
 static void tx_finish(struct dccp_conn *c)
 {
-	if (c->tx && c->p.ccid == DCCP_CCID2)
-		dccp_ccid2_tx_finish(c->tx);
+	if (c->tx && c->txo->finish)
+		c->txo->finish(c->tx);
 }
 
 static void enter(struct dccp_conn *c, enum dccp_state st, uint64_t now_ns)
@@ -728,8 +731,8 @@ bool dccp_conn_input(struct dccp_conn *c, const uint8_t *pkt, size_t len, const 
 		dccp_obuf_init(&b, c->confirm_buf + c->confirm_len,
 			       sizeof(c->confirm_buf) - c->confirm_len);
 		struct nn_seen nn = { 0 };
-		feat_ok = features(&o, &b, c->p.ccid, &nn, c->seqwin_pending, c->ack_ratio_pending,
-				   &reset, &c->err);
+		feat_ok = features(&o, &b, c->p.ccid, &nn, c->seqwin_pending, c->txo, c->tx, &reset,
+				   &c->err);
 		if (!b.overflow)
 			c->confirm_len += b.len;
 		if (nn.peer_seqwin)
@@ -738,13 +741,7 @@ bool dccp_conn_input(struct dccp_conn *c, const uint8_t *pkt, size_t len, const 
 			c->s.w_tx = nn.our_seqwin_confirmed;
 			c->seqwin_pending = 0;
 		}
-		if (nn.peer_ack_ratio && c->rx && c->p.ccid == DCCP_CCID2)
-			dccp_ccid2_rx_set_ack_ratio(c->rx, (uint32_t)nn.peer_ack_ratio);
-		if (nn.our_ack_ratio_confirmed) {
-			c->ack_ratio = (uint32_t)nn.our_ack_ratio_confirmed;
-			c->ack_ratio_pending = 0;
-			c->ack_ratio_due = false;
-		}
+		ccid_feature_changed(c, &nn);
 		c->fgsr = h->seq;
 		if (h->has_ack)
 			c->fgss = h->ack;
@@ -814,12 +811,12 @@ bool dccp_conn_input(struct dccp_conn *c, const uint8_t *pkt, size_t len, const 
 	case DCCP_ACK:
 		/* RFC 4341 §6.1.2: a data sender's peer sends little but Acks, so a
 		 * gap before one of its Acks is Acks lost on the reverse path */
-		if (h->type == DCCP_ACK && c->tx && c->p.ccid == DCCP_CCID2 && c->state == DCCP_S_OPEN &&
+		if (h->type == DCCP_ACK && c->tx && c->txo->acks_lost && c->state == DCCP_S_OPEN &&
 		    dccp_seq_sub(h->seq, gsr0) > 1 && dccp_seq_after(h->seq, gsr0))
-			dccp_ccid2_tx_acks_lost(c->tx, dccp_seq_sub(h->seq, gsr0) - 1);
+			c->txo->acks_lost(c->tx, dccp_seq_sub(h->seq, gsr0) - 1);
 		if (h->has_ack && c->tx) {
 			c->txo->recv_ack(c->tx, h->ack, &o, now_ns);
-			ack_ratio_update(c, now_ns, false);
+			ccid_feature_update(c, now_ns, false);
 		}
 		/* Ack of Ack (RFC 4340 §11.4, RFC 4341 §6.1.1): h->ack names one
 		 * of our packets; if it was an Ack with feedback, the peer has
@@ -897,7 +894,7 @@ uint64_t dccp_conn_timer(struct dccp_conn *c, uint64_t now_ns)
 		uint64_t t = c->txo->next_timer(c->tx);
 		if (t && t <= now_ns) {
 			c->txo->timer(c->tx, now_ns);
-			ack_ratio_update(c, now_ns, true); /* an RTO shrinks the window to 1; a probe */
+			ccid_feature_update(c, now_ns, true); /* an RTO shrinks the window to 1; a probe */
 		}
 	}
 	if (c->rx) {
@@ -939,7 +936,8 @@ int dccp_conn_send(struct dccp_conn *c, const void *data, size_t len, uint64_t n
 	/* PARTOPEN: DataAck (§8.1.5); OPEN: DataAck only when Confirms or a
 	 * Change must go, else plain Data.  The options never push a packet
 	 * past the MPS: if they would, they go on an Ack of their own first. */
-	bool ack = c->state == DCCP_S_PARTOPEN || c->confirm_len || c->seqwin_pending || c->ack_ratio_due;
+	bool ack = c->state == DCCP_S_PARTOPEN || c->confirm_len || c->seqwin_pending ||
+		ccid_feature_due(c);
 	bool confirms = true;
 	if (ack) {
 		size_t want = c->confirm_len + 16 + (c->ndp_run ? 8 : 0) + (c->ts_pending ? 10 : 0);
@@ -1125,7 +1123,7 @@ bool dccp_listener_input(struct dccp_listener *l, const uint8_t *pkt, size_t len
 		dccp_obuf_init(&b, ob, sizeof(ob));
 		struct nn_seen nn = { .peer_seqwin = 100 };
 		uint8_t reset = 0;
-		if (o.reset_code || !features(&o, &b, l->p.ccid, &nn, 0, 0, &reset, &l->err)) {
+		if (o.reset_code || !features(&o, &b, l->p.ccid, &nn, 0, NULL, NULL, &reset, &l->err)) {
 			l->resets++;
 			l_reply(l, h, DCCP_RESET, iss, NULL, 0, o.reset_code ? o.reset_code : reset,
 				ph_out, udp, emitfn, emit_arg);

@@ -59,7 +59,7 @@ struct dccp_conn_params {
 	uint32_t service;
 	uint32_t mps;	     /* largest payload */
 	uint64_t seq_window; /* our Sequence Window (for our numbers), >= 32 */
-	uint32_t ack_ratio;  /* CCID 2: the Ack Ratio our sender asks for (0: cwnd / K) */
+	uint32_t ack_ratio;  /* the Ack Ratio our sender asks for (0: its CCID's choice), ccid.h */
 	uint16_t sport, dport;
 	bool udp;		   /* DCCP-UDP: checksum 0 (the pseudo-header is unused) */
 	struct dccp_pseudo ph_out; /* src = us, dst = peer (native checksum) */
@@ -73,7 +73,9 @@ struct dccp_rxpkt {
 
 struct dccp_conn_stats {
 	uint64_t sent, received, rx_lost, syncs, invalid, resets_rx;
-	uint64_t ack_ratio_changes; /* Change L(Ack Ratio) decided (conn.c ack_ratio_update()) */
+	/* Changes the sender CCID decided for a feature it negotiates itself,
+	 * Ack Ratio (conn.c ccid_feature_update()) */
+	uint64_t ack_ratio_changes;
 	uint8_t reset_code_rx, reset_code_tx;
 };
 
@@ -108,13 +110,6 @@ struct dccp_conn {
 	unsigned rx_nd_n;
 	/* Sequence Window/A negotiation: the value of our pending Change L (0: none) */
 	uint64_t seqwin_pending;
-	/* CCID 2 Ack Ratio (RFC 4341 §6.1.2, located at the HC-Sender): the
-	 * value in force at the peer for our data (2 until a Confirm), that
-	 * of our Change L awaiting its Confirm (0: none), whether the Change
-	 * goes on the Ack being built, and when we last sent one */
-	uint32_t ack_ratio, ack_ratio_pending;
-	bool ack_ratio_due;
-	uint64_t ack_ratio_at;
 	uint64_t fgsr, fgss;
 	/* features the peer asked us to confirm on our next packet */
 	uint8_t confirm_buf[64];

@@ -24,10 +24,13 @@
  *                     after an RTO
  */
 #include "check.h"
+#include "dccp/ccid2.h"
 #include "dccp/conn.h"
 #include "dccp/feature.h"
 
 #define MS 1000000ull
+/* the client sender's Ack Ratio negotiation (CCID 2 keeps it, ccid2.h) */
+#define AR dccp_ccid2_tx_ratio_neg(C.tx)
 
 struct pkt {
 	uint8_t b[2048];
@@ -719,7 +722,7 @@ static void test_ack_ratio(void)
 {
 	uint64_t now = 400000 * MS;
 	open_pair(now);
-	EXPECT_EQ(C.ack_ratio, 2u); /* the feature's default (RFC 4340 §11.3) */
+	EXPECT_EQ(AR->in_force, 2u); /* the feature's default (RFC 4340 §11.3) */
 	/* a clean path: the window grows to its maximum, the ratio with it
 	 * (cwnd / 32), renegotiated a few times only */
 	struct ar_count n = { 0 };
@@ -728,8 +731,8 @@ static void test_ack_ratio(void)
 	struct dccp_ccid_tx_stats st;
 	C.txo->stats(C.tx, &st);
 	EXPECT_EQ(st.cwnd, 1024u);
-	if (!EXPECT(C.ack_ratio == 32 && C.ack_ratio_pending == 0))
-		fprintf(stderr, "  clean: ack ratio %u (pending %u)\n", C.ack_ratio, C.ack_ratio_pending);
+	if (!EXPECT(AR->in_force == 32 && AR->pending == 0))
+		fprintf(stderr, "  clean: ack ratio %u (pending %u)\n", AR->in_force, AR->pending);
 	if (!EXPECT(C.st.ack_ratio_changes >= 3 && C.st.ack_ratio_changes <= 12))
 		fprintf(stderr, "  %llu changes\n", (unsigned long long)C.st.ack_ratio_changes);
 	/* each Change on one packet: a DataAck (the peer's window for its
@@ -750,15 +753,15 @@ static void test_ack_ratio(void)
 	uint32_t most = 0;
 	for (int i = 0; i < 3; i++) {
 		ar_round(now += MS, true, false, &n);
-		most = C.ack_ratio > most ? C.ack_ratio : most;
+		most = AR->in_force > most ? AR->in_force : most;
 	}
 	if (!EXPECT(most >= 64))
 		fprintf(stderr, "  lossy: ack ratio up to %u\n", most);
 	/* clean again: -1 a window (cwnd / (R^2 - R) < 1) back to the floor */
 	for (int i = 0; i < 300; i++)
 		ar_round(now += MS, false, false, &n);
-	if (!EXPECT_EQ(C.ack_ratio, 32u))
-		fprintf(stderr, "  clean again: ratio %u\n", C.ack_ratio);
+	if (!EXPECT_EQ(AR->in_force, 32u))
+		fprintf(stderr, "  clean again: ratio %u\n", AR->in_force);
 	/* the peer's window for its numbers is 32 now (Linux's smallest): at
 	 * most 32 / 4 = 8 Acks a window (1024 / 8 = 128), and the Change goes
 	 * on an Ack of its own (a DataAck's Acknowledgement Number could be
@@ -768,29 +771,29 @@ static void test_ack_ratio(void)
 	n = (struct ar_count){ 0 };
 	for (int i = 0; i < 10; i++)
 		ar_round(now += MS, false, false, &n);
-	if (!EXPECT(C.ack_ratio == 128 && n.changes_on_acks >= 1 && n.changes_on_data == 0))
+	if (!EXPECT(AR->in_force == 128 && n.changes_on_acks >= 1 && n.changes_on_data == 0))
 		fprintf(stderr, "  peer window 32: ratio %u, Changes on %llu Acks, %llu DataAcks\n",
-			C.ack_ratio, (unsigned long long)n.changes_on_acks,
+			AR->in_force, (unsigned long long)n.changes_on_acks,
 			(unsigned long long)n.changes_on_data);
 	C.s.w_rx = w_rx;
 	for (int i = 0; i < 10; i++)
 		ar_round(now += MS, false, false, &n);
-	EXPECT_EQ(C.ack_ratio, 32u);
+	EXPECT_EQ(AR->in_force, 32u);
 	/* the receiver goes silent: the RTO takes the window to 1 and the
 	 * ratio wanted to 1 (ceil(cwnd / 2)) at once, without waiting an RTT,
 	 * so that a single packet draws an Ack again */
-	for (int i = 0; i < 1500 && C.ack_ratio_pending != 1; i++)
+	for (int i = 0; i < 1500 && AR->pending != 1; i++)
 		ar_round(now += MS, false, true, &n);
 	C.txo->stats(C.tx, &st);
 	EXPECT_EQ(st.cwnd, 1u);
-	EXPECT_EQ(C.ack_ratio_pending, 1u);
+	EXPECT_EQ(AR->pending, 1u);
 	/* the path is back: the single packets of the restart draw Acks (the
 	 * Confirm rides on one) and the window grows again */
 	n = (struct ar_count){ 0 };
-	for (int i = 0; i < 2000 && C.ack_ratio != 1; i++)
+	for (int i = 0; i < 2000 && AR->in_force != 1; i++)
 		ar_round(now += MS, false, false, &n);
-	if (!EXPECT(C.ack_ratio == 1 && n.acks >= 1))
-		fprintf(stderr, "  after RTO: ratio %u, %llu Acks\n", C.ack_ratio,
+	if (!EXPECT(AR->in_force == 1 && n.acks >= 1))
+		fprintf(stderr, "  after RTO: ratio %u, %llu Acks\n", AR->in_force,
 			(unsigned long long)n.acks);
 	for (int i = 0; i < 10; i++)
 		ar_round(now += MS, false, false, &n);
@@ -813,13 +816,13 @@ static void test_ack_ratio_after_rto(void)
 	struct ar_count n = { 0 };
 	for (int i = 0; i < 300; i++)
 		ar_round(now += MS, false, false, &n);
-	EXPECT_EQ(C.ack_ratio, 32u);
+	EXPECT_EQ(AR->in_force, 32u);
 	/* silent: every round a Change has just gone out, unconfirmed */
 	n = (struct ar_count){ 0 };
 	struct dccp_ccid_tx_stats st = { .cwnd = 2 };
 	for (int i = 0; i < 3000 && st.cwnd != 1; i++) {
-		C.ack_ratio_pending = 64;
-		C.ack_ratio_at = now;
+		AR->pending = 64;
+		AR->at = now;
 		ar_round(now += MS, false, true, &n);
 		C.txo->stats(C.tx, &st);
 	}
@@ -842,7 +845,7 @@ static void test_ack_ratio_fixed(void)
 	open_pair(now);
 	for (int i = 0; i < 300; i++)
 		ar_round(now += MS, false, false, &n);
-	EXPECT_EQ(C.ack_ratio, 2u);
+	EXPECT_EQ(AR->in_force, 2u);
 	EXPECT_EQ(C.st.ack_ratio_changes, 0u);
 	n = (struct ar_count){ 0 };
 	for (int i = 0; i < 20; i++)
@@ -858,7 +861,7 @@ static void test_ack_ratio_fixed(void)
 	open_pair(now += 1000 * MS);
 	for (int i = 0; i < 300; i++)
 		ar_round(now += MS, false, false, &n);
-	EXPECT_EQ(C.ack_ratio, 4u);
+	EXPECT_EQ(AR->in_force, 4u);
 	n = (struct ar_count){ 0 };
 	for (int i = 0; i < 20; i++)
 		ar_round(now += MS, false, false, &n);
@@ -868,12 +871,12 @@ static void test_ack_ratio_fixed(void)
 	uint32_t most = 0;
 	for (int i = 0; i < 3; i++) {
 		ar_round(now += MS, true, false, &n);
-		most = C.ack_ratio > most ? C.ack_ratio : most;
+		most = AR->in_force > most ? AR->in_force : most;
 	}
 	EXPECT(most >= 8);
 	for (int i = 0; i < 300; i++)
 		ar_round(now += MS, false, false, &n);
-	EXPECT_EQ(C.ack_ratio, 4u);
+	EXPECT_EQ(AR->in_force, 4u);
 	close_pair();
 	client_ack_ratio = 0;
 }
