@@ -1,7 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * conn.c - the DCCP connection state machine (RFC 4340 §8) and the
- * stateless listener (§8.1.4 Init Cookie).  See conn.h.
+ * conn.c - the DCCP connection state machine (RFC 4340 §8); the stateless
+ * listener (§8.1.4 Init Cookie) is in listener.c.  See conn.h.
+ *
+ * Holds, in order: output (packet building, the options every packet
+ * carries), feature processing, the CCID glue (ccid.h ops only), life
+ * cycle, input (loss accounting, delivery, dccp_conn_input()), timers,
+ * sending data, and dccp_conn_accept(), where the listener hands over.
  *
  * Simplifications, on purpose: a packet's options are processed in one
  * pass after the §7.5 checks; the only features we negotiate actively are
@@ -31,8 +36,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <sodium.h>
 
 #include "dccp/feature.h"
 
@@ -204,7 +207,7 @@ static int send_sync(struct dccp_conn *c, uint8_t type, uint64_t ack)
  * puts it on its Request, the (stateless) listener on its Response: a peer
  * processes Changes during the handshake, Linux 6.1 only then for SP
  * features (net/dccp/feat.c, dccp_feat_parse_options). */
-static void put_ndp_change(struct dccp_obuf *b)
+void dccp_conn_put_ndp_change(struct dccp_obuf *b)
 {
 	const uint8_t one = 1;
 	dccp_feat_put_sp(b, DCCP_OPT_CHANGE_R, DCCP_F_SEND_NDP_COUNT, &one, 1);
@@ -219,7 +222,7 @@ static void send_request(struct dccp_conn *c)
 	dccp_feat_put_sp(&b, DCCP_OPT_CHANGE_L, DCCP_F_CCID, &ccid, 1);
 	dccp_feat_put_sp(&b, DCCP_OPT_CHANGE_R, DCCP_F_CCID, &ccid, 1);
 	dccp_feat_put_nn(&b, DCCP_OPT_CHANGE_L, DCCP_F_SEQ_WINDOW, c->p.seq_window);
-	put_ndp_change(&b);
+	dccp_conn_put_ndp_change(&b);
 	dccp_obuf_pad(&b);
 	/* each Request gets a fresh number; ISS stays the first one, so a
 	 * Response to any of them acknowledges something in [ISS, GSS] */
@@ -230,25 +233,12 @@ static void send_request(struct dccp_conn *c)
 
 /* ---- features ---------------------------------------------------------- */
 
-/* NN features the peer changed or confirmed in one packet (0: not there),
- * and its Changes of the other NN features at it, for the receiver CCID
- * (ccid_feature_changed(); the last value of each). */
-#define NN_PEER 4
-struct nn_seen {
-	uint64_t peer_seqwin, our_seqwin_confirmed;
-	struct {
-		uint8_t feat;
-		uint64_t value;
-	} peer[NN_PEER];
-	unsigned npeer;
-};
-
-static void nn_peer_note(struct nn_seen *nn, uint8_t feat, uint64_t value)
+static void nn_peer_note(struct dccp_nn_seen *nn, uint8_t feat, uint64_t value)
 {
 	unsigned i = 0;
 	while (i < nn->npeer && nn->peer[i].feat != feat)
 		i++;
-	if (i == NN_PEER)
+	if (i == DCCP_NN_PEER)
 		return; /* more NN features than feature.h knows */
 	nn->peer[i].feat = feat;
 	nn->peer[i].value = value;
@@ -262,9 +252,9 @@ static void nn_peer_note(struct nn_seen *nn, uint8_t feat, uint64_t value)
  * options on packets that pass §6.6.4 (in order) reach here.  Returns false
  * when a Reset is needed (code in *reset).
  */
-static bool features(const struct dccp_opts *o, struct dccp_obuf *out, uint8_t our_ccid,
-		     struct nn_seen *nn, uint64_t pending, const struct dccp_ccid_tx_ops *txo,
-		     void *tx, uint8_t *reset, struct dccp_counters *err)
+bool dccp_conn_features(const struct dccp_opts *o, struct dccp_obuf *out, uint8_t our_ccid,
+			struct dccp_nn_seen *nn, uint64_t pending, const struct dccp_ccid_tx_ops *txo,
+			void *tx, uint8_t *reset, struct dccp_counters *err)
 {
 	for (unsigned i = 0; i < o->n; i++) {
 		const struct dccp_opt *op = &o->opt[i];
@@ -391,7 +381,7 @@ static bool ccid_feature_due(const struct dccp_conn *c)
 }
 
 /* The peer's Changes of NN features at it, other than Sequence Window. */
-static void ccid_feature_changed(struct dccp_conn *c, const struct nn_seen *nn)
+static void ccid_feature_changed(struct dccp_conn *c, const struct dccp_nn_seen *nn)
 {
 	if (!c->rx || !c->rxo->feature_changed)
 		return;
@@ -619,16 +609,9 @@ bool dccp_conn_pop(struct dccp_conn *c, struct dccp_rxpkt *out)
 	return true;
 }
 
-/* §8.5 step 2 as RFC 5596 §3.1 updates it: no Reset to a Reset, nor to a
- * DCCP-Listen (Linux 6.1 drops type 10 as unknown, silently) */
-static bool draws_reset(uint8_t type)
-{
-	return type != DCCP_RESET && type != DCCP_LISTEN;
-}
-
 static void reset_no_conn(struct dccp_conn *c, const struct dccp_hdr *h)
 {
-	if (!draws_reset(h->type))
+	if (!dccp_draws_reset(h->type))
 		return;
 	/* §8.3.1: a Reset acknowledging the offending packet */
 	uint8_t pkt[64];
@@ -730,9 +713,9 @@ bool dccp_conn_input(struct dccp_conn *c, const uint8_t *pkt, size_t len, const 
 		struct dccp_obuf b;
 		dccp_obuf_init(&b, c->confirm_buf + c->confirm_len,
 			       sizeof(c->confirm_buf) - c->confirm_len);
-		struct nn_seen nn = { 0 };
-		feat_ok = features(&o, &b, c->p.ccid, &nn, c->seqwin_pending, c->txo, c->tx, &reset,
-				   &c->err);
+		struct dccp_nn_seen nn = { 0 };
+		feat_ok = dccp_conn_features(&o, &b, c->p.ccid, &nn, c->seqwin_pending, c->txo,
+					     c->tx, &reset, &c->err);
 		if (!b.overflow)
 			c->confirm_len += b.len;
 		if (nn.peer_seqwin)
@@ -959,318 +942,59 @@ int dccp_conn_send(struct dccp_conn *c, const void *data, size_t len, uint64_t n
 	return emit(c, ack ? DCCP_DATAACK : DCCP_DATA, ob, b.len, data, len, ccval, 0);
 }
 
-/* ---- the listener ------------------------------------------------------ */
+/* ---- the server side (listener.c) --------------------------------------- */
 
-void dccp_listener_init(struct dccp_listener *l, const struct dccp_conn_params *p)
+int dccp_conn_accept(struct dccp_conn *c, const struct dccp_conn_params *p,
+		     const struct dccp_conn_env *env, const struct dccp_hdr *h, const uint8_t *pkt,
+		     const struct dccp_opts *o, uint64_t iss, uint64_t isr, uint64_t w_rx, uint64_t now_ns)
 {
-	memset(l, 0, sizeof(*l));
-	l->p = *p;
-	l->per_source_rate = 16;
-	randombytes_buf(l->key, sizeof(l->key));
-}
-
-static void put48(uint8_t *b, uint64_t v)
-{
-	for (int i = 0; i < 6; i++)
-		b[i] = (uint8_t)(v >> (40 - 8 * i));
-}
-
-static uint64_t get48(const uint8_t *b)
-{
-	uint64_t v = 0;
-	for (int i = 0; i < 6; i++)
-		v = (v << 8) | b[i];
-	return v;
-}
-
-/*
- * Cookie: ccid(1) iss(6) isr(6) time_s(4) peer_seqwin(3) mac(8).  The MAC
- * (SipHash-2-4 under the listener's random key) covers the first 20 bytes,
- * both addresses, both ports and the Service Code, so a cookie is good for
- * one 4-tuple only, and for DCCP_COOKIE_LIFE_S seconds.
- */
-static uint64_t cookie_mac(const struct dccp_listener *l, const uint8_t *ck,
-			   const struct dccp_pseudo *ph_in, uint16_t sport, uint16_t dport,
-			   uint32_t service)
-{
-	uint8_t m[20 + 32 + 8];
-	memcpy(m, ck, 20);
-	memcpy(m + 20, ph_in->src, 16);
-	memcpy(m + 36, ph_in->dst, 16);
-	m[52] = (uint8_t)(sport >> 8), m[53] = (uint8_t)sport;
-	m[54] = (uint8_t)(dport >> 8), m[55] = (uint8_t)dport;
-	m[56] = (uint8_t)(service >> 24), m[57] = (uint8_t)(service >> 16);
-	m[58] = (uint8_t)(service >> 8), m[59] = (uint8_t)service;
-	uint8_t out[8];
-	crypto_shorthash(out, m, sizeof(m), l->key);
-	uint64_t v;
-	memcpy(&v, out, 8);
-	return v;
-}
-
-/*
- * The ISS of a Response is not random but keyed (SipHash of the 4-tuple, the
- * Service Code, the client's ISS and a DCCP_COOKIE_LIFE_S time bucket), like
- * TCP's SYN cookies, because Linux's DCCP (6.1 and before) does not echo the
- * Init Cookie in its Ack although RFC 4340 §8.1.4 says the client MUST: its
- * Ack acknowledges our ISS and carries ISR + 1, which is enough to recognise
- * a handshake we answered.  Byte 0 = 0xff keeps these MAC inputs apart from
- * real cookies (whose byte 0 is the CCID, 2 or 3).
- */
-static uint64_t keyed_iss(const struct dccp_listener *l, const struct dccp_pseudo *ph_in,
-			  const struct dccp_hdr *h, uint64_t isr, uint32_t bucket)
-{
-	uint8_t m[20] = { 0xff };
-	put48(m + 7, isr);
-	m[13] = (uint8_t)(bucket >> 24), m[14] = (uint8_t)(bucket >> 16);
-	m[15] = (uint8_t)(bucket >> 8), m[16] = (uint8_t)bucket;
-	return cookie_mac(l, m, ph_in, h->sport, h->dport, l->p.service) & DCCP_SEQ_MASK;
-}
-
-/* A cookie-less Ack (see keyed_iss): rebuild the cookie it should have
- * echoed (peer Sequence Window: the default) if its Ack Number is the ISS we
- * derived for an ISR a few packets below its Sequence Number, within the
- * cookie's lifetime.  At most 2 x 8 MACs per such packet. */
-static bool cookieless_ack(const struct dccp_listener *l, const struct dccp_pseudo *ph_in,
-			   const struct dccp_hdr *h, uint64_t now_ns, uint8_t *ck)
-{
-	uint32_t now_s = (uint32_t)(now_ns / 1000000000ull), b = now_s / DCCP_COOKIE_LIFE_S;
-	for (uint32_t k = 0; k < 2 && k <= b; k++) /* this bucket and the one before */
-		for (int d = 1; d <= 8; d++) {
-			uint64_t isr = dccp_seq_add(h->seq, -d);
-			if (h->ack != keyed_iss(l, ph_in, h, isr, b - k))
-				continue;
-			ck[0] = l->p.ccid;
-			put48(ck + 1, h->ack);
-			put48(ck + 7, isr);
-			uint32_t t = (b - k) * DCCP_COOKIE_LIFE_S;
-			ck[13] = (uint8_t)(t >> 24), ck[14] = (uint8_t)(t >> 16);
-			ck[15] = (uint8_t)(t >> 8), ck[16] = (uint8_t)t;
-			ck[17] = 0, ck[18] = 0, ck[19] = 100;
-			/* a MAC as a cookie has, for the replay table */
-			uint64_t mac = cookie_mac(l, ck, ph_in, h->sport, h->dport, l->p.service);
-			memcpy(ck + 20, &mac, 8);
-			return true;
-		}
-	return false;
-}
-
-static bool rate_ok(struct dccp_listener *l, const struct dccp_pseudo *ph_in, uint64_t now_ns)
-{
-	uint8_t h8[8];
-	crypto_shorthash(h8, ph_in->src, 16, l->key);
-	uint32_t h;
-	memcpy(&h, h8, 4);
-	unsigned slot = h % DCCP_RL_BUCKETS;
-	if (now_ns - l->rl[slot].window_ns >= 1000 * MS) {
-		l->rl[slot].window_ns = now_ns;
-		l->rl[slot].n = 0;
-	}
-	if (l->rl[slot].n >= l->per_source_rate)
-		return false;
-	l->rl[slot].n++;
-	return true;
-}
-
-/* A stateless reply: Response or Reset, seq given. */
-static void l_reply(const struct dccp_listener *l, const struct dccp_hdr *in, uint8_t type,
-		    uint64_t seq, const uint8_t *opts, size_t optlen, uint8_t code,
-		    const struct dccp_pseudo *ph_out, bool udp,
-		    int (*emitfn)(void *arg, const uint8_t *p, size_t len), void *arg)
-{
-	uint8_t pkt[256];
-	struct dccp_hdr h = { .sport = in->dport,
-			      .dport = in->sport,
-			      .type = type,
-			      .x = true,
-			      .seq = seq,
-			      .has_ack = true,
-			      .ack = in->seq,
-			      .service = l->p.service,
-			      .reset_code = code };
-	(void)l;
-	ssize_t n = dccp_build(pkt, sizeof(pkt), &h, opts, optlen, NULL, 0, udp ? NULL : ph_out);
-	if (n > 0)
-		emitfn(arg, pkt, (size_t)n);
-}
-
-bool dccp_listener_input(struct dccp_listener *l, const uint8_t *pkt, size_t len,
-			 const struct dccp_hdr *h, const struct dccp_pseudo *ph_in,
-			 const struct dccp_pseudo *ph_out, bool udp, uint64_t now_ns,
-			 int (*emitfn)(void *arg, const uint8_t *p, size_t len), void *emit_arg,
-			 struct dccp_conn *c, const struct dccp_conn_env *env)
-{
-	(void)len;
-	if (h->dport != l->p.sport)
-		return false;
-	struct dccp_opts o;
-	if (dccp_opts_parse(h, pkt, 0, &o, &l->err) != DCCP_OK && !o.reset_code)
-		return false;
-	if (h->type == DCCP_REQUEST) {
-		l->requests++;
-		if (!rate_ok(l, ph_in, now_ns))
-			return false; /* a flood from one source: it costs nothing here */
-		uint64_t iss = keyed_iss(l, ph_in, h, h->seq,
-					 (uint32_t)(now_ns / 1000000000ull) / DCCP_COOKIE_LIFE_S);
-		if (h->service != l->p.service) {
-			l->resets++;
-			l_reply(l, h, DCCP_RESET, iss, NULL, 0, DCCP_RESET_BAD_SERVICE_CODE, ph_out,
-				udp, emitfn, emit_arg);
-			return false;
-		}
-		uint8_t ob[200];
-		struct dccp_obuf b;
-		dccp_obuf_init(&b, ob, sizeof(ob));
-		struct nn_seen nn = { .peer_seqwin = 100 };
-		uint8_t reset = 0;
-		if (o.reset_code || !features(&o, &b, l->p.ccid, &nn, 0, NULL, NULL, &reset, &l->err)) {
-			l->resets++;
-			l_reply(l, h, DCCP_RESET, iss, NULL, 0, o.reset_code ? o.reset_code : reset,
-				ph_out, udp, emitfn, emit_arg);
-			return false;
-		}
-		/* our own Sequence Window rides on the Response, so that it is in
-		 * force before data flows (the Ack confirms it; nothing to keep) */
-		if (l->p.seq_window != 100)
-			dccp_feat_put_nn(&b, DCCP_OPT_CHANGE_L, DCCP_F_SEQ_WINDOW, l->p.seq_window);
-		put_ndp_change(&b);
-		/* §13.3: echo the Request's Timestamp (held for no time: the
-		 * listener answers at once).  As large as the Timestamp that
-		 * asked for it, so no amplification; Linux's CCID 3 client takes
-		 * its first RTT from it (dccps_syn_rtt) */
-		if (o.has_ts)
-			dccp_opt_put_ts_echo(&b, o.ts, 0);
-		uint8_t ck[DCCP_COOKIE_LEN];
-		ck[0] = l->p.ccid;
-		put48(ck + 1, iss);
-		put48(ck + 7, h->seq);
-		uint32_t t = (uint32_t)(now_ns / 1000000000ull);
-		ck[13] = (uint8_t)(t >> 24), ck[14] = (uint8_t)(t >> 16);
-		ck[15] = (uint8_t)(t >> 8), ck[16] = (uint8_t)t;
-		uint32_t w = nn.peer_seqwin > 0xffffff ? 0xffffff : (uint32_t)nn.peer_seqwin;
-		ck[17] = (uint8_t)(w >> 16), ck[18] = (uint8_t)(w >> 8), ck[19] = (uint8_t)w;
-		uint64_t mac = cookie_mac(l, ck, ph_in, h->sport, h->dport, h->service);
-		memcpy(ck + 20, &mac, 8);
-		dccp_opt_put(&b, DCCP_OPT_INIT_COOKIE, ck, sizeof(ck));
-		dccp_obuf_pad(&b);
-		if (b.overflow) {
-			l->resets++;
-			l_reply(l, h, DCCP_RESET, iss, NULL, 0, DCCP_RESET_TOO_BUSY, ph_out, udp,
-				emitfn, emit_arg);
-			return false;
-		}
-		l->responses++;
-		l_reply(l, h, DCCP_RESPONSE, iss, ob, b.len, 0, ph_out, udp, emitfn, emit_arg);
-		return false;
-	}
-	if (h->type != DCCP_ACK && h->type != DCCP_DATAACK) {
-		/* no connection here: Reset (not to Resets, §8.3.1; and not to
-		 * packets a connection of ours owns: the caller routes those first) */
-		if (draws_reset(h->type)) {
-			l->resets++;
-			l_reply(l, h, DCCP_RESET, h->has_ack ? dccp_seq_add(h->ack, 1) : 0, NULL, 0,
-				DCCP_RESET_NO_CONNECTION, ph_out, udp, emitfn, emit_arg);
-		}
-		return false;
-	}
-	const struct dccp_opt *co = NULL;
-	for (unsigned i = 0; i < o.n; i++)
-		if (o.opt[i].type == DCCP_OPT_INIT_COOKIE)
-			co = &o.opt[i];
-	uint8_t ck[DCCP_COOKIE_LEN];
-	bool good = co && co->len == DCCP_COOKIE_LEN;
-	if (good) {
-		memcpy(ck, co->data, sizeof(ck));
-		uint64_t mac;
-		memcpy(&mac, ck + 20, 8);
-		uint32_t t = (uint32_t)ck[13] << 24 | (uint32_t)ck[14] << 16 |
-			(uint32_t)ck[15] << 8 | ck[16];
-		uint32_t now_s = (uint32_t)(now_ns / 1000000000ull);
-		good = sodium_memcmp(&mac,
-				     &(uint64_t){ cookie_mac(l, ck, ph_in, h->sport, h->dport,
-							     l->p.service) },
-				     8) == 0 &&
-			now_s - t <= DCCP_COOKIE_LIFE_S && ck[0] == l->p.ccid &&
-			h->ack == get48(ck + 1) && dccp_seq_delta(h->seq, get48(ck + 7)) >= 1 &&
-			dccp_seq_delta(h->seq, get48(ck + 7)) <= 64;
-	}
-	if (!co)
-		good = cookieless_ack(l, ph_in, h, now_ns, ck);
-	uint64_t mac_seen = 0;
-	if (good) {
-		memcpy(&mac_seen, ck + 20, 8);
-		for (unsigned i = 0; i < 256; i++)
-			if (l->used[i].t_ns && l->used[i].mac == mac_seen &&
-			    now_ns - l->used[i].t_ns <= (DCCP_COOKIE_LIFE_S + 1) * 1000 * MS) {
-				l->replays++;
-				return false; /* the connection exists already, or did: drop */
-			}
-	}
-	if (!good) {
-		l->bad_cookies++;
-		l_reply(l, h, DCCP_RESET, h->has_ack ? dccp_seq_add(h->ack, 1) : 0, NULL, 0,
-			co ? DCCP_RESET_BAD_INIT_COOKIE : DCCP_RESET_NO_CONNECTION, ph_out, udp,
-			emitfn, emit_arg);
-		return false;
-	}
-	/* The handshake is complete: only now does a connection exist. */
-	l->used[l->used_next].mac = mac_seen;
-	l->used[l->used_next].t_ns = now_ns ? now_ns : 1;
-	l->used_next = (l->used_next + 1) % 256;
 	memset(c, 0, sizeof(*c));
 	c->server = true;
-	c->p = l->p;
-	c->p.udp = udp;
-	c->p.sport = h->dport;
-	c->p.dport = h->sport;
-	c->p.ph_out = *ph_out;
+	c->p = *p;
 	c->env = *env;
-	c->s.iss = get48(ck + 1);
-	c->s.isr = get48(ck + 7);
+	c->s.iss = iss;
+	c->s.isr = isr;
 	c->s.gss = c->s.iss;
 	c->s.gsr = h->seq;
 	c->s.gar = h->ack;
-	c->s.w_rx = (uint64_t)ck[17] << 16 | (uint64_t)ck[18] << 8 | ck[19];
-	if (c->s.w_rx < 32)
-		c->s.w_rx = 100;
+	c->s.w_rx = w_rx;
 	c->s.w_tx = 100;
 	c->s.initial = true;
 	c->fgsr = h->seq;
 	c->fgss = h->ack;
 	c->last_valid_ns = now_ns;
-	c->ndp_run = 1; /* our Response, a non-data packet, came before */
-	if (o.has_ts) { /* §13.3, on our first packet */
+	c->ndp_run = 1;	 /* our Response, a non-data packet, came before */
+	if (o->has_ts) { /* §13.3, on our first packet */
 		c->ts_pending = true;
-		c->ts_val = o.ts;
+		c->ts_val = o->ts;
 		c->ts_at = now_ns;
 	}
 	/* losses count from the handshake on: the first data packet may be lost */
 	c->rx_any = true;
 	c->rx_last_data = dccp_seq_sub(h->seq, h->type == DCCP_DATAACK ? 1 : 0);
-	if (ccid_start(c, now_ns) < 0) {
+	int err = ccid_start(c, now_ns);
+	if (err < 0) {
 		dccp_conn_free(c);
-		l_reply(l, h, DCCP_RESET, dccp_seq_add(h->ack, 1), NULL, 0, DCCP_RESET_TOO_BUSY,
-			ph_out, udp, emitfn, emit_arg);
-		return false;
+		return err;
 	}
 	enter(c, DCCP_S_OPEN, now_ns);
 	/* our Sequence Window: in force if the Ack confirmed the Response's
 	 * Change, else negotiated again now that we have a connection */
-	if (l->p.seq_window != 100) {
-		c->seqwin_pending = l->p.seq_window;
-		for (unsigned i = 0; i < o.n; i++) {
+	if (p->seq_window != 100) {
+		c->seqwin_pending = p->seq_window;
+		for (unsigned i = 0; i < o->n; i++) {
 			struct dccp_feat_opt f;
-			if (o.opt[i].type == DCCP_OPT_CONFIRM_R &&
-			    dccp_feat_decode(&o.opt[i], &f, NULL) == DCCP_OK &&
-			    f.feat == DCCP_F_SEQ_WINDOW && !f.empty && f.value == l->p.seq_window) {
+			if (o->opt[i].type == DCCP_OPT_CONFIRM_R &&
+			    dccp_feat_decode(&o->opt[i], &f, NULL) == DCCP_OK &&
+			    f.feat == DCCP_F_SEQ_WINDOW && !f.empty && f.value == p->seq_window) {
 				c->s.w_tx = f.value;
 				c->seqwin_pending = 0;
 			}
 		}
 	}
 	if (h->type == DCCP_DATAACK)
-		deliver(c, h, pkt, &o); /* its payload is the first data */
+		deliver(c, h, pkt, o); /* its payload is the first data */
 	/* leave PARTOPEN at the client at once (§8.1.5) */
 	send_ctl(c, DCCP_ACK, now_ns, 0);
-	return true;
+	return 0;
 }

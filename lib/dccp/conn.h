@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * conn.h - one DCCP connection's state machine (RFC 4340 §8), and the
- * stateless server side of the handshake (Init Cookies, §8.1.4).
+ * conn.h - one DCCP connection's state machine (RFC 4340 §8, conn.c), and
+ * the stateless server side of the handshake (Init Cookies, §8.1.4,
+ * listener.c).
  *
  * No I/O and no clock: packets come in parsed-ready as bytes with the
  * time, packets go out through env.emit() as complete DCCP packets (the
@@ -166,7 +167,53 @@ void dccp_conn_free(struct dccp_conn *c);
 /* Pop the oldest received payload (false: none).  The data is the caller's to free(). */
 bool dccp_conn_pop(struct dccp_conn *c, struct dccp_rxpkt *out);
 
-/* ---- the stateless listener (§8.1.4 Init Cookie) ------------------------ */
+/* ---- what listener.c takes from conn.c ---------------------------------- */
+
+/* §8.5 step 2 as RFC 5596 §3.1 updates it: no Reset to a Reset, nor to a
+ * DCCP-Listen (Linux 6.1 drops type 10 as unknown, silently) */
+static inline bool dccp_draws_reset(uint8_t type)
+{
+	return type != DCCP_RESET && type != DCCP_LISTEN;
+}
+
+/* NN features the peer changed or confirmed in one packet (0: not there),
+ * and its Changes of the other NN features at it, for the receiver CCID
+ * (the last value of each). */
+#define DCCP_NN_PEER 4
+struct dccp_nn_seen {
+	uint64_t peer_seqwin, our_seqwin_confirmed;
+	struct {
+		uint8_t feat;
+		uint64_t value;
+	} peer[DCCP_NN_PEER];
+	unsigned npeer;
+};
+
+/*
+ * Answer the peer's Change options in o into out (Confirms), note the NN
+ * values in nn, and hand the Confirms of our features to the sender CCID
+ * (txo/tx; NULL: none yet).  pending: the value of our Sequence Window
+ * Change awaiting its Confirm (0: none).  false: a Reset is needed (*reset).
+ */
+bool dccp_conn_features(const struct dccp_opts *o, struct dccp_obuf *out, uint8_t our_ccid,
+			struct dccp_nn_seen *nn, uint64_t pending, const struct dccp_ccid_tx_ops *txo,
+			void *tx, uint8_t *reset, struct dccp_counters *err);
+/* Change R(Send NDP Count, 1) (§7.7.2): on the client's Request and the listener's Response. */
+void dccp_conn_put_ndp_change(struct dccp_obuf *b);
+/*
+ * The handshake completed at the listener (Ack or DataAck h with a valid
+ * Init Cookie, its options o): set c up as an OPEN server connection with
+ * params p (ports, pseudo-header and encapsulation of this peer), our ISS,
+ * the peer's ISR and its Sequence Window w_rx; deliver a DataAck's payload
+ * and send the Ack that ends the client's PARTOPEN.  -errno (c freed) if the
+ * CCIDs could not start.
+ */
+int dccp_conn_accept(struct dccp_conn *c, const struct dccp_conn_params *p,
+		     const struct dccp_conn_env *env, const struct dccp_hdr *h, const uint8_t *pkt,
+		     const struct dccp_opts *o, uint64_t iss, uint64_t isr, uint64_t w_rx,
+		     uint64_t now_ns);
+
+/* ---- the stateless listener (§8.1.4 Init Cookie, listener.c) ------------ */
 
 #define DCCP_RL_BUCKETS 64
 
