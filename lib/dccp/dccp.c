@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * dccp.c - the public API of DCCP connections (groupcast/dccp.h): argument
- * checks and glue between the connection (conn.c), its sockets (sock.c)
- * and the ring engine.
+ * dccp.c - the public API of DCCP connections (groupcast/dccp.h), gc_dccp_*:
+ * argument checks, setup and teardown, connect, listen and accept (the
+ * listener's socket shared with the connections it accepted), receive,
+ * stats and close.  The glue to the ring engine is in engine.c.
  */
 #include <errno.h>
 #include <poll.h>
@@ -18,59 +19,7 @@
 #include <groupcast/dccp.h>
 
 #include "core/core.h"
-#include "dccp/conn.h"
-#include "dccp/sock.h"
-#include "ring/cc.h" /* the engine's plugs: gc_ring_engine_start_hooks(), struct gc_sent */
-
-/* The longest header a data packet in a UDP_SEGMENT run may have (a data
- * packet's options are NDP Count and pending Confirms: far less). */
-#define GSO_HDR 128
-
-/* A data packet in flight: its DCCP seq and the ring packet it carried. */
-struct inflight {
-	uint64_t seq;
-	struct gc_sent p;
-	bool used;
-};
-
-struct gc_dccp {
-	pthread_mutex_t mu; /* the connection: engine thread vs. application */
-	pthread_cond_t cv;  /* something arrived or the state moved */
-	struct dccp_conn conn;
-	bool udp;
-	int fd;	       /* our socket (native: raw; UDP: connected) */
-	int attach_fd; /* the connected UDP socket the ring is attached with */
-	struct sockaddr_storage peer, local;
-	struct dccp_pseudo ph_in;
-	struct gc_zone *zone;
-	struct gc_ring *ring;
-	struct gc_ring_engine *eng;
-	struct gc_conn *gconn;
-	struct inflight *inflight;
-	size_t ninflight;
-	uint64_t acked, lost;
-	struct gc_dccp_listener *owner; /* listener that must not Reset our packets */
-	struct gc_dccp *next_owned;
-	/* DCCP-UDP: the data packets the engine's xmit framed, sent as one
-	 * UDP_SEGMENT run of equal sizes when the run ends (gso_flush): their
-	 * headers here, their payloads where they are (the ring's zone) */
-	bool batching;
-	unsigned gso_n;
-	size_t gso_len, gso_seg;
-	struct iovec gso_iov[2 * DCCP_SOCK_GSO_SEGS];
-	uint8_t gso_hdr[DCCP_SOCK_GSO_SEGS][GSO_HDR];
-	uint8_t *rxbuf; /* DCCP_SOCK_BATCH packets of RXSLOT bytes for c_poll */
-};
-
-struct gc_dccp_listener {
-	pthread_mutex_t mu;
-	struct dccp_listener l;
-	bool udp;
-	int fd;
-	struct sockaddr_storage local;
-	struct gc_dccp *owned; /* connections accepted here, see owned() */
-	struct gc_dccp_opts o;
-};
+#include "dccp/engine.h"
 
 static const char *const state_names[] = {
 	"CLOSED", "LISTEN",   "REQUEST", "RESPOND",  "PARTOPEN",
@@ -82,36 +31,6 @@ GC_EXPORT const char *gc_dccp_state_name(int state)
 	if (state < 0 || state >= (int)(sizeof(state_names) / sizeof(state_names[0])))
 		return "?";
 	return state_names[state];
-}
-
-static socklen_t sslen(const struct sockaddr_storage *ss)
-{
-	return ss->ss_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
-}
-
-static uint16_t ssport(const struct sockaddr_storage *ss)
-{
-	return ntohs(ss->ss_family == AF_INET ? ((const struct sockaddr_in *)ss)->sin_port
-					      : ((const struct sockaddr_in6 *)ss)->sin6_port);
-}
-
-static void ssset_port(struct sockaddr_storage *ss, uint16_t port)
-{
-	if (ss->ss_family == AF_INET)
-		((struct sockaddr_in *)ss)->sin_port = htons(port);
-	else
-		((struct sockaddr_in6 *)ss)->sin6_port = htons(port);
-}
-
-static bool same_ip(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
-{
-	if (a->ss_family != b->ss_family)
-		return false;
-	if (a->ss_family == AF_INET)
-		return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
-			((const struct sockaddr_in *)b)->sin_addr.s_addr;
-	return !memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
-		       &((const struct sockaddr_in6 *)b)->sin6_addr, 16);
 }
 
 static int check_opts(const char *fn, const struct gc_dccp_opts *o, struct gc_dccp_opts *out)
@@ -175,223 +94,6 @@ static int addr_in(const char *fn, const struct sockaddr *sa, socklen_t len, str
 	return 0;
 }
 
-/* ---- the connection's callbacks (called with c->mu held) -------------------- */
-
-/* Send the run of equal-sized packets gathered so far. */
-static int gso_flush(struct gc_dccp *c)
-{
-	int r = 0;
-	if (c->gso_n)
-		r = dccp_sock_sendv(c->fd, c->gso_iov, 2 * (size_t)c->gso_n,
-				    c->gso_n > 1 ? c->gso_seg : 0);
-	c->gso_n = 0;
-	c->gso_len = 0;
-	return r;
-}
-
-static int c_emit(void *arg, const uint8_t *p, size_t len)
-{
-	struct gc_dccp *c = arg;
-	if (c->batching)
-		gso_flush(c); /* in order: a control packet between data packets */
-	return dccp_sock_send(c->fd, c->udp, &c->peer, c->udp ? NULL : &c->local, p, len);
-}
-
-/* A DCCP-UDP data packet: into the current run when the engine's xmit is
- * framing (the run ends at a packet of another size), else at once. */
-static int c_emitv(void *arg, const uint8_t *hdr, size_t hlen, const void *data, size_t dlen)
-{
-	struct gc_dccp *c = arg;
-	size_t len = hlen + dlen;
-	int r = 0;
-	if (!c->batching || hlen > GSO_HDR || len > DCCP_SOCK_GSO_BYTES) {
-		if (c->batching)
-			gso_flush(c);
-		struct iovec iov[2] = { { (void *)hdr, hlen }, { (void *)data, dlen } };
-		return dccp_sock_sendv(c->fd, iov, 2, 0);
-	}
-	if (c->gso_n &&
-	    (len != c->gso_seg || c->gso_n == DCCP_SOCK_GSO_SEGS || c->gso_len + len > DCCP_SOCK_GSO_BYTES))
-		r = gso_flush(c);
-	if (!c->gso_n)
-		c->gso_seg = len;
-	memcpy(c->gso_hdr[c->gso_n], hdr, hlen);
-	c->gso_iov[2 * c->gso_n] = (struct iovec){ c->gso_hdr[c->gso_n], hlen };
-	c->gso_iov[2 * c->gso_n + 1] = (struct iovec){ (void *)data, dlen };
-	c->gso_len += len;
-	c->gso_n++;
-	return r;
-}
-
-static struct inflight *slot(struct gc_dccp *c, uint64_t seq)
-{
-	struct inflight *f = &c->inflight[seq % c->ninflight];
-	return f->used && f->seq == seq ? f : NULL;
-}
-
-static void c_acked(void *arg, uint64_t seq)
-{
-	struct gc_dccp *c = arg;
-	struct inflight *f = slot(c, seq);
-	if (!f)
-		return;
-	c->acked++;
-	f->used = false;
-	if (c->gconn)
-		gc_conn_ack(c->gconn, &f->p);
-}
-
-static void c_lost(void *arg, uint64_t seq)
-{
-	struct gc_dccp *c = arg;
-	struct inflight *f = slot(c, seq);
-	if (!f)
-		return;
-	c->lost++;
-	f->used = false;
-}
-
-/* The packet came from c's peer (its address; with DCCP-UDP its port too). */
-static bool is_peer(const struct gc_dccp *c, const struct sockaddr_storage *from)
-{
-	return same_ip(&c->peer, from) && (!c->udp || ssport(&c->peer) == ssport(from));
-}
-
-/* One packet read for c, from its socket or the listener's. */
-static void c_input(struct gc_dccp *c, const struct dccp_sock_pkt *sp, uint64_t now)
-{
-	if (!is_peer(c, &sp->from))
-		return;
-	struct dccp_hdr h;
-	if (dccp_parse(sp->pkt, sp->len, c->udp ? NULL : &c->ph_in, &h, &c->conn.err) != DCCP_OK) {
-		c->conn.st.invalid++;
-		return;
-	}
-	dccp_conn_input(&c->conn, sp->pkt, sp->len, &h, now);
-}
-
-/* After input: the timers, the engine and the application. */
-static void c_wake(struct gc_dccp *c, uint64_t now)
-{
-	dccp_conn_timer(&c->conn, now);
-	if (c->gconn)
-		gc_conn_kick(c->gconn); /* acks may have opened the window */
-	pthread_cond_broadcast(&c->cv);
-}
-
-/* One slot of c->rxbuf: any packet a socket can hand us (larger ones are
- * truncated and dropped, as before).  Untouched pages of the buffer are
- * never faulted in: acknowledgements use the first of each slot. */
-#define RXSLOT (65536 + 64)
-
-/* Read what the socket holds (DCCP_SOCK_BATCH packets per system call) and
- * run the timers. */
-static void c_poll(struct gc_dccp *c, uint64_t now)
-{
-	for (int round = 0; round < 256 / DCCP_SOCK_BATCH; round++) { /* bounded: the timers run too */
-		struct dccp_sock_pkt sp[DCCP_SOCK_BATCH];
-		ssize_t lens[DCCP_SOCK_BATCH];
-		int got = dccp_sock_recv_batch(c->fd, c->udp, c->rxbuf, RXSLOT, DCCP_SOCK_BATCH, sp, lens);
-		if (got <= 0)
-			break;
-		for (int i = 0; i < got; i++)
-			if (lens[i] > 0)
-				c_input(c, &sp[i], now);
-		if (got < DCCP_SOCK_BATCH)
-			break; /* drained: no further call to hear EAGAIN */
-	}
-	c_wake(c, now);
-}
-
-/* ---- ring engine hooks ------------------------------------------------------ */
-
-static void *cc_init(void *arg, struct gc_conn *gc)
-{
-	struct gc_dccp *c = arg;
-	pthread_mutex_lock(&c->mu);
-	c->gconn = gc;
-	pthread_mutex_unlock(&c->mu);
-	return c;
-}
-
-static void cc_release(void *cc)
-{
-	struct gc_dccp *c = cc;
-	pthread_mutex_lock(&c->mu);
-	c->gconn = NULL;
-	pthread_mutex_unlock(&c->mu);
-}
-
-static uint32_t cc_budget(void *cc, uint64_t now, uint64_t *wake)
-{
-	struct gc_dccp *c = cc;
-	pthread_mutex_lock(&c->mu);
-	uint32_t b = dccp_conn_budget(&c->conn, now, wake);
-	pthread_mutex_unlock(&c->mu);
-	return b;
-}
-
-static void cc_sent(void *cc, const struct gc_sent *p, unsigned n, uint64_t now)
-{
-	(void)cc, (void)p, (void)n, (void)now; /* xmit() did the bookkeeping */
-}
-
-static const struct gc_cc_ops dccp_cc_ops = {
-	.init = cc_init,
-	.release = cc_release,
-	.budget = cc_budget,
-	.sent = cc_sent,
-};
-
-static unsigned hk_xmit(void *arg, struct gc_conn *gc, const struct gc_sent *p, unsigned n,
-			const unsigned char *zone)
-{
-	struct gc_dccp *c = arg;
-	unsigned i;
-	(void)gc;
-	pthread_mutex_lock(&c->mu);
-	uint64_t now = gc_now_ns();
-	/* DCCP-UDP: frame them all, send runs of equal sizes with UDP_SEGMENT
-	 * (an error of a run is seen at its end: its packets count as sent,
-	 * and lost, as one refused packet does below) */
-	c->batching = c->udp;
-	for (i = 0; i < n; i++) {
-		uint64_t seq;
-		int r = dccp_conn_send(&c->conn, zone + p[i].off, p[i].len, now, &seq);
-		if (r == -ENOTCONN)
-			break; /* not open (yet, or any more) */
-		struct inflight *f = &c->inflight[seq % c->ninflight];
-		*f = (struct inflight){ .seq = seq, .p = p[i], .used = true };
-		if (r == -EAGAIN || r == -ENOBUFS || r == -EWOULDBLOCK) {
-			i++; /* it has its number: it counts as sent (and lost); pause */
-			break;
-		}
-	}
-	if (c->batching) {
-		c->batching = false;
-		gso_flush(c);
-	}
-	pthread_mutex_unlock(&c->mu);
-	return i;
-}
-
-static void hk_event(void *arg, uint64_t now)
-{
-	struct gc_dccp *c = arg;
-	pthread_mutex_lock(&c->mu);
-	c_poll(c, now);
-	pthread_mutex_unlock(&c->mu);
-}
-
-static uint64_t hk_next_timer(void *arg)
-{
-	struct gc_dccp *c = arg;
-	pthread_mutex_lock(&c->mu);
-	uint64_t t = dccp_conn_next_timer(&c->conn);
-	pthread_mutex_unlock(&c->mu);
-	return t;
-}
-
 /* ---- setup and teardown ----------------------------------------------------- */
 
 static struct gc_dccp *c_new(const struct gc_dccp_opts *o)
@@ -442,45 +144,6 @@ static void c_free(struct gc_dccp *c)
 	free(c->inflight);
 	free(c->rxbuf);
 	free(c);
-}
-
-/*
- * The ring and its engine, once the connection exists.  gc_ring_attach()
- * wants a connected UDP socket; with our xmit hook the engine never sends on
- * it, so a native connection attaches a UDP socket connected to the peer's
- * address (connect() sends nothing).
- */
-static int c_start_engine(struct gc_dccp *c, const struct gc_dccp_opts *o, const char *fn)
-{
-	c->zone = gc_zone_create(o->zone_bufs, o->mps);
-	if (!c->zone)
-		return -1;
-	c->ring = gc_ring_create(o->ring_slots, c->zone);
-	if (!c->ring)
-		return -1;
-	c->attach_fd = socket(c->peer.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	struct sockaddr_storage p = c->peer;
-	if (!c->udp)
-		ssset_port(&p, 9);
-	if (c->attach_fd < 0 || connect(c->attach_fd, (struct sockaddr *)&p, sslen(&p)) < 0)
-		return gc_seterr(errno, "%s: the ring's UDP socket: %s", fn, strerror(errno));
-	struct gc_ring_engine_hooks hk = {
-		.cc = &dccp_cc_ops,
-		.cc_arg = c,
-		.xmit = hk_xmit,
-		.xmit_arg = c,
-		.event = hk_event,
-		.next_timer = hk_next_timer,
-		.event_fd = c->fd,
-		.event_arg = c,
-	};
-	struct gc_ring_engine_params ep = GC_RING_ENGINE_PARAMS_INIT(.quiet = 1);
-	c->eng = gc_ring_engine_start_hooks(&ep, &hk);
-	if (!c->eng)
-		return -1;
-	if (gc_ring_attach(c->ring, c->eng, c->attach_fd) < 0)
-		return -1;
-	return 0;
 }
 
 GC_EXPORT struct gc_dccp *gc_dccp_connect(const struct sockaddr *peer, socklen_t len,
@@ -536,9 +199,7 @@ GC_EXPORT struct gc_dccp *gc_dccp_connect(const struct sockaddr *peer, socklen_t
 				      .udp = c->udp };
 	dccp_pseudo_from(&p.ph_out, &c->local, &c->peer);
 	dccp_pseudo_from(&c->ph_in, &c->peer, &c->local);
-	struct dccp_conn_env env = {
-		.emit = c_emit, .emitv = c_emitv, .acked = c_acked, .lost = c_lost, .arg = c
-	};
+	struct dccp_conn_env env = dccp_engine_env(c);
 	uint64_t iss;
 	randombytes_buf(&iss, sizeof(iss));
 	uint64_t t0 = gc_now_ns(), deadline = t0 + (uint64_t)o.timeout_ms * 1000000u;
@@ -556,7 +217,7 @@ GC_EXPORT struct gc_dccp *gc_dccp_connect(const struct sockaddr *peer, socklen_t
 		pthread_mutex_unlock(&c->mu);
 		poll(&pf, 1, ms);
 		pthread_mutex_lock(&c->mu);
-		c_poll(c, gc_now_ns());
+		dccp_engine_poll(c, gc_now_ns());
 	}
 	enum dccp_state st = c->conn.state;
 	uint8_t code = c->conn.st.reset_code_rx;
@@ -570,7 +231,7 @@ GC_EXPORT struct gc_dccp *gc_dccp_connect(const struct sockaddr *peer, socklen_t
 		}
 		goto fail;
 	}
-	if (c_start_engine(c, &o, fn) < 0)
+	if (dccp_engine_start(c, &o, fn) < 0)
 		goto fail;
 	return c;
 fail:;
@@ -657,11 +318,12 @@ static bool owned(struct gc_dccp_listener *l, const struct dccp_sock_pkt *sp,
 	bool r = false;
 	pthread_mutex_lock(&l->mu);
 	for (struct gc_dccp *c = l->owned; c && !r; c = c->next_owned) {
-		r = is_peer(c, &sp->from) && h->sport == c->conn.p.dport && h->dport == c->conn.p.sport;
+		r = dccp_engine_is_peer(c, &sp->from) && h->sport == c->conn.p.dport &&
+			h->dport == c->conn.p.sport;
 		if (r && c->udp) {
 			pthread_mutex_lock(&c->mu);
-			c_input(c, sp, now);
-			c_wake(c, now);
+			dccp_engine_input(c, sp, now);
+			dccp_engine_wake(c, now);
 			pthread_mutex_unlock(&c->mu);
 		}
 	}
@@ -684,13 +346,13 @@ static void drain(struct gc_dccp_listener *l, struct gc_dccp *c, uint8_t *buf, s
 	for (unsigned i = 0; i < DRAIN_MAX; i++) {
 		struct sockaddr_storage from;
 		struct dccp_sock_pkt sp;
-		if (dccp_sock_peek_from(l->fd, &from) < 0 || !is_peer(c, &from))
+		if (dccp_sock_peek_from(l->fd, &from) < 0 || !dccp_engine_is_peer(c, &from))
 			break;
 		ssize_t n = dccp_sock_recv(l->fd, true, buf, cap, &sp);
 		if (n < 0)
 			break;
 		if (n > 0)
-			c_input(c, &sp, gc_now_ns());
+			dccp_engine_input(c, &sp, gc_now_ns());
 	}
 }
 
@@ -755,9 +417,7 @@ GC_EXPORT struct gc_dccp *gc_dccp_accept(struct gc_dccp_listener *l, int timeout
 			pre_family = pre >= 0 ? sp.from.ss_family : AF_UNSPEC;
 		}
 		void *ea[2] = { l, &sp };
-		struct dccp_conn_env env = {
-			.emit = c_emit, .emitv = c_emitv, .acked = c_acked, .lost = c_lost, .arg = c
-		};
+		struct dccp_conn_env env = dccp_engine_env(c);
 		/* the Ack that completes the handshake is answered through the
 		 * listener's socket (borrowed): the connection's own does not
 		 * exist yet */
@@ -811,7 +471,7 @@ GC_EXPORT struct gc_dccp *gc_dccp_accept(struct gc_dccp_listener *l, int timeout
 	c->next_owned = l->owned;
 	l->owned = c;
 	pthread_mutex_unlock(&l->mu);
-	if (c_start_engine(c, &l->o, fn) < 0) {
+	if (dccp_engine_start(c, &l->o, fn) < 0) {
 		int e = errno;
 		c_free(c);
 		errno = e;
