@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer target: the packet input path of DCCP connections (lib/dccp/
- * conn.c).  A listener and an OPEN client/server pair (made by a real
+ * conn.c, listener.c).  A listener and an OPEN client/server pair (made by a real
  * handshake at the start of every input) are fed hostile packets:
  *
  *   input := record*

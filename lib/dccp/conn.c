@@ -5,8 +5,10 @@
  *
  * Holds, in order: output (packet building, the options every packet
  * carries), feature processing, the CCID glue (ccid.h ops only), life
- * cycle, input (loss accounting, delivery, dccp_conn_input()), timers,
- * sending data, and dccp_conn_accept(), where the listener hands over.
+ * cycle, input (loss accounting and delivery, then dccp_conn_input() in
+ * the steps of RFC 4340 §8.5: sequence checks, features, one handler per
+ * state that needs one, by packet type, and the dispatch), timers, sending
+ * data, and dccp_conn_accept(), where the listener hands over.
  *
  * Simplifications, on purpose: a packet's options are processed in one
  * pass after the §7.5 checks; the only features we negotiate actively are
@@ -628,6 +630,220 @@ static void reset_no_conn(struct dccp_conn *c, const struct dccp_hdr *h)
 		c->env.emit(c->env.arg, pkt, (size_t)n);
 }
 
+/*
+ * dccp_conn_input() follows RFC 4340 §8.5: the checks of steps 1-3 (ours?
+ * a connection still?) and the options' syntax, the sequence checks of
+ * steps 4-7 (seq_check()) and moving GSR/GAR (seq_accept()), a Reset
+ * (step 9, in_reset()), the feature options (step 8, in_features(); after
+ * the Reset here, as a Reset's options change nothing), the states that
+ * need a packet of their own (steps 10 and 12: in_request(),
+ * in_partopen()), then the packet by type (steps 13-16: in_by_type()).
+ */
+
+/* §8.5 steps 4-7: is h's sequence (and Acknowledgement) Number acceptable?
+ * false: dropped, after the Reset (REQUEST) or Sync (§7.5.4) it draws. */
+static bool seq_check(struct dccp_conn *c, const struct dccp_hdr *h, uint64_t now_ns)
+{
+	if (c->state == DCCP_S_REQUEST) {
+		if ((h->type != DCCP_RESPONSE && h->type != DCCP_RESET) ||
+		    !dccp_seq_between(h->ack, c->s.iss, c->s.gss)) {
+			c->st.invalid++;
+			reset_no_conn(c, h); /* §8.5 step 7: Reset, keep REQUEST (none to Reset, Listen) */
+			return false;
+		}
+		return true;
+	}
+	enum dccp_seqcheck mode = DCCP_SEQCHK_NORMAL;
+	if (dccp_seq_valid(&c->s, h, mode, false) != DCCP_SEQ_VALID) {
+		uint64_t ack;
+		c->st.invalid++;
+		if (dccp_invalid_response(&c->s, h, &ack) && dccp_sync_allow(&c->sync_limit, now_ns))
+			send_sync(c, DCCP_SYNC, ack);
+		return false;
+	}
+	return true;
+}
+
+/* The packet passed the checks: move GSR/GAR (Sync/SyncAck too, §7.5.4:
+ * they re-align us), note it for the Timestamp echo and the NDP-based loss
+ * count.  Returns GSR as it was before. */
+static uint64_t seq_accept(struct dccp_conn *c, const struct dccp_hdr *h, const struct dccp_opts *o,
+			   uint64_t now_ns)
+{
+	const uint64_t gsr0 = c->s.gsr;
+	if (c->state == DCCP_S_REQUEST) {
+		c->s.isr = h->seq;
+		c->s.gsr = h->seq;
+		c->s.gar = h->ack;
+	} else {
+		if (dccp_seq_after(h->seq, c->s.gsr))
+			c->s.gsr = h->seq;
+		if (h->has_ack && dccp_seq_after(h->ack, c->s.gar))
+			c->s.gar = h->ack;
+	}
+	if (c->s.initial && dccp_seq_delta(c->s.gsr, c->s.isr) > (int64_t)c->s.w_rx &&
+	    dccp_seq_delta(c->s.gss, c->s.iss) > (int64_t)c->s.w_tx)
+		c->s.initial = false;
+	c->last_valid_ns = now_ns;
+	if (o->has_ts) { /* echoed on our next packet (put_ts_echo()) */
+		c->ts_pending = true;
+		c->ts_val = o->ts;
+		c->ts_at = now_ns;
+	}
+	if (h->type != DCCP_DATA && h->type != DCCP_DATAACK && h->type != DCCP_RESET && h->type != DCCP_CLOSE)
+		note_nondata(c, h->seq, o->has_ndp ? o->ndp_count : 0, true);
+	return gsr0;
+}
+
+/* §8.5 step 9: the peer's Reset ends the connection (TIMEWAIT if we were
+ * closing, else CLOSED). */
+static void in_reset(struct dccp_conn *c, const struct dccp_hdr *h, const struct dccp_opts *o,
+		     uint64_t now_ns)
+{
+	c->st.resets_rx++;
+	c->st.reset_code_rx = h->reset_code;
+	tail_loss(c, h, o);
+	enter(c, c->state == DCCP_S_CLOSING ? DCCP_S_TIMEWAIT : DCCP_S_CLOSED, now_ns);
+}
+
+/* §8.5 step 8, the feature options (§6.6.4: only in-order Changes and
+ * Confirms): Confirms queued for our next packet, the values applied.
+ * false: the connection was reset. */
+static bool in_features(struct dccp_conn *c, const struct dccp_hdr *h, const struct dccp_opts *o,
+			uint64_t now_ns)
+{
+	bool feat_ok = true;
+	uint8_t reset = 0;
+	if (c->state == DCCP_S_REQUEST ||
+	    dccp_feat_in_order(DCCP_OPT_CONFIRM_L, h->seq, h->has_ack, h->ack, c->fgsr, c->fgss)) {
+		struct dccp_obuf b;
+		dccp_obuf_init(&b, c->confirm_buf + c->confirm_len,
+			       sizeof(c->confirm_buf) - c->confirm_len);
+		struct dccp_nn_seen nn = { 0 };
+		feat_ok = dccp_conn_features(o, &b, c->p.ccid, &nn, c->seqwin_pending, c->txo,
+					     c->tx, &reset, &c->err);
+		if (!b.overflow)
+			c->confirm_len += b.len;
+		if (nn.peer_seqwin)
+			c->s.w_rx = nn.peer_seqwin;
+		if (nn.our_seqwin_confirmed) {
+			c->s.w_tx = nn.our_seqwin_confirmed;
+			c->seqwin_pending = 0;
+		}
+		ccid_feature_changed(c, &nn);
+		c->fgsr = h->seq;
+		if (h->has_ack)
+			c->fgss = h->ack;
+	}
+	if (!feat_ok) {
+		dccp_conn_reset(c, reset, now_ns);
+		return false;
+	}
+	return true;
+}
+
+/* §8.5 step 10: the Response to our Request (checked by seq_check()):
+ * the CCIDs start, the cookie is kept for PARTOPEN, and our Ack goes. */
+static bool in_request(struct dccp_conn *c, const struct dccp_hdr *h, const struct dccp_opts *o,
+		       uint64_t now_ns)
+{
+	if (h->service != c->p.service) {
+		dccp_conn_reset(c, DCCP_RESET_BAD_SERVICE_CODE, now_ns);
+		return false;
+	}
+	c->s.w_tx = c->p.seq_window; /* the Response confirmed it (or we reset above) */
+	if (ccid_start(c, now_ns) < 0) {
+		dccp_conn_reset(c, DCCP_RESET_ABORTED, now_ns);
+		return false;
+	}
+	for (unsigned i = 0; i < o->n; i++)
+		if (o->opt[i].type == DCCP_OPT_INIT_COOKIE) {
+			memcpy(c->cookie, o->opt[i].data, o->opt[i].len);
+			c->cookie_len = o->opt[i].len;
+		}
+	c->rx_any = true; /* losses count from the Response on */
+	c->rx_last_data = h->seq;
+	c->confirm_partopen = c->confirm_len;
+	enter(c, DCCP_S_PARTOPEN, now_ns);
+	send_ctl(c, DCCP_ACK, now_ns, 0); /* echoes the cookie (common_opts) */
+	return true;
+}
+
+/* §8.5 step 12 (PARTOPEN).  true: the packet was a repeated Response, now
+ * answered; else we are OPEN and the packet goes on as any other. */
+static bool in_partopen(struct dccp_conn *c, const struct dccp_hdr *h, uint64_t now_ns)
+{
+	if (h->type == DCCP_RESPONSE) {
+		send_ctl(c, DCCP_ACK, now_ns, 0); /* our Ack was lost: repeat it */
+		return true;
+	}
+	/* the server has our Confirms: it answered a packet carrying them;
+	 * keep only those for Changes in this packet */
+	memmove(c->confirm_buf, c->confirm_buf + c->confirm_partopen,
+		c->confirm_len - c->confirm_partopen);
+	c->confirm_len -= c->confirm_partopen;
+	c->confirm_partopen = 0;
+	enter(c, DCCP_S_OPEN, now_ns); /* §8.1.5: any other valid packet */
+	return false;
+}
+
+/* §8.5 steps 13-16 by packet type: CloseReq, Close, Sync, and the data and
+ * acknowledgements (the CCIDs', Acks of Acks, delivery). */
+static bool in_by_type(struct dccp_conn *c, const struct dccp_hdr *h, const uint8_t *pkt,
+		       const struct dccp_opts *o, uint64_t gsr0, uint64_t now_ns)
+{
+	switch (h->type) {
+	case DCCP_SYNC: send_sync(c, DCCP_SYNCACK, h->seq); break;
+	case DCCP_CLOSEREQ:
+		if (c->server) {
+			c->st.invalid++; /* only servers may ask; §8.5 step 7 */
+			dccp_conn_reset(c, DCCP_RESET_PACKET_ERROR, now_ns);
+			return false;
+		}
+		send_ctl(c, DCCP_CLOSE, now_ns, 0);
+		enter(c, DCCP_S_CLOSING, now_ns);
+		break;
+	case DCCP_CLOSE:
+		tail_loss(c, h, o);
+		c->st.reset_code_tx = DCCP_RESET_CLOSED;
+		send_ctl(c, DCCP_RESET, now_ns, DCCP_RESET_CLOSED);
+		enter(c, DCCP_S_CLOSED, now_ns);
+		break;
+	case DCCP_DATA:
+	case DCCP_DATAACK:
+	case DCCP_ACK:
+		/* RFC 4341 §6.1.2: a data sender's peer sends little but Acks, so a
+		 * gap before one of its Acks is Acks lost on the reverse path */
+		if (h->type == DCCP_ACK && c->tx && c->txo->acks_lost && c->state == DCCP_S_OPEN &&
+		    dccp_seq_sub(h->seq, gsr0) > 1 && dccp_seq_after(h->seq, gsr0))
+			c->txo->acks_lost(c->tx, dccp_seq_sub(h->seq, gsr0) - 1);
+		if (h->has_ack && c->tx) {
+			c->txo->recv_ack(c->tx, h->ack, o, now_ns);
+			ccid_feature_update(c, now_ns, false);
+		}
+		/* Ack of Ack (RFC 4340 §11.4, RFC 4341 §6.1.1): h->ack names one
+		 * of our packets; if it was an Ack with feedback, the peer has
+		 * the state that Ack described, up to the Acknowledgement Number
+		 * it carried, and the receiver may stop describing it (its Ack
+		 * Vector stays short).  A peer acknowledges our Acks when it
+		 * sends DataAcks (Linux does); our own sender sends Data. */
+		uint64_t carried;
+		if (h->has_ack && c->rx && dccp_aoa_find(&c->aoa, h->ack, &carried))
+			c->rxo->ack_of_ack(c->rx, carried);
+		/* Feedback only for a half-connection that carries data: a data
+		 * sender's own pure Acks would blur the receiver's NDP-based loss
+		 * count (a lost Ack next to a lost data packet reads as two) */
+		if (c->rx && c->rxo->recv(c->rx, h->type, h->seq, h->ccval, o, h->data_len, now_ns) &&
+		    (c->st.received || h->type != DCCP_ACK))
+			send_ctl(c, DCCP_ACK, now_ns, 0);
+		if (h->type != DCCP_ACK && c->state >= DCCP_S_OPEN && c->state <= DCCP_S_CLOSING)
+			deliver(c, h, pkt, o);
+		break;
+	default: break;
+	}
+	return true;
+}
+
 bool dccp_conn_input(struct dccp_conn *c, const uint8_t *pkt, size_t len, const struct dccp_hdr *h,
 		     uint64_t now_ns)
 {
@@ -650,178 +866,25 @@ bool dccp_conn_input(struct dccp_conn *c, const uint8_t *pkt, size_t len, const 
 	 * one is no sequence error worth a Sync, just stale. */
 	if (c->state == DCCP_S_PARTOPEN && h->type == DCCP_RESPONSE && h->seq != c->s.isr)
 		return false;
-	/* §8.5 step 4..: the sequence-number checks */
-	if (c->state == DCCP_S_REQUEST) {
-		if ((h->type != DCCP_RESPONSE && h->type != DCCP_RESET) ||
-		    !dccp_seq_between(h->ack, c->s.iss, c->s.gss)) {
-			c->st.invalid++;
-			reset_no_conn(c, h); /* §8.5 step 7: Reset, keep REQUEST (none to Reset, Listen) */
-			return false;
-		}
-	} else {
-		enum dccp_seqcheck mode = DCCP_SEQCHK_NORMAL;
-		if (dccp_seq_valid(&c->s, h, mode, false) != DCCP_SEQ_VALID) {
-			uint64_t ack;
-			c->st.invalid++;
-			if (dccp_invalid_response(&c->s, h, &ack) &&
-			    dccp_sync_allow(&c->sync_limit, now_ns))
-				send_sync(c, DCCP_SYNC, ack);
-			return false;
-		}
-	}
+	if (!seq_check(c, h, now_ns))
+		return false;
 	if (o.reset_code) {
 		c->st.invalid++;
 		dccp_conn_reset(c, o.reset_code, now_ns);
 		return false;
 	}
-	/* accepted: move GSR/GAR (Sync/SyncAck too, §7.5.4: they re-align us) */
-	const uint64_t gsr0 = c->s.gsr;
-	if (c->state == DCCP_S_REQUEST) {
-		c->s.isr = h->seq;
-		c->s.gsr = h->seq;
-		c->s.gar = h->ack;
-	} else {
-		if (dccp_seq_after(h->seq, c->s.gsr))
-			c->s.gsr = h->seq;
-		if (h->has_ack && dccp_seq_after(h->ack, c->s.gar))
-			c->s.gar = h->ack;
-	}
-	if (c->s.initial && dccp_seq_delta(c->s.gsr, c->s.isr) > (int64_t)c->s.w_rx &&
-	    dccp_seq_delta(c->s.gss, c->s.iss) > (int64_t)c->s.w_tx)
-		c->s.initial = false;
-	c->last_valid_ns = now_ns;
-	if (o.has_ts) { /* echoed on our next packet (put_ts_echo()) */
-		c->ts_pending = true;
-		c->ts_val = o.ts;
-		c->ts_at = now_ns;
-	}
-	if (h->type != DCCP_DATA && h->type != DCCP_DATAACK && h->type != DCCP_RESET && h->type != DCCP_CLOSE)
-		note_nondata(c, h->seq, o.has_ndp ? o.ndp_count : 0, true);
-
+	const uint64_t gsr0 = seq_accept(c, h, &o, now_ns);
 	if (h->type == DCCP_RESET) {
-		c->st.resets_rx++;
-		c->st.reset_code_rx = h->reset_code;
-		tail_loss(c, h, &o);
-		enter(c, c->state == DCCP_S_CLOSING ? DCCP_S_TIMEWAIT : DCCP_S_CLOSED, now_ns);
+		in_reset(c, h, &o, now_ns);
 		return true;
 	}
-	/* features (§6.6.4: only in-order Changes/Confirms) */
-	bool feat_ok = true;
-	uint8_t reset = 0;
-	if (c->state == DCCP_S_REQUEST ||
-	    dccp_feat_in_order(DCCP_OPT_CONFIRM_L, h->seq, h->has_ack, h->ack, c->fgsr, c->fgss)) {
-		struct dccp_obuf b;
-		dccp_obuf_init(&b, c->confirm_buf + c->confirm_len,
-			       sizeof(c->confirm_buf) - c->confirm_len);
-		struct dccp_nn_seen nn = { 0 };
-		feat_ok = dccp_conn_features(&o, &b, c->p.ccid, &nn, c->seqwin_pending, c->txo,
-					     c->tx, &reset, &c->err);
-		if (!b.overflow)
-			c->confirm_len += b.len;
-		if (nn.peer_seqwin)
-			c->s.w_rx = nn.peer_seqwin;
-		if (nn.our_seqwin_confirmed) {
-			c->s.w_tx = nn.our_seqwin_confirmed;
-			c->seqwin_pending = 0;
-		}
-		ccid_feature_changed(c, &nn);
-		c->fgsr = h->seq;
-		if (h->has_ack)
-			c->fgss = h->ack;
-	}
-	if (!feat_ok) {
-		dccp_conn_reset(c, reset, now_ns);
+	if (!in_features(c, h, &o, now_ns))
 		return false;
-	}
-
-	switch (c->state) {
-	case DCCP_S_REQUEST: /* a Response (checked above) */
-		if (h->service != c->p.service) {
-			dccp_conn_reset(c, DCCP_RESET_BAD_SERVICE_CODE, now_ns);
-			return false;
-		}
-		c->s.w_tx = c->p.seq_window; /* the Response confirmed it (or we reset above) */
-		if (ccid_start(c, now_ns) < 0) {
-			dccp_conn_reset(c, DCCP_RESET_ABORTED, now_ns);
-			return false;
-		}
-		for (unsigned i = 0; i < o.n; i++)
-			if (o.opt[i].type == DCCP_OPT_INIT_COOKIE) {
-				memcpy(c->cookie, o.opt[i].data, o.opt[i].len);
-				c->cookie_len = o.opt[i].len;
-			}
-		c->rx_any = true; /* losses count from the Response on */
-		c->rx_last_data = h->seq;
-		c->confirm_partopen = c->confirm_len;
-		enter(c, DCCP_S_PARTOPEN, now_ns);
-		send_ctl(c, DCCP_ACK, now_ns, 0); /* echoes the cookie (common_opts) */
+	if (c->state == DCCP_S_REQUEST)
+		return in_request(c, h, &o, now_ns);
+	if (c->state == DCCP_S_PARTOPEN && in_partopen(c, h, now_ns))
 		return true;
-	case DCCP_S_PARTOPEN:
-		if (h->type == DCCP_RESPONSE) {
-			send_ctl(c, DCCP_ACK, now_ns, 0); /* our Ack was lost: repeat it */
-			return true;
-		}
-		/* the server has our Confirms: it answered a packet carrying them;
-		 * keep only those for Changes in this packet */
-		memmove(c->confirm_buf, c->confirm_buf + c->confirm_partopen,
-			c->confirm_len - c->confirm_partopen);
-		c->confirm_len -= c->confirm_partopen;
-		c->confirm_partopen = 0;
-		enter(c, DCCP_S_OPEN, now_ns); /* §8.1.5: any other valid packet */
-		break;
-	default: break;
-	}
-
-	switch (h->type) {
-	case DCCP_SYNC: send_sync(c, DCCP_SYNCACK, h->seq); break;
-	case DCCP_CLOSEREQ:
-		if (c->server) {
-			c->st.invalid++; /* only servers may ask; §8.5 step 7 */
-			dccp_conn_reset(c, DCCP_RESET_PACKET_ERROR, now_ns);
-			return false;
-		}
-		send_ctl(c, DCCP_CLOSE, now_ns, 0);
-		enter(c, DCCP_S_CLOSING, now_ns);
-		break;
-	case DCCP_CLOSE:
-		tail_loss(c, h, &o);
-		c->st.reset_code_tx = DCCP_RESET_CLOSED;
-		send_ctl(c, DCCP_RESET, now_ns, DCCP_RESET_CLOSED);
-		enter(c, DCCP_S_CLOSED, now_ns);
-		break;
-	case DCCP_DATA:
-	case DCCP_DATAACK:
-	case DCCP_ACK:
-		/* RFC 4341 §6.1.2: a data sender's peer sends little but Acks, so a
-		 * gap before one of its Acks is Acks lost on the reverse path */
-		if (h->type == DCCP_ACK && c->tx && c->txo->acks_lost && c->state == DCCP_S_OPEN &&
-		    dccp_seq_sub(h->seq, gsr0) > 1 && dccp_seq_after(h->seq, gsr0))
-			c->txo->acks_lost(c->tx, dccp_seq_sub(h->seq, gsr0) - 1);
-		if (h->has_ack && c->tx) {
-			c->txo->recv_ack(c->tx, h->ack, &o, now_ns);
-			ccid_feature_update(c, now_ns, false);
-		}
-		/* Ack of Ack (RFC 4340 §11.4, RFC 4341 §6.1.1): h->ack names one
-		 * of our packets; if it was an Ack with feedback, the peer has
-		 * the state that Ack described, up to the Acknowledgement Number
-		 * it carried, and the receiver may stop describing it (its Ack
-		 * Vector stays short).  A peer acknowledges our Acks when it
-		 * sends DataAcks (Linux does); our own sender sends Data. */
-		uint64_t carried;
-		if (h->has_ack && c->rx && dccp_aoa_find(&c->aoa, h->ack, &carried))
-			c->rxo->ack_of_ack(c->rx, carried);
-		/* Feedback only for a half-connection that carries data: a data
-		 * sender's own pure Acks would blur the receiver's NDP-based loss
-		 * count (a lost Ack next to a lost data packet reads as two) */
-		if (c->rx && c->rxo->recv(c->rx, h->type, h->seq, h->ccval, &o, h->data_len, now_ns) &&
-		    (c->st.received || h->type != DCCP_ACK))
-			send_ctl(c, DCCP_ACK, now_ns, 0);
-		if (h->type != DCCP_ACK && c->state >= DCCP_S_OPEN && c->state <= DCCP_S_CLOSING)
-			deliver(c, h, pkt, &o);
-		break;
-	default: break;
-	}
-	return true;
+	return in_by_type(c, h, pkt, &o, gsr0, now_ns);
 }
 
 /* ---- timers ------------------------------------------------------------ */

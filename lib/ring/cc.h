@@ -16,7 +16,7 @@
  *    (udp.c: sendmmsg() with UDP_SEGMENT runs, on the connected socket the
  *    application attached).  The tests plug in recorders here.
  *
- * How DCCP plugs in beside UDP (lib/dccp/dccp.c): its xmit frames each packet
+ * How DCCP plugs in beside UDP (lib/dccp/engine.c): its xmit frames each packet
  * (the generic header, sequence numbers, options) and sends it over its own
  * socket (raw IP protocol 33, or UDP port 6511 for RFC 6773), reaching its
  * per-connection state through gc_conn_id() or the cc state its init()
