@@ -13,6 +13,8 @@ Calls through function pointers (the ccid.h ops) are not seen."""
 import pathlib
 import re
 
+import layers
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 DCCP = ROOT / "lib" / "dccp"
 CONN_LAYER = ("conn.c", "listener.c")  # the connection and its listener
@@ -21,42 +23,16 @@ DEF = re.compile(r"^(?:GC_EXPORT\s+)?(?!static)[A-Za-z_][\w \t*]*?\b((?:gc|dccp)
 CALL = re.compile(r"\b((?:gc|dccp)_\w+)\s*\(")
 
 
-def strip_comments(text):
-    text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
-    text = re.sub(r"//[^\n]*", " ", text)
-    return re.sub(r'"(?:\\.|[^"\\])*"', '""', text)
-
-
 def layer_order():
     """{file: rank} from the list at the top of lib/dccp/README.md."""
     text = (DCCP / "README.md").read_text()
     start = text.index("The files, in dependency order")
-    ranks, rank = {}, 0
-    for line in text[start:].splitlines()[1:]:
-        if ranks and not line.strip():  # the blank line after the list ends it
-            break
-        names = re.findall(r"^\s+(\w+\.c(?:\s+\w+\.c)*)\s", line + " ")
-        if names:
-            for name in names[0].split():
-                ranks[name] = rank
-            rank += 1
-    return ranks
+    # the intro, a blank line, the list, a blank line
+    return layers.order(text[start:].split("\n\n")[1].splitlines())
 
 
 def graph():
-    defined, calls = {}, {}
-    for path in sorted(DCCP.glob("*.c")):
-        text = strip_comments(path.read_text())
-        for name in DEF.findall(text):
-            defined[name] = path.name
-        calls[path.name] = set(CALL.findall(text))
-    edges = set()
-    for src, names in calls.items():
-        for name in names:
-            dst = defined.get(name)
-            if dst and dst != src:
-                edges.add((src, dst, name))
-    return defined, edges
+    return layers.graph(DCCP, DEF, CALL)
 
 
 def test_every_file_is_in_the_order():
@@ -77,14 +53,14 @@ def test_calls_go_down_the_layers_only():
     assert ("engine.c", "conn.c", "dccp_conn_input") in edges
     assert ("dccp.c", "listener.c", "dccp_listener_input") in edges
     assert ("conn.c", "wire.c", "dccp_build") in edges
-    bad = sorted(f"{s} -> {d} ({n})" for s, d, n in edges if ranks[d] >= ranks[s])
+    bad = layers.calls_up(ranks, edges)
     assert not bad, "calls up or sideways in lib/dccp: " + ", ".join(bad)
 
 
 def test_the_connection_names_no_ccid():
     bad = []
     for name in CONN_LAYER:
-        text = strip_comments((DCCP / name).read_text())
+        text = layers.strip_comments((DCCP / name).read_text())
         for inc in re.findall(r'#\s*include\s*"([^"]+)"', (DCCP / name).read_text()):
             if re.search(r"ccid\d", inc):
                 bad.append(f"{name} includes {inc}")

@@ -7,6 +7,8 @@ defines and the gc_* names each file calls.  Calls through function pointers
 import pathlib
 import re
 
+import layers
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 RING = ROOT / "lib" / "ring"
 
@@ -14,42 +16,20 @@ DEF = re.compile(r"^(?:GC_EXPORT\s+)?(?!static)[A-Za-z_][\w \t*]*?\b(gc_\w+)\(",
 CALL = re.compile(r"\b(gc_\w+)\s*\(")
 
 
-def strip_comments(text):
-    text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
-    return re.sub(r'"(?:\\.|[^"\\])*"', '""', text)
-
-
 def layer_order():
     """{file: rank} from the comment at the top of internal.h."""
     text = (RING / "internal.h").read_text()
     start = text.index("The files, in dependency order")
-    ranks, rank = {}, 0
+    lines = []
     for line in text[start:].splitlines()[1:]:
         if line.strip() == "*/":  # the end of that comment: later ones are not the order
             break
-        body = line.strip(" */")
-        names = re.findall(r"^(\w+\.c(?:\s+\w+\.c)*)\s", body + " ")
-        if names:
-            for name in names[0].split():
-                ranks[name] = rank
-            rank += 1
-    return ranks
+        lines.append(line)
+    return layers.order(lines)
 
 
 def graph():
-    defined, calls = {}, {}
-    for path in sorted(RING.glob("*.c")):
-        text = strip_comments(path.read_text())
-        for name in DEF.findall(text):
-            defined[name] = path.name
-        calls[path.name] = set(CALL.findall(text))
-    edges = set()
-    for src, names in calls.items():
-        for name in names:
-            dst = defined.get(name)
-            if dst and dst != src:
-                edges.add((src, dst, name))
-    return defined, edges
+    return layers.graph(RING, DEF, CALL)
 
 
 def test_every_file_is_in_the_order():
@@ -68,5 +48,5 @@ def test_calls_go_down_the_layers_only():
     assert defined.get("gc_srv_decode") == "proto.c"
     assert ("server.c", "conn.c", "gc_conn_drain") in edges
     assert ("handle.c", "conn.c", "gc_conn_flush") in edges
-    bad = sorted(f"{s} -> {d} ({n})" for s, d, n in edges if ranks[d] >= ranks[s])
+    bad = layers.calls_up(ranks, edges)
     assert not bad, "calls up or sideways in lib/ring: " + ", ".join(bad)
