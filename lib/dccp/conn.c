@@ -438,6 +438,7 @@ int dccp_conn_connect(struct dccp_conn *c, const struct dccp_conn_params *p,
 		      const struct dccp_conn_env *env, uint64_t iss, uint64_t now_ns)
 {
 	memset(c, 0, sizeof(*c));
+	c->now_max = now_ns;
 	c->p = *p;
 	c->env = *env;
 	c->s.gss = dccp_seq_sub(iss & DCCP_SEQ_MASK, 1);
@@ -460,8 +461,26 @@ void dccp_conn_free(struct dccp_conn *c)
 		free(r.data);
 }
 
+/*
+ * The connection's clock: now_ns, or the latest time an entry point was
+ * given when now_ns is older.  The engine's threads take their time before
+ * they wait for the connection's lock (the ring engine's event and budget
+ * hooks), so a packet can come in with a time before the feedback another
+ * thread just sent; the CCIDs subtract times (CCID 3's Receive Rate over
+ * now - last feedback), and an unsigned difference that went back would
+ * wrap: a Receive Rate of 0 pins the peer's CCID 3 sender at s/t_mbi.
+ */
+static uint64_t conn_clock(struct dccp_conn *c, uint64_t now_ns)
+{
+	if (now_ns < c->now_max)
+		return c->now_max;
+	c->now_max = now_ns;
+	return now_ns;
+}
+
 void dccp_conn_reset(struct dccp_conn *c, uint8_t code, uint64_t now_ns)
 {
+	now_ns = conn_clock(c, now_ns);
 	if (c->state == DCCP_S_CLOSED || c->state == DCCP_S_TIMEWAIT)
 		return;
 	c->st.reset_code_tx = code;
@@ -471,6 +490,7 @@ void dccp_conn_reset(struct dccp_conn *c, uint8_t code, uint64_t now_ns)
 
 void dccp_conn_close(struct dccp_conn *c, uint64_t now_ns)
 {
+	now_ns = conn_clock(c, now_ns);
 	switch (c->state) {
 	case DCCP_S_OPEN:
 	case DCCP_S_PARTOPEN:
@@ -850,6 +870,7 @@ bool dccp_conn_input(struct dccp_conn *c, const uint8_t *pkt, size_t len, const 
 	(void)len;
 	if (h->sport != c->p.dport || h->dport != c->p.sport)
 		return false; /* not ours (a raw socket sees every DCCP packet) */
+	now_ns = conn_clock(c, now_ns);
 	if (c->state == DCCP_S_CLOSED || c->state == DCCP_S_TIMEWAIT) {
 		c->st.invalid++;
 		reset_no_conn(c, h);
@@ -902,6 +923,7 @@ uint64_t dccp_conn_next_timer(const struct dccp_conn *c)
 
 uint64_t dccp_conn_timer(struct dccp_conn *c, uint64_t now_ns)
 {
+	now_ns = conn_clock(c, now_ns);
 	if (c->t_retx && c->t_retx <= now_ns) {
 		c->tries++;
 		c->backoff_ns = c->backoff_ns * 2 > MAX_BACKOFF_NS ? MAX_BACKOFF_NS : c->backoff_ns * 2;
@@ -966,6 +988,7 @@ uint64_t dccp_conn_timer(struct dccp_conn *c, uint64_t now_ns)
 
 uint32_t dccp_conn_budget(struct dccp_conn *c, uint64_t now_ns, uint64_t *wake_ns)
 {
+	now_ns = conn_clock(c, now_ns);
 	*wake_ns = 0;
 	if (c->state != DCCP_S_OPEN && c->state != DCCP_S_PARTOPEN)
 		return 0;
@@ -974,6 +997,7 @@ uint32_t dccp_conn_budget(struct dccp_conn *c, uint64_t now_ns, uint64_t *wake_n
 
 int dccp_conn_send(struct dccp_conn *c, const void *data, size_t len, uint64_t now_ns, uint64_t *seq)
 {
+	now_ns = conn_clock(c, now_ns);
 	if (c->state != DCCP_S_OPEN && c->state != DCCP_S_PARTOPEN)
 		return -ENOTCONN;
 	uint8_t ob[OPT_CAP];
@@ -1012,6 +1036,7 @@ int dccp_conn_accept(struct dccp_conn *c, const struct dccp_conn_params *p,
 		     const struct dccp_opts *o, uint64_t iss, uint64_t isr, uint64_t w_rx, uint64_t now_ns)
 {
 	memset(c, 0, sizeof(*c));
+	c->now_max = now_ns;
 	c->server = true;
 	c->p = *p;
 	c->env = *env;

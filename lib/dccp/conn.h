@@ -95,6 +95,10 @@ struct dccp_conn {
 	void *tx, *rx;
 	/* timers (CLOCK_MONOTONIC ns; 0: off) */
 	uint64_t t_retx, t_close, t_ack;
+	/* the latest now_ns an entry point was given: the connection's clock
+	 * never goes back (conn_clock()), though callers may pass a time taken
+	 * before they waited for the connection's lock */
+	uint64_t now_max;
 	uint64_t backoff_ns;
 	unsigned tries;
 	uint64_t last_valid_ns; /* a valid packet arrived then (§7.5.3 "active") */

@@ -1248,6 +1248,69 @@ static void test_bad_option_length_ignored(void)
 	close_pair();
 }
 
+/*
+ * The connection's clock never goes back.  The engine's threads take their
+ * time before they wait for the connection's lock, so a packet can be fed
+ * in with a time before the feedback another thread just sent.  CCID 3's
+ * receiver measures its Receive Rate over now - the last feedback: a time
+ * that went back wrapped to a rate of 0, which pins the sender's rate at
+ * s/t_mbi (8 B/s for 500 B packets) until the connection times out.
+ */
+static unsigned cc3_feedbacks; /* packets with a Receive Rate the client got */
+
+static unsigned cc3_feedback_to_c(uint64_t now)
+{
+	unsigned zero = 0;
+	while (to_client.n) {
+		struct pkt p = q_pop(&to_client);
+		struct dccp_hdr h;
+		struct dccp_opts o;
+		CHECK(parse(&p, &ph_s2c, &h));
+		CHECK(dccp_opts_parse(&h, p.b, DCCP_PF_ESTABLISHED, &o, NULL) == DCCP_OK);
+		cc3_feedbacks += o.has_recv_rate;
+		zero += o.has_recv_rate && o.recv_rate == 0;
+		dccp_conn_input(&C, p.b, p.len, &h, now);
+	}
+	return zero;
+}
+
+static void test_clock_never_goes_back(void)
+{
+	uint64_t now = 1000 * MS, t = now + 10 * MS, seq;
+	char d[500] = { 0 };
+	unsigned zero = 0;
+	pair_ccid = 3;
+	open_pair(now);
+	for (int i = 0; i < 40; i++) { /* the receiver learns an RTT */
+		t += MS;
+		CHECK_OK(dccp_conn_send(&C, d, sizeof(d), t, &seq));
+		to_s(&L, &S, &have_s, t);
+		dccp_conn_timer(&S, t);
+		cc3_feedback_to_c(t);
+	}
+	/* one more packet; another thread's timer sends its feedback 5 ms on */
+	t += MS;
+	CHECK_OK(dccp_conn_send(&C, d, sizeof(d), t, &seq));
+	to_s(&L, &S, &have_s, t);
+	dccp_conn_timer(&S, t + 5 * MS);
+	zero += cc3_feedback_to_c(t + 5 * MS);
+	/* then a loss and three packets, read with the time taken before that
+	 * feedback: the loss event's feedback goes at once */
+	for (int i = 0; i < 4; i++) {
+		CHECK_OK(dccp_conn_send(&C, d, sizeof(d), t + MS, &seq));
+		if (i == 0)
+			to_server.n = 0;
+		to_s(&L, &S, &have_s, t + MS);
+	}
+	unsigned before = cc3_feedbacks;
+	dccp_conn_timer(&S, t + MS);
+	zero += cc3_feedback_to_c(t + 5 * MS);
+	EXPECT(cc3_feedbacks > before);
+	EXPECT_EQ(zero, 0u);
+	close_pair();
+	pair_ccid = 2;
+}
+
 int main(void)
 {
 	setup_addrs();
@@ -1268,5 +1331,6 @@ int main(void)
 	test_listen_packet_silent();
 	test_ccid_no_agreement();
 	test_bad_option_length_ignored();
+	test_clock_never_goes_back();
 	return check_done("dccp_conn");
 }
