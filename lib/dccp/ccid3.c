@@ -437,7 +437,7 @@ static double mean_s(const struct ccid3_rx *x)
  * before when it is shorter than an RTT (a loss event's early feedback). */
 static double recv_rate(const struct ccid3_rx *x, uint64_t now)
 {
-	uint64_t dur = x->fb_sent ? now - x->t_fb : 0, bytes = x->bytes_fb;
+	uint64_t dur = x->fb_sent && now > x->t_fb ? now - x->t_fb : 0, bytes = x->bytes_fb;
 
 	/* Shorter than an RTT, or without data (feedback the connection sends
 	 * for another reason: a Confirm, a loss seen on a non-data packet):
@@ -681,12 +681,17 @@ static void put_feedback(void *rx, struct dccp_obuf *b, uint64_t now_ns, uint64_
 	double xr = recv_rate(x, now_ns);
 	dccp_opt_put_u32(b, DCCP_OPT_RECEIVE_RATE, xr >= UINT32_MAX ? UINT32_MAX : (uint32_t)xr);
 	/* a new feedback period; one without data extends the last one with
-	 * data instead (recv_rate()) */
-	if (x->fb_sent && x->bytes_fb) {
-		x->prev_dur = now_ns - x->t_fb;
+	 * data instead (recv_rate()), and so does one of no time at all (the
+	 * engine reads a batch of packets with one clock reading, and each may
+	 * make feedback due): a period of 0 ns would leave recv_rate() nothing
+	 * to divide by, and a Receive Rate of 0 pins the sender at s/t_mbi */
+	uint64_t d = x->fb_sent && now_ns > x->t_fb ? now_ns - x->t_fb : 0;
+	if (x->fb_sent && x->bytes_fb && d) {
+		x->prev_dur = d;
 		x->prev_bytes = x->bytes_fb;
 	} else if (x->fb_sent) {
-		x->prev_dur += now_ns - x->t_fb;
+		x->prev_dur += d;
+		x->prev_bytes += x->bytes_fb;
 	}
 	x->t_fb = now_ns;
 	x->bytes_fb = 0;

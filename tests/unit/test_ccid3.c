@@ -373,6 +373,14 @@ static void receiver(void)
 	EXPECT_EQ(op.recv_rate, 21428);
 	feedback(rx, 72 * MS, &op, area, li, &ackno);
 	EXPECT_EQ(op.recv_rate, 12500);
+	/* a batch of packets read with one clock reading, each with its
+	 * feedback at that instant: periods of 0 ns join the last one, and the
+	 * rate is never 0 (1300 B over the 4 + 10 + 10 ms since 48 ms) */
+	for (i = 53; i <= 56; i++) {
+		o->recv(rx, DCCP_DATA, SIM_ISR + i, (uint8_t)((i / 2) & 15), &none, 250, 72 * MS);
+		feedback(rx, 72 * MS, &op, area, li, &ackno);
+		EXPECT(op.has_recv_rate && op.recv_rate > 0);
+	}
 	o->free(rx);
 
 	/* two losses two packets apart (the same window): one event */
