@@ -434,7 +434,8 @@ static double mean_s(const struct ccid3_rx *x)
 }
 
 /* Receive Rate over the current feedback period, or over it and the one
- * before when it is shorter than an RTT (a loss event's early feedback). */
+ * before when it is shorter than an RTT (a loss event's early feedback) or
+ * of no time at all (the receiver may have no RTT: it comes from CCVal). */
 static double recv_rate(const struct ccid3_rx *x, uint64_t now)
 {
 	uint64_t dur = x->fb_sent && now > x->t_fb ? now - x->t_fb : 0, bytes = x->bytes_fb;
@@ -444,7 +445,7 @@ static double recv_rate(const struct ccid3_rx *x, uint64_t now)
 	 * measured together with the last period that had data.  A Receive
 	 * Rate of 0 would make the sender's recv_limit 0 and its rate s/t_mbi
 	 * (RFC 5348 §4.3), one packet a minute, until its nofeedback timer. */
-	if ((x->rtt && dur < x->rtt) || bytes == 0) {
+	if (dur == 0 || dur < x->rtt || bytes == 0) {
 		dur += x->prev_dur;
 		bytes += x->prev_bytes;
 	}

@@ -382,6 +382,17 @@ static void receiver(void)
 		EXPECT(op.has_recv_rate && op.recv_rate > 0);
 	}
 	o->free(rx);
+	/* the same without an RTT (CCVal never moved: the receiver has none) */
+	rx = fresh_rx();
+	for (i = 1; i <= 10; i++)
+		o->recv(rx, DCCP_DATA, SIM_ISR + i, 0, &none, 1000, i * MS);
+	feedback(rx, 10 * MS, &op, area, li, &ackno);
+	for (i = 11; i <= 14; i++) {
+		o->recv(rx, DCCP_DATA, SIM_ISR + i, 0, &none, 1000, 12 * MS);
+		feedback(rx, 12 * MS, &op, area, li, &ackno);
+		EXPECT(op.has_recv_rate && op.recv_rate > 0);
+	}
+	o->free(rx);
 
 	/* two losses two packets apart (the same window): one event */
 	rx = fresh_rx();
