@@ -444,11 +444,13 @@ def test_gc_ccid2_sender_under_heavy_loss(guest, gc_tool, family, tmp_path):
     loss each way.  It used to stall on RTOs backed off to seconds, one
     packet per backoff (10-17 s of gaps over 100 ms in 2000 packets), and
     to write off as lost packets that had arrived.  Bounded, not timed: the
-    transfer finishes with less than 2.5 s of gaps over 100 ms in all (the
-    old code: 5-8 s in 1000 packets) and none of 2 s (room for the guest's
-    own pauses under TCG, which stall Linux's sender too), and our sender
-    counts no more lost than the receiver missed (1 % of slack for Linux's
-    Ack Vectors)."""
+    transfer finishes with less than 5 s of gaps over 100 ms in all (the old
+    code: 6.4-7.8 s in 1000 packets) and none of 3.5 s (room for the RTO of
+    1 s and its doubling before the first RTT sample, RFC 4341 §5 / RFC 6298,
+    when the first packets or their Acks are lost: seen once, 1.0 + 2.0 s;
+    and for the guest's own pauses under TCG, which stall Linux's sender
+    too), and our sender counts no more lost than the receiver missed (1 % of
+    slack for Linux's Ack Vectors)."""
     port = 5480 + family
     rc, ours, err, linux, pcap, counts = run_gc_to_linux(guest, gc_tool, 2, HEAVY_LOSS, tmp_path, port, family,
                                                          count=HEAVY_COUNT, size=1000, rate=None)
@@ -459,7 +461,7 @@ def test_gc_ccid2_sender_under_heavy_loss(guest, gc_tool, family, tmp_path):
     assert 0.05 * seen <= dropped <= 0.15 * seen, counts
     t = data_times(pcap, addrs(guest, family)[0])
     gaps = [b - a for a, b in zip(t, t[1:]) if b - a > 0.1]
-    assert max(gaps, default=0) < 2.0 and sum(gaps) < 2.5, (sorted(gaps)[-5:], len(gaps), sum(gaps), detail)
+    assert max(gaps, default=0) < 3.5 and sum(gaps) < 5.0, (sorted(gaps)[-5:], len(gaps), sum(gaps), detail)
     assert rc == 0 and ours["sent"] == HEAVY_COUNT and s["received"] >= HEAVY_COUNT * 0.7, detail
     missed = HEAVY_COUNT - s["received"]
     assert ours["acked"] <= s["received"] and ours["lost"] <= missed + HEAVY_COUNT // 100, detail
