@@ -275,7 +275,7 @@ static void recv_main(const struct args *a)
 			got++;
 		}
 		gc_dccp_close(c, 1000);
-		gc_dccp_listener_close(l);
+		gc_dccp_listener_destroy(l);
 	} else {
 		int tcp = a->proto == P_TCP;
 		int ls = socket(AF_INET, tcp ? SOCK_STREAM : SOCK_DGRAM, 0), one = 1;

@@ -415,8 +415,8 @@ static void ring_setup(struct ringctx *c, struct gc_ring_engine *e, int port, si
 
 static void ring_teardown(struct ringctx *c)
 {
-	gc_ring_free(c->r);
-	gc_zone_free(c->z);
+	gc_ring_destroy(c->r);
+	gc_zone_destroy(c->z);
 	free(c->off);
 }
 
@@ -751,13 +751,12 @@ static void run_single(const char *method, size_t size, unsigned k, int mode, st
 	}
 	/* --engine-cpu -1: no pin flag; the engine thread inherits this
 	 * thread's mask (the "taskset" placement) */
-	struct gc_ring_engine_params p =
-		GC_RING_ENGINE_PARAMS_INIT(.flags = o.engine_cpu >= 0 ? GC_RING_ENGINE_PIN_CPU : 0u,
-					   .cpu = o.engine_cpu >= 0 ? o.engine_cpu : 0,
-					   .batch = o.batch);
+	struct gc_ring_engine_opts p =
+		GC_RING_ENGINE_OPTS_INIT(.flags = o.engine_cpu >= 0 ? GC_RING_ENGINE_PIN_CPU : 0u,
+					 .cpu = o.engine_cpu >= 0 ? o.engine_cpu : 0, .batch = o.batch);
 	if (mode == 3)
 		p.flags |= GC_RING_ENGINE_SUBMIT_FLUSH;
-	struct gc_ring_engine *e = gc_ring_engine_start(&p);
+	struct gc_ring_engine *e = gc_ring_engine_create(&p);
 	struct ringctx c;
 	struct gc_ring_engine_stats s0, s1;
 	if (!e)
@@ -774,7 +773,7 @@ static void run_single(const char *method, size_t size, unsigned k, int mode, st
 	res->syscalls = s1.syscalls - s0.syscalls;
 	res->eng_notifies = s1.notifies - s0.notifies;
 	ring_teardown(&c);
-	gc_ring_engine_stop(e);
+	gc_ring_engine_destroy(e);
 }
 
 /* C processes; the ring through a daemon engine. */
@@ -801,18 +800,18 @@ static void run_multi(const char *method, size_t size, unsigned k, int mode, str
 			sigaddset(&set, SIGTERM);
 			sigprocmask(SIG_BLOCK, &set, NULL);
 			pin(o.engine_cpu);
-			struct gc_ring_engine_params p =
-				GC_RING_ENGINE_PARAMS_INIT(.flags = o.engine_cpu >= 0 ? GC_RING_ENGINE_PIN_CPU
-										      : 0u,
-							   .cpu = o.engine_cpu >= 0 ? o.engine_cpu : 0,
-							   .listen = o.sock, .batch = o.batch);
-			struct gc_ring_engine *e = gc_ring_engine_start(&p);
+			struct gc_ring_engine_opts p =
+				GC_RING_ENGINE_OPTS_INIT(.flags = o.engine_cpu >= 0 ? GC_RING_ENGINE_PIN_CPU
+										    : 0u,
+							 .cpu = o.engine_cpu >= 0 ? o.engine_cpu : 0,
+							 .listen = o.sock, .batch = o.batch);
+			struct gc_ring_engine *e = gc_ring_engine_create(&p);
 			if (!e)
 				die("daemon%s", "");
 			if (write(dr[1], "r", 1) != 1)
 				_exit(1);
 			sigwait(&set, &sig);
-			gc_ring_engine_stop(e);
+			gc_ring_engine_destroy(e);
 			_exit(0);
 		}
 		char ch;
@@ -850,7 +849,7 @@ static void run_multi(const char *method, size_t size, unsigned k, int mode, str
 			_exit(1);
 		if (ring) {
 			ring_teardown(&c);
-			gc_ring_engine_stop(e);
+			gc_ring_engine_destroy(e);
 		}
 		_exit(0);
 	}
@@ -888,7 +887,7 @@ static void run_multi(const char *method, size_t size, unsigned k, int mode, str
 		res->gso = s1.gso - s0.gso;
 		res->syscalls = s1.syscalls - s0.syscalls;
 		res->eng_notifies = s1.notifies - s0.notifies;
-		gc_ring_engine_stop(ctl);
+		gc_ring_engine_destroy(ctl);
 	}
 	res->cpu = res->app + res->engine;
 	for (int i = 0; i < o.conns; i++)

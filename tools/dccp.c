@@ -203,7 +203,7 @@ static int do_listen(const struct dccp_args *a)
 		if (!c && errno != ETIMEDOUT && errno != EINTR)
 			cli_fail("accept: %s", gc_errmsg());
 	}
-	gc_dccp_listener_close(l);
+	gc_dccp_listener_destroy(l);
 	uint64_t received = 0, lost = 0, bytes = 0, corrupt = 0;
 	long long first_seq = -1;
 	const char *state = "CLOSED";

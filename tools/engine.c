@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * groupcast engine: run the packet-ring engine as a daemon on a Unix socket
- * (gc_ring_engine_start() with params.listen) until SIGINT/SIGTERM.  Other
+ * (gc_ring_engine_create() with params.listen) until SIGINT/SIGTERM.  Other
  * processes attach rings with gc_ring_engine_connect() + gc_ring_attach(),
  * e.g. `groupcast ring-send --connect PATH`.  Stats are one JSON line on
  * stdout: on SIGUSR1, every --stats-interval seconds, and at exit.
@@ -116,7 +116,7 @@ int cmd_engine(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct gc_ring_engine_params p = GC_RING_ENGINE_PARAMS_INIT(.cpu = -1);
+	struct gc_ring_engine_opts p = GC_RING_ENGINE_OPTS_INIT(.cpu = -1);
 	uint64_t interval = 0;
 	uid_t uids[MAX_ALLOW];
 	gid_t gids[MAX_ALLOW];
@@ -194,7 +194,7 @@ int cmd_engine(int argc, char **argv)
 	if (sigprocmask(SIG_BLOCK, &sigs, NULL) != 0)
 		cli_fail("sigprocmask: %s", strerror(errno));
 
-	struct gc_ring_engine *e = gc_ring_engine_start(&p);
+	struct gc_ring_engine *e = gc_ring_engine_create(&p);
 	if (!e) {
 		int err = errno;
 		const char *name = strerrorname_np(err);
@@ -240,8 +240,8 @@ int cmd_engine(int argc, char **argv)
 	/* The last stats before stopping: the rings are gone afterwards. */
 	struct gc_ring_engine_stats st;
 	bool have_st = gc_ring_engine_stats(e, &st) == 0;
-	if (gc_ring_engine_stop(e) != 0) {
-		cli_warn("gc_ring_engine_stop: %s", gc_errmsg());
+	if (gc_ring_engine_destroy(e) != 0) {
+		cli_warn("gc_ring_engine_destroy: %s", gc_errmsg());
 		rc = CLI_EXIT_FAIL;
 	}
 	/* (the engine removed its socket file, unless another engine's replaced it) */

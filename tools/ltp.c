@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include <groupcast/lms.h>
+#include <groupcast/ltp.h>
 
 static volatile sig_atomic_t stop;
 
@@ -61,7 +62,7 @@ static void ltp_usage(FILE *f)
 }
 
 /* The interface's index and first IPv4 address. */
-static void iface(const char *name, struct gc_ltp_config *c)
+static void iface(const char *name, struct gc_ltp_opts *c)
 {
 	struct ifaddrs *ifs, *i;
 
@@ -151,7 +152,7 @@ static void print_stats(const struct gc_ltp *l)
 }
 
 struct ltp_args {
-	struct gc_ltp_config c;
+	struct gc_ltp_opts c;
 	const char *file, *out, *ifname, *samples;
 	uint64_t size, timeout_ms, linger_ms;
 	unsigned payload;
@@ -165,7 +166,7 @@ static int ltp_send(struct ltp_args *a)
 	int fd = -1;
 	if (a->file && (fd = open(a->file, O_RDONLY | O_CLOEXEC)) < 0)
 		cli_fail("--file %s: %s", a->file, strerror(errno));
-	struct gc_ltp *l = gc_ltp_open(&a->c);
+	struct gc_ltp *l = gc_ltp_create(&a->c);
 	if (!l)
 		cli_fail("%s", gc_errmsg());
 	uint8_t buf[GC_LTP_MAX_PAYLOAD];
@@ -203,7 +204,7 @@ static int ltp_send(struct ltp_args *a)
 	print_stats(l);
 	printf("}\n");
 	fflush(stdout);
-	gc_ltp_close(l);
+	gc_ltp_destroy(l);
 	if (fd >= 0)
 		close(fd);
 	return 0;
@@ -215,7 +216,7 @@ static int ltp_recv(struct ltp_args *a)
 	int fd = -1;
 	if (a->out && (fd = open(a->out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0)
 		cli_fail("--out %s: %s", a->out, strerror(errno));
-	struct gc_ltp *l = gc_ltp_open(&a->c);
+	struct gc_ltp *l = gc_ltp_create(&a->c);
 	if (!l)
 		cli_fail("%s", gc_errmsg());
 	printf("{\"ready\":true}\n");
@@ -268,7 +269,7 @@ static int ltp_recv(struct ltp_args *a)
 	print_stats(l);
 	printf("}\n");
 	fflush(stdout);
-	gc_ltp_close(l);
+	gc_ltp_destroy(l);
 	if (fd >= 0)
 		close(fd);
 	return 0;

@@ -200,7 +200,7 @@ int cmd_ringsend(int argc, char **argv)
 
 	struct gc_ring_engine *e;
 	if (rs.thread) {
-		e = gc_ring_engine_start(NULL);
+		e = gc_ring_engine_create(NULL);
 		if (!e)
 			cli_fail("cannot start an engine thread: %s", gc_errmsg());
 	} else {
@@ -254,10 +254,10 @@ int cmd_ringsend(int argc, char **argv)
 	int err = print_status(&rs, r, t0, false);
 	if (err != GC_RING_OK)
 		cli_warn("the engine stopped serving the ring: %s", gc_ring_violation_name(err));
-	gc_ring_free(r);
-	if (gc_ring_engine_stop(e) != 0)
-		cli_warn("gc_ring_engine_stop: %s", gc_errmsg());
-	if (gc_zone_free(z) != 0)
-		cli_warn("gc_zone_free: %s", gc_errmsg());
+	gc_ring_destroy(r);
+	if (gc_ring_engine_destroy(e) != 0)
+		cli_warn("gc_ring_engine_destroy: %s", gc_errmsg());
+	if (gc_zone_destroy(z) != 0)
+		cli_warn("gc_zone_destroy: %s", gc_errmsg());
 	return err == GC_RING_OK ? 0 : CLI_EXIT_FAIL;
 }

@@ -12,7 +12,7 @@
  *  - Versions (version.h): GC_VERSION is the headers' version, gc_version()
  *    the library's; within a major version the ABI only grows.
  * Not yet common (each header says its own): how a struct the caller passes
- * in says its size (gc_ring_engine_params: sz and an _INIT macro;
+ * in says its size (gc_ring_engine_opts: sz and an _INIT macro;
  * gc_dccp_opts: size; the LMS/LTP structs: none), and the lifetime verbs.
  */
 #ifndef GROUPCAST_COMMON_H

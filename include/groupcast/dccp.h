@@ -78,7 +78,7 @@ struct gc_dccp_listener *gc_dccp_listen(const struct sockaddr *local, socklen_t 
 /* The next completed connection; timeout_ms < 0 waits forever.  NULL with
  * ETIMEDOUT when none completed in time. */
 struct gc_dccp *gc_dccp_accept(struct gc_dccp_listener *l, int timeout_ms);
-void gc_dccp_listener_close(struct gc_dccp_listener *l);
+void gc_dccp_listener_destroy(struct gc_dccp_listener *l);
 
 /* The connection's send ring and payload zone (owned by the connection). */
 struct gc_ring *gc_dccp_ring(struct gc_dccp *c);

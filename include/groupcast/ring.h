@@ -106,7 +106,7 @@ struct gc_zone;
  */
 struct gc_zone *gc_zone_create(size_t nbufs, size_t buf_size);
 /* Free a zone.  Rings using it must be freed first (EBUSY otherwise). */
-int gc_zone_free(struct gc_zone *z);
+int gc_zone_destroy(struct gc_zone *z);
 /* Buffer i (page-aligned), or NULL with EINVAL if i >= nbufs. */
 void *gc_zone_buf(const struct gc_zone *z, size_t i);
 /* Offset of p in the zone (for gc_pkt.off), or UINT64_MAX with EINVAL. */
@@ -126,7 +126,7 @@ struct gc_ring;
  */
 struct gc_ring *gc_ring_create(unsigned entries, struct gc_zone *z);
 /* Detach (if attached) and free the ring. */
-void gc_ring_free(struct gc_ring *r);
+void gc_ring_destroy(struct gc_ring *r);
 unsigned gc_ring_entries(const struct gc_ring *r);
 
 /*
@@ -166,7 +166,7 @@ int gc_ring_submit(struct gc_ring *r);
  * Publish, and send the published packets now from the calling thread, as
  * the paper's dccp_notify() system call did: no hand-off to the engine
  * thread, no wait for it to be scheduled.  This happens when the ring's
- * engine runs in this process (gc_ring_engine_start()) and has parked the
+ * engine runs in this process (gc_ring_engine_create()) and has parked the
  * ring (kern_notify); the ring stays parked, so every flush sends in the
  * caller.  Otherwise the engine sends them: it is polling the ring already,
  * or it is woken as by gc_ring_submit() (a daemon's ring, an engine with a
@@ -262,7 +262,7 @@ int gc_ring_status(const struct gc_ring *r, struct gc_ring_status *st);
 
 struct gc_ring_engine;
 
-#define GC_RING_ENGINE_PIN_CPU 0x1u    /* pin the engine thread to params.cpu */
+#define GC_RING_ENGINE_PIN_CPU 0x1u    /* pin the engine thread to opts.cpu */
 #define GC_RING_ENGINE_LISTEN_GID 0x2u /* give the socket file the group listen_gid */
 /* gc_ring_submit() on a ring this engine has parked sends in the caller's
  * thread, as gc_ring_flush() does, instead of waking the engine thread (an
@@ -272,17 +272,17 @@ struct gc_ring_engine;
 /*
  * The struct grows at its end from one release to the next; sz says which
  * version the caller was compiled with (libbpf's and libxdp's opts rule).
- * Fill it with GC_RING_ENGINE_PARAMS_INIT(), which sets sz:
+ * Fill it with GC_RING_ENGINE_OPTS_INIT(), which sets sz:
  *
- *   struct gc_ring_engine_params p = GC_RING_ENGINE_PARAMS_INIT(.listen = path);
+ *   struct gc_ring_engine_opts p = GC_RING_ENGINE_OPTS_INIT(.listen = path);
  *
  * The library reads the fields sz covers and takes the defaults for the
  * rest.  sz below sizeof(size_t) is EINVAL; a larger struct than this
  * library knows is accepted only if the part it does not know is zero
  * (E2BIG otherwise: a field was set that this library would ignore).
  */
-struct gc_ring_engine_params {
-	size_t sz;	    /* sizeof(struct gc_ring_engine_params) */
+struct gc_ring_engine_opts {
+	size_t sz;	    /* sizeof(struct gc_ring_engine_opts) */
 	unsigned flags;	    /* GC_RING_ENGINE_PIN_CPU | GC_RING_ENGINE_LISTEN_GID |
 			       GC_RING_ENGINE_SUBMIT_FLUSH */
 	int cpu;	    /* with GC_RING_ENGINE_PIN_CPU */
@@ -315,9 +315,9 @@ struct gc_ring_engine_params {
 				   address space */
 };
 
-#define GC_RING_ENGINE_PARAMS_INIT(...)                                 \
-	{                                                               \
-		.sz = sizeof(struct gc_ring_engine_params), __VA_ARGS__ \
+#define GC_RING_ENGINE_OPTS_INIT(...)                                 \
+	{                                                             \
+		.sz = sizeof(struct gc_ring_engine_opts), __VA_ARGS__ \
 	}
 
 /*
@@ -327,11 +327,11 @@ struct gc_ring_engine_params {
  * socket file gets mode listen_mode (0600) and, if asked, group listen_gid
  * before it appears at that path.  A client is served only if its uid is
  * root, the engine's own, or allowed (allow_uids, allow_gids); others are told
- * EACCES and disconnected.  Errors: EINVAL (params), EADDRINUSE (an engine
+ * EACCES and disconnected.  Errors: EINVAL (a field of opts, named), EADDRINUSE (an engine
  * already listens there), EPERM (listen_gid is not one of ours), and errors
  * of socket(), bind(), pthread_create().
  */
-struct gc_ring_engine *gc_ring_engine_start(const struct gc_ring_engine_params *p);
+struct gc_ring_engine *gc_ring_engine_create(const struct gc_ring_engine_opts *p);
 /*
  * Attach to an engine serving path.  The engine must run as root or as this
  * process's effective uid (EPERM otherwise: anyone could listen at a path).
@@ -346,7 +346,7 @@ struct gc_ring_engine *gc_ring_engine_connect_uid(const char *path, uid_t engine
  * Stop a started engine (its thread and every ring it serves) or disconnect
  * from a daemon.  Rings still attached through this handle are detached.
  */
-int gc_ring_engine_stop(struct gc_ring_engine *e);
+int gc_ring_engine_destroy(struct gc_ring_engine *e);
 
 /*
  * Have engine e send ring r's packets on socket sd: a connected UDP socket

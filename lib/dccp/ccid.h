@@ -39,7 +39,7 @@ struct dccp_ccid_env {
 	 * The sender learned that the peer received our packet seq (from an
 	 * Ack Vector, or an Acknowledgement Number where the CCID defines it
 	 * so).  Called once per packet; the connection maps seq back to the
-	 * ring packet it carried (gc_conn_ack()).  May be NULL.
+	 * ring packet it carried (gc_flow_ack()).  May be NULL.
 	 */
 	void (*acked)(void *arg, uint64_t seq);
 	/* ...or that it was lost (reported once, never after acked). */

@@ -120,11 +120,11 @@ static struct gc_dccp *c_new(const struct gc_dccp_opts *o)
 static void c_free(struct gc_dccp *c)
 {
 	if (c->eng)
-		gc_ring_engine_stop(c->eng);
+		gc_ring_engine_destroy(c->eng);
 	if (c->ring)
-		gc_ring_free(c->ring);
+		gc_ring_destroy(c->ring);
 	if (c->zone)
-		gc_zone_free(c->zone);
+		gc_zone_destroy(c->zone);
 	if (c->owner) {
 		pthread_mutex_lock(&c->owner->mu);
 		for (struct gc_dccp **pp = &c->owner->owned; *pp; pp = &(*pp)->next_owned)
@@ -231,7 +231,7 @@ GC_EXPORT struct gc_dccp *gc_dccp_connect(const struct sockaddr *peer, socklen_t
 		}
 		goto fail;
 	}
-	if (dccp_engine_start(c, &o, fn) < 0)
+	if (dccp_engine_create(c, &o, fn) < 0)
 		goto fail;
 	return c;
 fail:;
@@ -471,7 +471,7 @@ GC_EXPORT struct gc_dccp *gc_dccp_accept(struct gc_dccp_listener *l, int timeout
 	c->next_owned = l->owned;
 	l->owned = c;
 	pthread_mutex_unlock(&l->mu);
-	if (dccp_engine_start(c, &l->o, fn) < 0) {
+	if (dccp_engine_create(c, &l->o, fn) < 0) {
 		int e = errno;
 		c_free(c);
 		errno = e;
@@ -480,7 +480,7 @@ GC_EXPORT struct gc_dccp *gc_dccp_accept(struct gc_dccp_listener *l, int timeout
 	return c;
 }
 
-GC_EXPORT void gc_dccp_listener_close(struct gc_dccp_listener *l)
+GC_EXPORT void gc_dccp_listener_destroy(struct gc_dccp_listener *l)
 {
 	if (!l)
 		return;

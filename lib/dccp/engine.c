@@ -78,7 +78,7 @@ static void c_acked(void *arg, uint64_t seq)
 	c->acked++;
 	f->used = false;
 	if (c->gconn)
-		gc_conn_ack(c->gconn, &f->p);
+		gc_flow_ack(c->gconn, &f->p);
 }
 
 static void c_lost(void *arg, uint64_t seq)
@@ -122,7 +122,7 @@ void dccp_engine_wake(struct gc_dccp *c, uint64_t now)
 {
 	dccp_conn_timer(&c->conn, now);
 	if (c->gconn)
-		gc_conn_kick(c->gconn); /* acks may have opened the window */
+		gc_flow_kick(c->gconn); /* acks may have opened the window */
 	pthread_cond_broadcast(&c->cv);
 }
 
@@ -147,7 +147,7 @@ void dccp_engine_poll(struct gc_dccp *c, uint64_t now)
 
 /* ---- the ring engine's hooks ------------------------------------------------ */
 
-static void *cc_init(void *arg, struct gc_conn *gc)
+static void *cc_init(void *arg, struct gc_flow *gc)
 {
 	struct gc_dccp *c = arg;
 	pthread_mutex_lock(&c->mu);
@@ -185,7 +185,7 @@ static const struct gc_cc_ops dccp_cc_ops = {
 	.sent = cc_sent,
 };
 
-static unsigned hk_xmit(void *arg, struct gc_conn *gc, const struct gc_sent *p, unsigned n,
+static unsigned hk_xmit(void *arg, struct gc_flow *gc, const struct gc_sent *p, unsigned n,
 			const unsigned char *zone)
 {
 	struct gc_dccp *c = arg;
@@ -242,7 +242,7 @@ static uint64_t hk_next_timer(void *arg)
  * it, so a native connection attaches a UDP socket connected to the peer's
  * address (connect() sends nothing).
  */
-int dccp_engine_start(struct gc_dccp *c, const struct gc_dccp_opts *o, const char *fn)
+int dccp_engine_create(struct gc_dccp *c, const struct gc_dccp_opts *o, const char *fn)
 {
 	c->zone = gc_zone_create(o->zone_bufs, o->mps);
 	if (!c->zone)
@@ -266,8 +266,8 @@ int dccp_engine_start(struct gc_dccp *c, const struct gc_dccp_opts *o, const cha
 		.event_fd = c->fd,
 		.event_arg = c,
 	};
-	struct gc_ring_engine_params ep = GC_RING_ENGINE_PARAMS_INIT(.quiet = 1);
-	c->eng = gc_ring_engine_start_hooks(&ep, &hk);
+	struct gc_ring_engine_opts ep = GC_RING_ENGINE_OPTS_INIT(.quiet = 1);
+	c->eng = gc_ring_engine_create_hooks(&ep, &hk);
 	if (!c->eng)
 		return -1;
 	if (gc_ring_attach(c->ring, c->eng, c->attach_fd) < 0)

@@ -16,7 +16,7 @@
 
 #include "dccp/conn.h"
 #include "dccp/sock.h"
-#include "ring/cc.h" /* the engine's plugs: gc_ring_engine_start_hooks(), struct gc_sent */
+#include "ring/cc.h" /* the engine's plugs: gc_ring_engine_create_hooks(), struct gc_sent */
 
 /* The longest header a data packet in a UDP_SEGMENT run may have (a data
  * packet's options are NDP Count and pending Confirms: far less). */
@@ -41,7 +41,7 @@ struct gc_dccp {
 	struct gc_zone *zone;
 	struct gc_ring *ring;
 	struct gc_ring_engine *eng;
-	struct gc_conn *gconn;
+	struct gc_flow *gconn;
 	struct inflight *inflight;
 	size_t ninflight;
 	uint64_t acked, lost;
@@ -103,7 +103,7 @@ static inline bool same_ip(const struct sockaddr_storage *a, const struct sockad
 		       &((const struct sockaddr_in6 *)b)->sin6_addr, 16);
 }
 
-/* ---- engine.c (called with c->mu held, but dccp_engine_start()) --------- */
+/* ---- engine.c (called with c->mu held, but dccp_engine_create()) --------- */
 
 /* The connection's callbacks (conn.h): packets out through c's socket
  * (DCCP-UDP data in UDP_SEGMENT runs while the engine's xmit frames), and
@@ -119,6 +119,6 @@ void dccp_engine_wake(struct gc_dccp *c, uint64_t now);
 void dccp_engine_poll(struct gc_dccp *c, uint64_t now);
 /* The zone, the ring and its engine (hooks: CC, xmit, events), once the
  * connection exists.  -1 with gc_seterr() (fn names the caller). */
-int dccp_engine_start(struct gc_dccp *c, const struct gc_dccp_opts *o, const char *fn);
+int dccp_engine_create(struct gc_dccp *c, const struct gc_dccp_opts *o, const char *fn);
 
 #endif

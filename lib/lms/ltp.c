@@ -76,7 +76,7 @@ struct ltp_peer {
 };
 
 struct gc_ltp {
-	struct gc_ltp_config c;
+	struct gc_ltp_opts c;
 	int fd, rawfd;
 	uint32_t session;
 	bool have_session;
@@ -145,7 +145,7 @@ static uint32_t slots(uint32_t bytes)
 
 static int open_socket(struct gc_ltp *l)
 {
-	const struct gc_ltp_config *c = &l->c;
+	const struct gc_ltp_opts *c = &l->c;
 	int one = 1, zero = 0, ttl = c->ttl;
 
 	l->fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -154,10 +154,10 @@ static int open_socket(struct gc_ltp *l)
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(c->port) };
 	if (setsockopt(l->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
 	    bind(l->fd, (struct sockaddr *)&a, sizeof(a)) != 0)
-		return gc_seterr(errno, "cfg->port: %u: bind", c->port);
+		return gc_seterr(errno, "opts->port: %u: bind", c->port);
 	if (c->ifaddr.s_addr &&
 	    setsockopt(l->fd, IPPROTO_IP, IP_MULTICAST_IF, &c->ifaddr, sizeof(c->ifaddr)) != 0)
-		return gc_seterr(errno, "cfg->ifaddr: %s: IP_MULTICAST_IF", gc_lms_ntoa(c->ifaddr));
+		return gc_seterr(errno, "opts->ifaddr: %s: IP_MULTICAST_IF", gc_lms_ntoa(c->ifaddr));
 	if (setsockopt(l->fd, IPPROTO_IP, IP_MULTICAST_TTL, &ttl, sizeof(ttl)) != 0 ||
 	    setsockopt(l->fd, IPPROTO_IP, IP_MULTICAST_LOOP, &zero, sizeof(zero)) != 0)
 		return gc_seterr(errno, "IP_MULTICAST_TTL/LOOP");
@@ -183,30 +183,30 @@ static int open_socket(struct gc_ltp *l)
 	return 0;
 }
 
-GC_EXPORT struct gc_ltp *gc_ltp_open(const struct gc_ltp_config *cfg)
+GC_EXPORT struct gc_ltp *gc_ltp_create(const struct gc_ltp_opts *opts)
 {
-	if (!cfg) {
-		gc_seterr(EFAULT, "cfg: NULL");
+	if (!opts) {
+		gc_seterr(EFAULT, "opts: NULL");
 		return NULL;
 	}
-	struct gc_ltp_config c = *cfg;
+	struct gc_ltp_opts c = *opts;
 	const char *bad = !(c.flags & (GC_LTP_SENDER | GC_LTP_RECEIVER))
-		? "cfg->flags: neither GC_LTP_SENDER nor GC_LTP_RECEIVER"
+		? "opts->flags: neither GC_LTP_SENDER nor GC_LTP_RECEIVER"
 		: (c.flags & GC_LTP_SENDER) && (c.flags & (GC_LTP_RECEIVER | GC_LTP_REPLIER))
-		? "cfg->flags: a sender is not also a receiver or replier (it answers requests anyway)"
-		: c.flags & ~LTP_FLAGS ? "cfg->flags: unknown bits"
+		? "opts->flags: a sender is not also a receiver or replier (it answers requests anyway)"
+		: c.flags & ~LTP_FLAGS ? "opts->flags: unknown bits"
 		: (c.flags & (GC_LTP_REPLIER | GC_LTP_UNORDERED)) && !(c.flags & GC_LTP_RECEIVER)
-		? "cfg->flags: GC_LTP_REPLIER and GC_LTP_UNORDERED need GC_LTP_RECEIVER"
+		? "opts->flags: GC_LTP_REPLIER and GC_LTP_UNORDERED need GC_LTP_RECEIVER"
 		: c.replier_cost && (!(c.flags & GC_LTP_REPLIER) || c.ifaddr.s_addr == INADDR_ANY)
-		? "cfg->replier_cost: needs GC_LTP_REPLIER and cfg->ifaddr (the address reported)"
-		: !gc_lms_is_mcast(c.group) ? "cfg->group: not a multicast address"
-		: c.port == 0		    ? "cfg->port: 0"
+		? "opts->replier_cost: needs GC_LTP_REPLIER and opts->ifaddr (the address reported)"
+		: !gc_lms_is_mcast(c.group) ? "opts->group: not a multicast address"
+		: c.port == 0		    ? "opts->port: 0"
 		: c.source.s_addr == INADDR_ANY || gc_lms_is_mcast(c.source)
-		? "cfg->source: not a unicast address"
+		? "opts->source: not a unicast address"
 		: c.window_bytes > (1u << 30) || c.cache_bytes > (1u << 30)
-		? "cfg->window_bytes/cache_bytes: more than 1 GiB"
-		: c.max_ranges > 65536	  ? "cfg->max_ranges: more than 65536"
-		: c.rate > 10000000000ull ? "cfg->rate: more than 10 GB/s"
+		? "opts->window_bytes/cache_bytes: more than 1 GiB"
+		: c.max_ranges > 65536	  ? "opts->max_ranges: more than 65536"
+		: c.rate > 10000000000ull ? "opts->rate: more than 10 GB/s"
 					  : NULL;
 	if (bad) {
 		gc_seterr(EINVAL, "%s", bad);
@@ -229,7 +229,7 @@ GC_EXPORT struct gc_ltp *gc_ltp_open(const struct gc_ltp_config *cfg)
 
 	struct gc_ltp *l = calloc(1, sizeof(*l));
 	if (!l) {
-		gc_seterr(ENOMEM, "gc_ltp_open: no memory");
+		gc_seterr(ENOMEM, "gc_ltp_create: no memory");
 		return NULL;
 	}
 	l->c = c;
@@ -258,13 +258,13 @@ GC_EXPORT struct gc_ltp *gc_ltp_open(const struct gc_ltp_config *cfg)
 				     c.max_ranges, (uint64_t)c.nak_ms * 1000000ull, c.max_tries,
 				     c.escalate_after, c.flags & GC_LTP_UNORDERED, &l->st);
 	if (rc) {
-		gc_seterr(ENOMEM, "gc_ltp_open: no memory for the buffers");
-		gc_ltp_close(l);
+		gc_seterr(ENOMEM, "gc_ltp_create: no memory for the buffers");
+		gc_ltp_destroy(l);
 		return NULL;
 	}
 	if (open_socket(l) < 0) {
 		int e = errno;
-		gc_ltp_close(l);
+		gc_ltp_destroy(l);
 		errno = e;
 		return NULL;
 	}
@@ -289,7 +289,7 @@ static void report(struct gc_ltp *l, bool leave)
 		l->st.reports_sent++;
 }
 
-GC_EXPORT void gc_ltp_close(struct gc_ltp *l)
+GC_EXPORT void gc_ltp_destroy(struct gc_ltp *l)
 {
 	if (!l)
 		return;

@@ -32,6 +32,7 @@
 #include <stdint.h>
 #include <stddef.h>
 #include <groupcast/lms.h>
+#include <groupcast/ltp.h>
 
 #define LTP_VERSION 1
 enum { LTP_DATA = 1, LTP_HEARTBEAT = 2, LTP_NAK = 3 };

@@ -5,10 +5,10 @@
  * ring's attachment to either.
  *
  * A ring attached through the process that started its engine may be
- * flushed from the application's thread (gc_ring_flush(), conn.c).  It finds
- * its connection by ring id in the engine's connection table, which holds a
+ * flushed from the application's thread (gc_ring_flush(), flow.c).  It finds
+ * its flow by ring id in the engine's flow table, which holds a
  * reference on the connection while the flush runs; the ring holds a
- * reference on the table, so a gc_ring_engine_stop() on another thread frees
+ * reference on the table, so a gc_ring_engine_destroy() on another thread frees
  * neither under it (the flush then fails with ENOTCONN).
  */
 #include <errno.h>
@@ -22,9 +22,9 @@
 #include <unistd.h>
 #include "ring/srv.h"
 
-GC_EXPORT struct gc_ring_engine *gc_ring_engine_start(const struct gc_ring_engine_params *p)
+GC_EXPORT struct gc_ring_engine *gc_ring_engine_create(const struct gc_ring_engine_opts *p)
 {
-	return gc_ring_engine_start_hooks(p, NULL);
+	return gc_ring_engine_create_hooks(p, NULL);
 }
 
 /*
@@ -32,15 +32,15 @@ GC_EXPORT struct gc_ring_engine *gc_ring_engine_start(const struct gc_ring_engin
  * zero (the defaults) for the rest.  A caller built against a newer header
  * may pass a larger struct, if what we do not know of it is zero.
  */
-static int params_copy(struct gc_ring_engine_params *d, const struct gc_ring_engine_params *p)
+static int params_copy(struct gc_ring_engine_opts *d, const struct gc_ring_engine_opts *p)
 {
 	memset(d, 0, sizeof(*d));
 	if (!p)
 		return 0;
 	if (p->sz < sizeof(size_t))
 		return gc_seterr(EINVAL,
-				 "gc_ring_engine_start: params->sz is %zu; set it to "
-				 "sizeof(struct gc_ring_engine_params) (GC_RING_ENGINE_PARAMS_INIT "
+				 "gc_ring_engine_create: params->sz is %zu; set it to "
+				 "sizeof(struct gc_ring_engine_opts) (GC_RING_ENGINE_OPTS_INIT "
 				 "does)",
 				 p->sz);
 	if (p->sz > sizeof(*d)) {
@@ -48,7 +48,7 @@ static int params_copy(struct gc_ring_engine_params *d, const struct gc_ring_eng
 		for (size_t i = 0; i < p->sz - sizeof(*d); i++)
 			if (tail[i])
 				return gc_seterr(E2BIG,
-						 "gc_ring_engine_start: params (sz %zu) sets a "
+						 "gc_ring_engine_create: params (sz %zu) sets a "
 						 "field at byte %zu that this library (sz %zu) does "
 						 "not know",
 						 p->sz, sizeof(*d) + i, sizeof(*d));
@@ -58,40 +58,40 @@ static int params_copy(struct gc_ring_engine_params *d, const struct gc_ring_eng
 	return 0;
 }
 
-struct gc_ring_engine *gc_ring_engine_start_hooks(const struct gc_ring_engine_params *p,
-						  const struct gc_ring_engine_hooks *hooks)
+struct gc_ring_engine *gc_ring_engine_create_hooks(const struct gc_ring_engine_opts *p,
+						   const struct gc_ring_engine_hooks *hooks)
 {
-	struct gc_ring_engine_params d;
+	struct gc_ring_engine_opts d;
 
 	if (params_copy(&d, p) < 0)
 		return NULL;
 	const unsigned known = GC_RING_ENGINE_PIN_CPU | GC_RING_ENGINE_LISTEN_GID |
 		GC_RING_ENGINE_SUBMIT_FLUSH;
 	if (d.flags & ~known) {
-		gc_seterr(EINVAL, "gc_ring_engine_start: unknown flags 0x%x", d.flags & ~known);
+		gc_seterr(EINVAL, "gc_ring_engine_create: unknown flags 0x%x", d.flags & ~known);
 		return NULL;
 	}
 	if (d.listen_mode & ~0777u) {
-		gc_seterr(EINVAL, "gc_ring_engine_start: listen_mode 0%o has bits other than 0777",
+		gc_seterr(EINVAL, "gc_ring_engine_create: listen_mode 0%o has bits other than 0777",
 			  d.listen_mode);
 		return NULL;
 	}
 	if ((d.n_allow_uids && !d.allow_uids) || (d.n_allow_gids && !d.allow_gids)) {
-		gc_seterr(EFAULT, "gc_ring_engine_start: %s is NULL",
+		gc_seterr(EFAULT, "gc_ring_engine_create: %s is NULL",
 			  d.n_allow_uids && !d.allow_uids ? "allow_uids" : "allow_gids");
 		return NULL;
 	}
 	if (d.n_allow_uids > 65536 || d.n_allow_gids > 65536) {
-		gc_seterr(EINVAL, "gc_ring_engine_start: more than 65536 %s",
+		gc_seterr(EINVAL, "gc_ring_engine_create: more than 65536 %s",
 			  d.n_allow_uids > 65536 ? "allow_uids" : "allow_gids");
 		return NULL;
 	}
 	if ((d.flags & GC_RING_ENGINE_PIN_CPU) && (d.cpu < 0 || d.cpu >= CPU_SETSIZE)) {
-		gc_seterr(EINVAL, "gc_ring_engine_start: cpu %d is not a CPU number", d.cpu);
+		gc_seterr(EINVAL, "gc_ring_engine_create: cpu %d is not a CPU number", d.cpu);
 		return NULL;
 	}
 	if (d.batch > GC_BATCH_MAX) {
-		gc_seterr(EINVAL, "gc_ring_engine_start: batch %u is above %u", d.batch, GC_BATCH_MAX);
+		gc_seterr(EINVAL, "gc_ring_engine_create: batch %u is above %u", d.batch, GC_BATCH_MAX);
 		return NULL;
 	}
 	if (!d.batch)
@@ -104,11 +104,11 @@ struct gc_ring_engine *gc_ring_engine_start_hooks(const struct gc_ring_engine_pa
 	struct gc_ring_engine *e = calloc(1, sizeof(*e));
 	int sp[2] = { -1, -1 };
 	if (!e) {
-		gc_seterr(ENOMEM, "gc_ring_engine_start: out of memory");
+		gc_seterr(ENOMEM, "gc_ring_engine_create: out of memory");
 		return NULL;
 	}
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0) {
-		gc_seterr(errno, "gc_ring_engine_start: socketpair failed");
+		gc_seterr(errno, "gc_ring_engine_create: socketpair failed");
 		free(e);
 		return NULL;
 	}
@@ -124,7 +124,7 @@ struct gc_ring_engine *gc_ring_engine_start_hooks(const struct gc_ring_engine_pa
 	e->srv = s;
 	int err = pthread_create(&e->thread, NULL, gc_srv_main, s);
 	if (err) {
-		gc_seterr(err, "gc_ring_engine_start: pthread_create failed");
+		gc_seterr(err, "gc_ring_engine_create: pthread_create failed");
 		pthread_mutex_destroy(&e->lock);
 		gc_srv_free(s);
 		close(sp[1]);
@@ -237,10 +237,10 @@ GC_EXPORT struct gc_ring_engine *gc_ring_engine_connect_uid(const char *path, ui
 
 static void ring_unlink(struct gc_ring *r);
 
-GC_EXPORT int gc_ring_engine_stop(struct gc_ring_engine *e)
+GC_EXPORT int gc_ring_engine_destroy(struct gc_ring_engine *e)
 {
 	if (!e)
-		return gc_seterr(EFAULT, "gc_ring_engine_stop: e is NULL");
+		return gc_seterr(EFAULT, "gc_ring_engine_destroy: e is NULL");
 	pthread_mutex_lock(&e->lock);
 	while (e->rings)
 		ring_unlink(e->rings);
@@ -279,17 +279,17 @@ GC_EXPORT int gc_ring_engine_stats(struct gc_ring_engine *e, struct gc_ring_engi
 /* ---- a ring's attachment ------------------------------------------------ */
 
 /* Freeing a ring detaches it first: it lives here, above the engine. */
-GC_EXPORT void gc_ring_free(struct gc_ring *r)
+GC_EXPORT void gc_ring_destroy(struct gc_ring *r)
 {
 	if (!r)
 		return;
 	if (r->eng)
 		gc_ring_detach(r);
 	if (r->tab)
-		gc_conntab_put(r->tab);
+		gc_flowtab_put(r->tab);
 	atomic_fetch_sub_explicit(&r->zone->rings, 1, memory_order_relaxed);
 	/* detached: no engine of ours uses the mapping any more */
-	if (gc_own_forget(r->sh, "gc_ring_free") < 0)
+	if (gc_own_forget(r->sh, "gc_ring_destroy") < 0)
 		return; /* cannot happen; leak rather than pull it from under one */
 	munmap(r->sh, r->map_len);
 	close(r->fd);
@@ -302,7 +302,7 @@ static int flush_here(struct gc_ring *r, const char *fn)
 {
 	/* By ring id, never by a pointer: the engine may have been stopped,
 	 * or the ring detached, meanwhile (on another thread). */
-	struct gc_conn *c = gc_conntab_find(r->tab, r->ring_id);
+	struct gc_flow *c = gc_flowtab_find(r->tab, r->ring_id);
 	if (!c)
 		return gc_seterr(ENOTCONN, "%s: the ring is not attached to an engine", fn);
 	/* No notify handshake (the fence in gc_ring_publish()): the engine
@@ -312,8 +312,8 @@ static int flush_here(struct gc_ring *r, const char *fn)
 	/* acquire: the error details were stored before it */
 	uint32_t err = atomic_load_explicit(&r->sh->error, memory_order_acquire);
 	unsigned sent = 0;
-	int w = err ? 0 : gc_conn_flush(c, &sent);
-	gc_conn_put(c);
+	int w = err ? 0 : gc_flow_flush(c, &sent);
+	gc_flow_put(c);
 	if (w == -2)
 		return gc_seterr(ENOTCONN, "%s: the ring is not attached to an engine", fn);
 	/* a violation (w < 0), or the engine was woken for the rest (w > 0):
@@ -359,9 +359,9 @@ GC_EXPORT int gc_ring_flush(struct gc_ring *r)
 
 /* The one CPU the engine thread of tab may run on, or -1 (several, or the
  * engine is not running). */
-static int engine_one_cpu(struct gc_conntab *tab)
+static int engine_one_cpu(struct gc_flowtab *tab)
 {
-	pid_t tid = gc_conntab_engine(tab);
+	pid_t tid = gc_flowtab_engine(tab);
 	cpu_set_t set;
 
 	if (tid <= 0 || sched_getaffinity(tid, sizeof(set), &set) < 0 || CPU_COUNT(&set) != 1)
@@ -462,13 +462,13 @@ GC_EXPORT int gc_ring_attach(struct gc_ring *r, struct gc_ring_engine *e, int sd
 	}
 	r->eng = e;
 	/* a ring attached to the engine of this process may be flushed from
-	 * our threads: keep its connection table (see gc_ring_flush()) */
-	struct gc_conntab *tab = e->srv ? e->srv->tab : NULL;
+	 * our threads: keep its flow table (see gc_ring_flush()) */
+	struct gc_flowtab *tab = e->srv ? e->srv->tab : NULL;
 	if (r->tab != tab) {
 		if (r->tab)
-			gc_conntab_put(r->tab);
+			gc_flowtab_put(r->tab);
 		if (tab)
-			gc_conntab_get(tab);
+			gc_flowtab_get(tab);
 		r->tab = tab;
 	}
 	r->submit_flush = tab && (e->srv->p.flags & GC_RING_ENGINE_SUBMIT_FLUSH);

@@ -11,15 +11,15 @@
  *   udp.c            the UDP transport (cc.h: where others plug in beside it)
  *   proto.c          the control protocol: messages, passing descriptors,
  *                    gc_client_call(), gc_srv_decode()
- *   conn.c           one connection: the one drain (engine loop and flush),
- *                    its lifetime, the connection table by ring id
+ *   flow.c           one flow: the one drain (engine loop and flush),
+ *                    its lifetime, the flow table by ring id
  *   listen.c         the listening socket: bind, who may connect
  *   server.c         the engine thread: epoll, clients, requests, fair share
  *   handle.c         the public handles: engine start/connect/stop/stats,
  *                    gc_ring_attach/detach/flush/free
  *
  * This header holds what the application side and the protocol need;
- * srv.h (the engine's state) what conn.c, listen.c, server.c and handle.c
+ * srv.h (the engine's state) what flow.c, listen.c, server.c and handle.c
  * share.
  */
 #ifndef GC_RING_INTERNAL_H
@@ -81,11 +81,11 @@ struct gc_ring {
 	struct gc_zone *zone;
 	/* attachment */
 	struct gc_ring_engine *eng;
-	/* The connection table of the engine this process started, if the
+	/* The flow table of the engine this process started, if the
 	 * ring was attached to one (gc_ring_flush() looks ring_id up in it).
 	 * Written by the ring's own thread only (attach, free): an engine
 	 * stopped on another thread leaves it, and the table, in place. */
-	struct gc_conntab *tab;
+	struct gc_flowtab *tab;
 	bool submit_flush; /* the engine's GC_RING_ENGINE_SUBMIT_FLUSH */
 	/* The one CPU the in-process engine thread may run on (-1: several,
 	 * or not ours), as its affinity mask said when last read (at attach
@@ -98,7 +98,7 @@ struct gc_ring {
 	uint64_t last_submit_ns;
 	uint32_t ring_id;
 	/* The notify eventfd.  gc_ring_notify() may run on the ring's thread
-	 * while gc_ring_engine_stop() unlinks the ring on another: the notifier
+	 * while gc_ring_engine_destroy() unlinks the ring on another: the notifier
 	 * counts itself in efd_users before loading efd, and the unlink takes
 	 * efd (exchange with -1) and closes it only once no notifier holds it,
 	 * so a write never lands on a descriptor number reused meanwhile. */
@@ -108,8 +108,8 @@ struct gc_ring {
 	struct gc_ring *eng_prev;
 };
 
-struct gc_conn;
-struct gc_conntab;
+struct gc_flow;
+struct gc_flowtab;
 
 /* ring.c, for handle.c: umod_i = user_i (what gc_ring_publish() and
  * gc_ring_flush() share), and EPIPE naming the engine's reason err. */
@@ -292,7 +292,7 @@ unsigned gc_udp_send(struct gc_udp *u, const struct gc_sent *p, unsigned n,
 
 /* ---- the engine (server.c, handle.c) ------------------------------------- */
 
-/* gc_ring_engine_start_hooks(), an engine with other plugs: cc.h */
+/* gc_ring_engine_create_hooks(), an engine with other plugs: cc.h */
 
 /* Helpers shared by the files of the module. */
 int gc_memfd_sealed(const char *name, size_t size, void **map); /* zone.c */

@@ -23,14 +23,14 @@ static int claim_path(const char *path, const struct sockaddr_un *sa)
 	struct stat st;
 
 	if (lstat(path, &st) < 0)
-		return errno == ENOENT ? 0 : gc_seterr(errno, "gc_ring_engine_start: listen: %s", path);
+		return errno == ENOENT ? 0 : gc_seterr(errno, "gc_ring_engine_create: listen: %s", path);
 	/* a live engine answers; a stale socket file does not */
 	int probe = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	int live = probe >= 0 && connect(probe, (const struct sockaddr *)sa, sizeof(*sa)) == 0;
 	if (probe >= 0)
 		close(probe);
 	if (live || !S_ISSOCK(st.st_mode))
-		return gc_seterr(EADDRINUSE, "gc_ring_engine_start: listen: %s is in use", path);
+		return gc_seterr(EADDRINUSE, "gc_ring_engine_create: listen: %s is in use", path);
 	unlink(path);
 	return 0;
 }
@@ -47,31 +47,31 @@ static int listen_at(struct gc_srv *s, const char *tmp, const char *path)
 
 	if (strlen(tmp) >= sizeof(sa.sun_path))
 		return gc_seterr(ENAMETOOLONG,
-				 "gc_ring_engine_start: listen: %s with the private "
+				 "gc_ring_engine_create: listen: %s with the private "
 				 "directory beside it (%s) is longer than %zu bytes",
 				 path, tmp, sizeof(sa.sun_path) - 1);
 	strcpy(sa.sun_path, tmp);
 	strcpy(fin.sun_path, path);
 	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
-		return gc_seterr(errno, "gc_ring_engine_start: socket failed");
+		return gc_seterr(errno, "gc_ring_engine_create: socket failed");
 	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 128) < 0) {
 		int err = errno;
 		close(fd);
-		return gc_seterr(err, "gc_ring_engine_start: listen on %s failed", path);
+		return gc_seterr(err, "gc_ring_engine_create: listen on %s failed", path);
 	}
 	if ((s->p.flags & GC_RING_ENGINE_LISTEN_GID) &&
 	    fchownat(AT_FDCWD, tmp, (uid_t)-1, s->p.listen_gid, AT_SYMLINK_NOFOLLOW) < 0) {
 		int err = errno;
 		close(fd);
-		return gc_seterr(err, "gc_ring_engine_start: listen: cannot give %s group %u", path,
-				 (unsigned)s->p.listen_gid);
+		return gc_seterr(err, "gc_ring_engine_create: listen: cannot give %s group %u",
+				 path, (unsigned)s->p.listen_gid);
 	}
 	/* NOFOLLOW: whoever owns the directory around ours could swap names */
 	if (fchmodat(AT_FDCWD, tmp, s->p.listen_mode, AT_SYMLINK_NOFOLLOW) < 0) {
 		int err = errno;
 		close(fd);
-		return gc_seterr(err, "gc_ring_engine_start: listen: cannot set mode 0%o on %s",
+		return gc_seterr(err, "gc_ring_engine_create: listen: cannot set mode 0%o on %s",
 				 s->p.listen_mode, path);
 	}
 	int r = link(tmp, path);
@@ -81,8 +81,8 @@ static int listen_at(struct gc_srv *s, const char *tmp, const char *path)
 		int err = errno;
 		close(fd);
 		if (err == EEXIST)
-			return gc_seterr(EADDRINUSE, "gc_ring_engine_start: listen: %s is in use", path);
-		return gc_seterr(err, "gc_ring_engine_start: listen: cannot link the socket to %s", path);
+			return gc_seterr(EADDRINUSE, "gc_ring_engine_create: listen: %s is in use", path);
+		return gc_seterr(err, "gc_ring_engine_create: listen: cannot link the socket to %s", path);
 	}
 	return fd;
 }
@@ -94,16 +94,16 @@ int gc_srv_listen(struct gc_srv *s, const char *path)
 
 	if (strlen(path) >= sizeof(((struct sockaddr_un *)0)->sun_path))
 		return gc_seterr(ENAMETOOLONG,
-				 "gc_ring_engine_start: listen path is longer than %zu bytes",
+				 "gc_ring_engine_create: listen path is longer than %zu bytes",
 				 sizeof(((struct sockaddr_un *)0)->sun_path) - 1);
 	if (!*path || (slash && !slash[1]))
-		return gc_seterr(EINVAL, "gc_ring_engine_start: listen path '%s' names no file", path);
+		return gc_seterr(EINVAL, "gc_ring_engine_create: listen path '%s' names no file", path);
 	/* the private directory: beside path (the same filesystem, for link()) */
 	int dl = slash ? (int)(slash - path) + 1 : 0;
 	snprintf(dir, sizeof(dir), "%.*s.gc-engine-XXXXXX", dl, path);
 	if (!mkdtemp(dir)) /* mode 0700 */
 		return gc_seterr(errno,
-				 "gc_ring_engine_start: listen: cannot create a private "
+				 "gc_ring_engine_create: listen: cannot create a private "
 				 "directory beside %s",
 				 path);
 	snprintf(tmp, sizeof(tmp), "%s/s", dir);
@@ -118,7 +118,7 @@ int gc_srv_listen(struct gc_srv *s, const char *path)
 	if (!s->listen_path || epoll_ctl(s->ep, EPOLL_CTL_ADD, fd, &ev) < 0) {
 		close(fd);
 		unlink(path);
-		return gc_seterr(ENOMEM, "gc_ring_engine_start: listen: out of memory");
+		return gc_seterr(ENOMEM, "gc_ring_engine_create: listen: out of memory");
 	}
 	s->lfd = fd;
 	/* remember which file is ours: srv_free() removes only that one */

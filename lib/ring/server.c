@@ -7,7 +7,7 @@
  * connections are polled round robin, fairly per client: each round the
  * clients take turns worth `batch` packets, spread over their rings
  * (round_robin()).  A visit drains at most `batch` packets from a ring
- * (conn.c; if its congestion controller allows): one sendmmsg() per visit,
+ * (flow.c; if its congestion controller allows): one sendmmsg() per visit,
  * GSO runs inside.  A ring found empty is parked: the engine sets
  * kern_notify and stops polling it, until the application writes the ring's
  * eventfd (gc_ring_notify()).  With every ring parked, the thread blocks in
@@ -67,7 +67,7 @@ static void link_to_tail(struct gc_link *head, struct gc_link *l)
 	link_add_tail(head, l);
 }
 
-static void list_del(struct gc_srv *s, struct gc_conn *c)
+static void list_del(struct gc_srv *s, struct gc_flow *c)
 {
 	if (!c->link.next)
 		return;
@@ -83,7 +83,7 @@ static void list_del(struct gc_srv *s, struct gc_conn *c)
 
 /* An active connection goes on its client's list, and the client on the
  * engine's list of clients to serve. */
-static void list_add_active(struct gc_srv *s, struct gc_conn *c)
+static void list_add_active(struct gc_srv *s, struct gc_flow *c)
 {
 	struct gc_client *cl = c->cl;
 
@@ -96,7 +96,7 @@ static void list_add_active(struct gc_srv *s, struct gc_conn *c)
 	}
 }
 
-static void set_state(struct gc_srv *s, struct gc_conn *c, enum gc_conn_state st)
+static void set_state(struct gc_srv *s, struct gc_flow *c, enum gc_flow_state st)
 {
 	list_del(s, c);
 	c->state = st;
@@ -108,7 +108,7 @@ static void set_state(struct gc_srv *s, struct gc_conn *c, enum gc_conn_state st
 
 /* ---- socket readiness --------------------------------------------------- */
 
-static void sock_arm(struct gc_srv *s, struct gc_conn *c)
+static void sock_arm(struct gc_srv *s, struct gc_flow *c)
 {
 	struct epoll_event ev = { .events = EPOLLOUT | EPOLLONESHOT, .data.ptr = &c->sock_tag };
 
@@ -116,16 +116,16 @@ static void sock_arm(struct gc_srv *s, struct gc_conn *c)
 		c->sock_armed = true;
 }
 
-static void sock_disarm(struct gc_srv *s, struct gc_conn *c)
+static void sock_disarm(struct gc_srv *s, struct gc_flow *c)
 {
 	if (c->sock_armed)
 		epoll_ctl(s->ep, EPOLL_CTL_DEL, c->sock, NULL);
 	c->sock_armed = false;
 }
 
-/* ---- one connection ----------------------------------------------------- */
+/* ---- one flow ----------------------------------------------------- */
 
-static void conn_violation(struct gc_srv *s, struct gc_conn *c)
+static void conn_violation(struct gc_srv *s, struct gc_flow *c)
 {
 	char why[200];
 
@@ -141,13 +141,13 @@ static void conn_violation(struct gc_srv *s, struct gc_conn *c)
 	gc_kring_wake(&c->k);
 }
 
-/* Serve c once (gc_conn_drain()) and move it where the drain left it.
+/* Serve c once (gc_flow_drain()) and move it where the drain left it.
  * Returns how many packets it consumed: at most the batch size. */
-static unsigned pump(struct gc_srv *s, struct gc_conn *c, uint64_t now)
+static unsigned pump(struct gc_srv *s, struct gc_flow *c, uint64_t now)
 {
 	unsigned n;
 
-	switch (gc_conn_drain(c, now, &s->st, &n)) {
+	switch (gc_flow_drain(c, now, &s->st, &n)) {
 	case DRAIN_MORE: c->idle_since = 0; break;
 	case DRAIN_BLOCKED:
 		c->idle_since = 0;
@@ -181,7 +181,7 @@ static unsigned pump(struct gc_srv *s, struct gc_conn *c, uint64_t now)
 
 /* pump() unless an application thread is flushing the ring right now (it
  * sends; the connection stays active and is looked at next round). */
-static unsigned pump_unless_busy(struct gc_srv *s, struct gc_conn *c, uint64_t now)
+static unsigned pump_unless_busy(struct gc_srv *s, struct gc_flow *c, uint64_t now)
 {
 	if (pthread_mutex_trylock(&c->xlock) != 0)
 		return 0;
@@ -214,7 +214,7 @@ static void round_robin(struct gc_srv *s, uint64_t now)
 			cl->credit = (int32_t)s->p.batch;
 		unsigned visits = cl->nactive;
 		while (visits-- && cl->credit > 0 && cl->active.next != &cl->active) {
-			struct gc_conn *c = container_of(cl->active.next, struct gc_conn, link);
+			struct gc_flow *c = container_of(cl->active.next, struct gc_flow, link);
 			link_to_tail(&cl->active, &c->link);
 			cl->credit -= (int32_t)pump_unless_busy(s, c, now);
 		}
@@ -229,7 +229,7 @@ static uint64_t ccwait_due(struct gc_srv *s, uint64_t now)
 	uint64_t next = 0;
 
 	for (struct gc_link *l = s->ccwait.next, *nx; l != &s->ccwait; l = nx) {
-		struct gc_conn *c = container_of(l, struct gc_conn, link);
+		struct gc_flow *c = container_of(l, struct gc_flow, link);
 		nx = l->next;
 		if (c->cc_wake && c->cc_wake <= now)
 			set_state(s, c, CONN_ACTIVE);
@@ -243,8 +243,8 @@ static void zmap_put(struct gc_client *cl, struct gc_zmap *z);
 static void listen_pause(struct gc_srv *s, bool pause);
 
 /* A connection whose ring, zone and sockets are set up starts: it goes into
- * the epoll set and the connection table, and is looked at once. */
-static int conn_start(struct gc_srv *s, struct gc_conn *c)
+ * the epoll set and the flow table, and is looked at once. */
+static int conn_start(struct gc_srv *s, struct gc_flow *c)
 {
 	struct epoll_event ev = { .events = EPOLLIN | EPOLLET, .data.ptr = &c->notify_tag };
 
@@ -258,16 +258,16 @@ static int conn_start(struct gc_srv *s, struct gc_conn *c)
 	c->cc = s->h.cc && s->h.cc->init ? s->h.cc->init(s->h.cc_arg, c) : NULL;
 	c->state = CONN_PARKED;
 	set_state(s, c, CONN_ACTIVE); /* look once: packets may be queued already */
-	gc_conntab_add(s->tab, c);
+	gc_flowtab_add(s->tab, c);
 	s->nconns++;
 	return 0;
 }
 
-static void conn_free(struct gc_srv *s, struct gc_conn *c)
+static void conn_free(struct gc_srv *s, struct gc_flow *c)
 {
 	/* no new gc_ring_flush() finds it; one that did waits for the lock
 	 * below, or is done */
-	gc_conntab_del(s->tab, c);
+	gc_flowtab_del(s->tab, c);
 	/* DEL first: the application holds the same eventfd */
 	if (c->efd >= 0)
 		epoll_ctl(s->ep, EPOLL_CTL_DEL, c->efd, NULL);
@@ -278,7 +278,7 @@ static void conn_free(struct gc_srv *s, struct gc_conn *c)
 	list_del(s, c);
 	c->state = CONN_STOPPED;
 	sock_disarm(s, c);
-	gc_conn_teardown(c, zmap_put);
+	gc_flow_teardown(c, zmap_put);
 	pthread_mutex_unlock(&c->xlock);
 	c->dead = true;
 	c->dead_next = s->graveyard;
@@ -291,9 +291,9 @@ static void conn_free(struct gc_srv *s, struct gc_conn *c)
 static void bury(struct gc_srv *s)
 {
 	while (s->graveyard) {
-		struct gc_conn *c = s->graveyard;
+		struct gc_flow *c = s->graveyard;
 		s->graveyard = c->dead_next;
-		gc_conn_put(c);
+		gc_flow_put(c);
 	}
 }
 
@@ -395,12 +395,12 @@ static int srv_attach(struct gc_srv *s, struct gc_client *cl, const struct gc_re
 				  (unsigned long long)cl->max_map);
 	}
 
-	struct gc_conn *c = calloc(1, sizeof(*c));
+	struct gc_flow *c = calloc(1, sizeof(*c));
 	if (!c)
 		return gc_rep_err(rep, ENOMEM, "out of memory");
 	c->sock = c->efd = -1;
 	c->cl = cl;
-	if (gc_conn_init(c, &s->h, s->p.batch) < 0) {
+	if (gc_flow_init(c, &s->h, s->p.batch) < 0) {
 		free(c);
 		return gc_rep_err(rep, ENOMEM, "out of memory");
 	}
@@ -467,14 +467,14 @@ fail:
 	}
 	if (c->zone)
 		zmap_put(cl, c->zone);
-	gc_conn_put(c);
+	gc_flow_put(c);
 	return -1;
 }
 
 static int srv_detach(struct gc_srv *s, struct gc_client *cl, uint32_t id, struct gc_rep *rep)
 {
-	for (struct gc_conn **pp = &cl->conns; *pp; pp = &(*pp)->cl_next) {
-		struct gc_conn *c = *pp;
+	for (struct gc_flow **pp = &cl->conns; *pp; pp = &(*pp)->cl_next) {
+		struct gc_flow *c = *pp;
 		if (c->id == id) {
 			*pp = c->cl_next;
 			cl->nrings--;
@@ -565,7 +565,7 @@ static void client_free(struct gc_srv *s, struct gc_client *cl)
 		}
 	}
 	while (cl->conns) {
-		struct gc_conn *c = cl->conns;
+		struct gc_flow *c = cl->conns;
 		cl->conns = c->cl_next;
 		conn_free(s, c);
 	}
@@ -579,7 +579,7 @@ static void client_free(struct gc_srv *s, struct gc_client *cl)
 
 /* ---- the hooks congestion control calls (cc.h) -------------------------- */
 
-int gc_conn_ack(struct gc_conn *c, const struct gc_sent *p)
+int gc_flow_ack(struct gc_flow *c, const struct gc_sent *p)
 {
 	if (gc_kring_ack(&c->k, p) < 0) {
 		conn_violation(c->srv, c);
@@ -588,7 +588,7 @@ int gc_conn_ack(struct gc_conn *c, const struct gc_sent *p)
 	return 0;
 }
 
-void gc_conn_kick(struct gc_conn *c)
+void gc_flow_kick(struct gc_flow *c)
 {
 	if (c->state == CONN_CCWAIT)
 		set_state(c->srv, c, CONN_ACTIVE);
@@ -648,7 +648,7 @@ static void handle(struct gc_srv *s, struct epoll_event *ev)
 		break;
 	}
 	case TAG_NOTIFY: {
-		struct gc_conn *c = container_of(t, struct gc_conn, notify_tag);
+		struct gc_flow *c = container_of(t, struct gc_flow, notify_tag);
 		if (c->dead)
 			break;
 		s->st.notifies++;
@@ -661,7 +661,7 @@ static void handle(struct gc_srv *s, struct epoll_event *ev)
 		break;
 	}
 	case TAG_SOCK: {
-		struct gc_conn *c = container_of(t, struct gc_conn, sock_tag);
+		struct gc_flow *c = container_of(t, struct gc_flow, sock_tag);
 		if (c->dead)
 			break;
 		pthread_mutex_lock(&c->xlock);
@@ -690,7 +690,7 @@ void *gc_srv_main(void *arg)
 		pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
 	}
 	/* before any request is served: an attach finds it set */
-	gc_conntab_set_engine(s->tab, gettid());
+	gc_flowtab_set_engine(s->tab, gettid());
 	while (!s->stop) {
 		uint64_t now = gc_now_ns();
 		uint64_t next = s->ccwait.next != &s->ccwait ? ccwait_due(s, now) : 0;
@@ -725,7 +725,7 @@ void *gc_srv_main(void *arg)
 			handle(s, &ev[i]);
 		bury(s);
 	}
-	gc_conntab_set_engine(s->tab, 0);
+	gc_flowtab_set_engine(s->tab, 0);
 	return NULL;
 }
 
@@ -749,20 +749,20 @@ void gc_srv_free(struct gc_srv *s)
 	if (s->ep >= 0)
 		close(s->ep);
 	if (s->tab)
-		gc_conntab_put(s->tab); /* rings attached here may hold it longer */
+		gc_flowtab_put(s->tab); /* rings attached here may hold it longer */
 	free(s->listen_path);
 	free(s->allow_uids);
 	free(s->allow_gids);
 	free(s);
 }
 
-struct gc_srv *gc_srv_new(const struct gc_ring_engine_params *p,
+struct gc_srv *gc_srv_new(const struct gc_ring_engine_opts *p,
 			  const struct gc_ring_engine_hooks *hooks, int fd)
 {
 	struct gc_srv *s = calloc(1, sizeof(*s));
 
 	if (!s) {
-		gc_seterr(ENOMEM, "gc_ring_engine_start: out of memory");
+		gc_seterr(ENOMEM, "gc_ring_engine_create: out of memory");
 		return NULL;
 	}
 	s->p = *p;
@@ -788,27 +788,27 @@ struct gc_srv *gc_srv_new(const struct gc_ring_engine_params *p,
 	link_init(&s->ccwait);
 	s->stop_tag.kind = TAG_STOP;
 	s->listen_tag.kind = TAG_LISTEN;
-	s->tab = gc_conntab_new();
+	s->tab = gc_flowtab_new();
 	if ((p->n_allow_uids && !s->allow_uids) || (p->n_allow_gids && !s->allow_gids) || !s->tab) {
-		gc_seterr(ENOMEM, "gc_ring_engine_start: out of memory");
+		gc_seterr(ENOMEM, "gc_ring_engine_create: out of memory");
 		goto fail;
 	}
 	s->ep = epoll_create1(EPOLL_CLOEXEC);
 	s->stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (s->ep < 0 || s->stopfd < 0) {
-		gc_seterr(errno, "gc_ring_engine_start: epoll or eventfd failed");
+		gc_seterr(errno, "gc_ring_engine_create: epoll or eventfd failed");
 		goto fail;
 	}
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &s->stop_tag };
 	if (epoll_ctl(s->ep, EPOLL_CTL_ADD, s->stopfd, &ev) < 0) {
-		gc_seterr(errno, "gc_ring_engine_start: epoll_ctl failed");
+		gc_seterr(errno, "gc_ring_engine_create: epoll_ctl failed");
 		goto fail;
 	}
 	if (s->h.event) {
 		s->event_tag.kind = TAG_EVENT;
 		struct epoll_event eev = { .events = EPOLLIN, .data.ptr = &s->event_tag };
 		if (epoll_ctl(s->ep, EPOLL_CTL_ADD, s->h.event_fd, &eev) < 0) {
-			gc_seterr(errno, "gc_ring_engine_start: epoll_ctl on the event fd failed");
+			gc_seterr(errno, "gc_ring_engine_create: epoll_ctl on the event fd failed");
 			goto fail;
 		}
 	}
@@ -817,7 +817,7 @@ struct gc_srv *gc_srv_new(const struct gc_ring_engine_params *p,
 	errno = 0;
 	if (!client_new(s, fd, true)) {
 		gc_seterr(errno ? errno : ENOMEM,
-			  "gc_ring_engine_start: registering the local client failed");
+			  "gc_ring_engine_create: registering the local client failed");
 		goto fail;
 	}
 	return s;

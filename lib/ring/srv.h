@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * srv.h - the engine's state: clients, their zones, and the connections
- * (one per attached ring).  conn.c drains one connection, listen.c owns the
+ * (one per attached ring).  flow.c drains one flow, listen.c owns the
  * listening socket, server.c runs the loop and serves the clients' requests,
  * handle.c holds the public handles.  Everything here is touched by the
  * engine thread only, except what says otherwise (a connection's xlock and
- * what it guards, its refs, and the connection table).
+ * what it guards, its refs, and the flow table).
  */
 #ifndef GC_RING_SRV_H
 #define GC_RING_SRV_H
@@ -37,7 +37,7 @@ struct gc_tag {
 	enum gc_tag_kind kind;
 };
 
-enum gc_conn_state {
+enum gc_flow_state {
 	CONN_ACTIVE,  /* polled every round */
 	CONN_PARKED,  /* kern_notify set: waits for the ring's eventfd */
 	CONN_BLOCKED, /* the socket is full: waits for EPOLLOUT */
@@ -56,7 +56,7 @@ struct gc_zmap {
 	unsigned refs;
 };
 
-struct gc_conn {
+struct gc_flow {
 	struct gc_tag notify_tag, sock_tag;
 	struct gc_kring k;
 	struct gc_srv *srv;
@@ -72,20 +72,20 @@ struct gc_conn {
 	uint32_t batch;
 	/* Held by whoever works on the connection: the engine thread (pump and
 	 * the events that move it out of PARKED) or an application thread in
-	 * gc_ring_flush() (gc_conn_flush()).  state changes to and from PARKED
-	 * only under it, and the teardown (gc_conn_teardown()) happens under
+	 * gc_ring_flush() (gc_flow_flush()).  state changes to and from PARKED
+	 * only under it, and the teardown (gc_flow_teardown()) happens under
 	 * it: a thread holding it and seeing !gone may use the connection's
 	 * ring, zone, socket, eventfd, h and srv. */
 	pthread_mutex_t xlock;
 	bool gone;
 	/* The memory's owners: the engine (until the connection is buried)
-	 * and each gc_ring_flush() that found it in the table (conn.c). */
+	 * and each gc_ring_flush() that found it in the table (flow.c). */
 	_Atomic unsigned refs;
-	struct gc_conn *tab_next; /* its bucket of the connection table */
-	enum gc_conn_state state;
+	struct gc_flow *tab_next; /* its bucket of the flow table */
+	enum gc_flow_state state;
 	bool sock_armed;	 /* the socket is in the epoll set, for EPOLLOUT */
 	struct gc_link link;	 /* its client's active list, or the congestion-wait list */
-	struct gc_conn *cl_next; /* the client's connections */
+	struct gc_flow *cl_next; /* the client's connections */
 	struct gc_udp udp;
 	void *cc;
 	uint64_t cc_wake;
@@ -97,14 +97,14 @@ struct gc_conn {
 	/* freed: unhooked from everything, its memory kept until the events
 	 * already returned by epoll_wait() are handled (they may name it) */
 	bool dead;
-	struct gc_conn *dead_next;
+	struct gc_flow *dead_next;
 };
 
 struct gc_client {
 	struct gc_tag tag;
 	int fd;
 	bool local; /* the socketpair of the process that started the engine */
-	struct gc_conn *conns;
+	struct gc_flow *conns;
 	unsigned nrings, nfds;	     /* held now */
 	unsigned max_rings, max_fds; /* its limits */
 	uint64_t mapped, max_map; /* bytes of its rings and zones the engine maps, and the limit */
@@ -112,14 +112,14 @@ struct gc_client {
 	struct gc_client *next;
 	/* Fair share: the engine serves clients round robin, then each
 	 * client's active rings round robin (server.c). */
-	struct gc_link active; /* its active connections (gc_conn.link) */
+	struct gc_link active; /* its active connections (gc_flow.link) */
 	unsigned nactive;
 	struct gc_link alink; /* on the engine's list of clients with active rings */
 	int32_t credit;	      /* packets it may still take this turn (may be < 0) */
 };
 
 struct gc_srv {
-	struct gc_ring_engine_params p;
+	struct gc_ring_engine_opts p;
 	char *listen_path;
 	dev_t listen_dev; /* the socket file we bound (0/0: unknown) */
 	ino_t listen_ino;
@@ -136,17 +136,17 @@ struct gc_srv {
 	struct gc_link aclients;    /* clients with active connections */
 	unsigned naclients;
 	struct gc_link ccwait;	   /* connections waiting for congestion control */
-	struct gc_conn *graveyard; /* freed connections, see gc_conn.dead */
+	struct gc_flow *graveyard; /* freed connections, see gc_flow.dead */
 	unsigned nactive, nconns;  /* active connections (of all clients), all */
 	uint32_t next_id;
 	struct gc_ring_engine_stats st; /* the engine thread's */
 	/* what gc_ring_flush() sent from application threads (handle.c) */
 	_Atomic uint64_t fl_packets, fl_bytes, fl_syscalls, fl_gso;
-	struct gc_conntab *tab; /* connections by ring id, for gc_ring_flush() */
+	struct gc_flowtab *tab; /* connections by ring id, for gc_ring_flush() */
 	volatile int stop;
 };
 
-/* ---- conn.c: one connection ---------------------------------------------- */
+/* ---- flow.c: one flow ---------------------------------------------- */
 
 /* What a drain left the connection waiting for. */
 enum gc_drain {
@@ -159,7 +159,7 @@ enum gc_drain {
 
 /* Make c ready to drain (h, batch: the engine's); its pending array is
  * allocated here.  The caller holds the first reference. */
-int gc_conn_init(struct gc_conn *c, const struct gc_ring_engine_hooks *h, uint32_t batch);
+int gc_flow_init(struct gc_flow *c, const struct gc_ring_engine_hooks *h, uint32_t batch);
 /*
  * Serve c once, the one drain both the engine loop and gc_ring_flush() use:
  * send what is pending, else take at most a batch (or what congestion control
@@ -167,7 +167,7 @@ int gc_conn_init(struct gc_conn *c, const struct gc_ring_engine_hooks *h, uint32
  * refused by the transport or skipped as dead.  Counts into st.  The caller
  * holds c->xlock; the state changes (which lists c is on) are the caller's.
  */
-enum gc_drain gc_conn_drain(struct gc_conn *c, uint64_t now, struct gc_ring_engine_stats *st,
+enum gc_drain gc_flow_drain(struct gc_flow *c, uint64_t now, struct gc_ring_engine_stats *st,
 			    unsigned *consumed);
 /*
  * gc_ring_flush()'s engine half, on an application thread: under c->xlock,
@@ -177,28 +177,28 @@ enum gc_drain gc_conn_drain(struct gc_conn *c, uint64_t now, struct gc_ring_engi
  * connection is gone: detached, or its engine stopped).  *sent counts the
  * datagrams sent here (added to the engine's statistics).
  */
-int gc_conn_flush(struct gc_conn *c, unsigned *sent);
+int gc_flow_flush(struct gc_flow *c, unsigned *sent);
 /* Under c->xlock: stop the ring, close and unmap what c holds, mark it gone.
  * put_zone gives the zone back (the engine thread's, see server.c). */
-void gc_conn_teardown(struct gc_conn *c, void (*put_zone)(struct gc_client *, struct gc_zmap *));
+void gc_flow_teardown(struct gc_flow *c, void (*put_zone)(struct gc_client *, struct gc_zmap *));
 /* Drop a reference; the last one frees the memory. */
-void gc_conn_put(struct gc_conn *c);
+void gc_flow_put(struct gc_flow *c);
 
 /* The connections of one engine by ring id.  Referenced by the engine and
  * by every ring attached through the process that started it (a ring keeps
  * its reference until it is freed or attached again), so gc_ring_flush()
  * can look a ring up while another thread stops the engine. */
-struct gc_conntab *gc_conntab_new(void);
-void gc_conntab_get(struct gc_conntab *t);
-void gc_conntab_put(struct gc_conntab *t);
-void gc_conntab_add(struct gc_conntab *t, struct gc_conn *c);
-void gc_conntab_del(struct gc_conntab *t, struct gc_conn *c);
-/* The connection of ring id, with a reference (gc_conn_put()), or NULL. */
-struct gc_conn *gc_conntab_find(struct gc_conntab *t, uint32_t id);
+struct gc_flowtab *gc_flowtab_new(void);
+void gc_flowtab_get(struct gc_flowtab *t);
+void gc_flowtab_put(struct gc_flowtab *t);
+void gc_flowtab_add(struct gc_flowtab *t, struct gc_flow *c);
+void gc_flowtab_del(struct gc_flowtab *t, struct gc_flow *c);
+/* The connection of ring id, with a reference (gc_flow_put()), or NULL. */
+struct gc_flow *gc_flowtab_find(struct gc_flowtab *t, uint32_t id);
 /* The engine thread's id (gettid()) while it runs, 0 before and after: the
  * rings attached here read its CPU affinity through it (handle.c). */
-void gc_conntab_set_engine(struct gc_conntab *t, pid_t tid);
-pid_t gc_conntab_engine(struct gc_conntab *t);
+void gc_flowtab_set_engine(struct gc_flowtab *t, pid_t tid);
+pid_t gc_flowtab_engine(struct gc_flowtab *t);
 
 /* ---- listen.c: the listening socket --------------------------------------- */
 
@@ -214,7 +214,7 @@ void gc_srv_unlisten(struct gc_srv *s);
 
 /* A server with its local client on fd (the starting process's end of a
  * socketpair), listening at p->listen if set; p is checked by the caller. */
-struct gc_srv *gc_srv_new(const struct gc_ring_engine_params *p,
+struct gc_srv *gc_srv_new(const struct gc_ring_engine_opts *p,
 			  const struct gc_ring_engine_hooks *hooks, int fd);
 void *gc_srv_main(void *arg);
 /* Ask the engine thread to return (from any thread). */

@@ -156,12 +156,12 @@ GC_EXPORT struct gc_zone *gc_zone_create(size_t nbufs, size_t buf_size)
 	return z;
 }
 
-GC_EXPORT int gc_zone_free(struct gc_zone *z)
+GC_EXPORT int gc_zone_destroy(struct gc_zone *z)
 {
 	if (!z)
 		return 0;
 	if (atomic_load_explicit(&z->rings, memory_order_relaxed))
-		return gc_seterr(EBUSY, "gc_zone_free: %u ring(s) still use the zone",
+		return gc_seterr(EBUSY, "gc_zone_destroy: %u ring(s) still use the zone",
 				 atomic_load_explicit(&z->rings, memory_order_relaxed));
 	/* an engine has its own mapping (server.c): ours is ours alone */
 	munmap(z->base, z->size);

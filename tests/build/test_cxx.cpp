@@ -43,8 +43,8 @@ int main()
 	if (!r)
 		return fail("gc_ring_create");
 	static_assert(sizeof(gc_pkt::flags) == 4, "gc_pkt.flags");
-	gc_ring_free(r);
-	gc_zone_free(z);
+	gc_ring_destroy(r);
+	gc_zone_destroy(z);
 
 	// LMS option bytes
 	gc_lms_info info{};

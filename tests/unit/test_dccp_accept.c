@@ -150,7 +150,7 @@ int main(void)
 	EXPECT(st.state == GC_DCCP_OPEN);
 
 	gc_dccp_close(s, 0);
-	gc_dccp_listener_close(l);
+	gc_dccp_listener_destroy(l);
 	dccp_conn_free(&c);
 	dccp_conn_free(&other);
 	close(cfd[0]);

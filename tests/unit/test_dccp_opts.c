@@ -19,7 +19,7 @@ static void bad(const char *what, struct gc_dccp_opts o, const char *field)
 	errno = 0;
 	struct gc_dccp_listener *l = gc_dccp_listen((struct sockaddr *)&at, sizeof(at), &o);
 	if (l) {
-		gc_dccp_listener_close(l);
+		gc_dccp_listener_destroy(l);
 		check_fail(__FILE__, __LINE__, "%s: accepted", what);
 	}
 	if (errno != EINVAL || !strstr(gc_errmsg(), field))
@@ -69,10 +69,10 @@ int main(void)
 	o = udp(), o.ack_ratio = 4, o.ring_slots = 64;
 	struct gc_dccp_listener *l = gc_dccp_listen((struct sockaddr *)&at, sizeof(at), &o);
 	CHECK(l != NULL);
-	gc_dccp_listener_close(l);
+	gc_dccp_listener_destroy(l);
 	o = udp(), o.ccid = 3, o.ring_slots = 64;
 	l = gc_dccp_listen((struct sockaddr *)&at, sizeof(at), &o);
 	CHECK(l != NULL);
-	gc_dccp_listener_close(l);
+	gc_dccp_listener_destroy(l);
 	return check_done("dccp_opts");
 }

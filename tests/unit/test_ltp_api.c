@@ -7,20 +7,20 @@
  */
 #include "check.h"
 
-#include <groupcast/lms.h>
+#include <groupcast/ltp.h>
 
-static struct gc_ltp_config good(void)
+static struct gc_ltp_opts good(void)
 {
-	struct gc_ltp_config c = { .flags = GC_LTP_RECEIVER, .port = 7712 };
+	struct gc_ltp_opts c = { .flags = GC_LTP_RECEIVER, .port = 7712 };
 	inet_pton(AF_INET, "239.192.12.1", &c.group);
 	inet_pton(AF_INET, "10.1.2.3", &c.source);
 	return c;
 }
 
-static void refused(struct gc_ltp_config c, const char *field)
+static void refused(struct gc_ltp_opts c, const char *field)
 {
 	errno = 0;
-	CHECK(gc_ltp_open(&c) == NULL);
+	CHECK(gc_ltp_create(&c) == NULL);
 	CHECK_EQ(errno, EINVAL);
 	if (!strstr(gc_errmsg(), field))
 		check_fail(__FILE__, __LINE__, "message '%s' does not name %s", gc_errmsg(), field);
@@ -28,26 +28,26 @@ static void refused(struct gc_ltp_config c, const char *field)
 
 int main(void)
 {
-	struct gc_ltp_config c;
+	struct gc_ltp_opts c;
 	struct gc_ltp_stats st;
 	struct gc_ltp_msg m;
 	char buf[16];
 
 	errno = 0;
-	CHECK(gc_ltp_open(NULL) == NULL && errno == EFAULT);
-	c = good(), c.flags = 0, refused(c, "cfg->flags");
-	c = good(), c.flags = GC_LTP_SENDER | GC_LTP_RECEIVER, refused(c, "cfg->flags");
-	c = good(), c.flags = 1 << 9 | GC_LTP_RECEIVER, refused(c, "cfg->flags");
-	c = good(), c.flags = GC_LTP_REPLIER, refused(c, "cfg->flags");
-	c = good(), c.flags = GC_LTP_UNORDERED, refused(c, "cfg->flags");
-	c = good(), inet_pton(AF_INET, "10.0.0.1", &c.group), refused(c, "cfg->group");
-	c = good(), c.port = 0, refused(c, "cfg->port");
-	c = good(), c.source.s_addr = 0, refused(c, "cfg->source");
-	c = good(), inet_pton(AF_INET, "224.1.1.1", &c.source), refused(c, "cfg->source");
-	c = good(), c.window_bytes = 2u << 30, refused(c, "cfg->window_bytes");
-	c = good(), c.max_ranges = 70000, refused(c, "cfg->max_ranges");
-	c = good(), c.replier_cost = 5, refused(c, "cfg->replier_cost");
-	c = good(), c.flags |= GC_LTP_REPLIER, c.replier_cost = 5, refused(c, "cfg->replier_cost");
+	CHECK(gc_ltp_create(NULL) == NULL && errno == EFAULT);
+	c = good(), c.flags = 0, refused(c, "opts->flags");
+	c = good(), c.flags = GC_LTP_SENDER | GC_LTP_RECEIVER, refused(c, "opts->flags");
+	c = good(), c.flags = 1 << 9 | GC_LTP_RECEIVER, refused(c, "opts->flags");
+	c = good(), c.flags = GC_LTP_REPLIER, refused(c, "opts->flags");
+	c = good(), c.flags = GC_LTP_UNORDERED, refused(c, "opts->flags");
+	c = good(), inet_pton(AF_INET, "10.0.0.1", &c.group), refused(c, "opts->group");
+	c = good(), c.port = 0, refused(c, "opts->port");
+	c = good(), c.source.s_addr = 0, refused(c, "opts->source");
+	c = good(), inet_pton(AF_INET, "224.1.1.1", &c.source), refused(c, "opts->source");
+	c = good(), c.window_bytes = 2u << 30, refused(c, "opts->window_bytes");
+	c = good(), c.max_ranges = 70000, refused(c, "opts->max_ranges");
+	c = good(), c.replier_cost = 5, refused(c, "opts->replier_cost");
+	c = good(), c.flags |= GC_LTP_REPLIER, c.replier_cost = 5, refused(c, "opts->replier_cost");
 
 	CHECK_ERR(gc_ltp_send(NULL, buf, 1), EFAULT);
 	CHECK_ERR(gc_ltp_recv(NULL, buf, sizeof(buf), &m), EFAULT);
@@ -57,7 +57,7 @@ int main(void)
 	CHECK_ERR(gc_ltp_stats(NULL, &st), EFAULT);
 	CHECK_ERR(gc_ltp_fd(NULL), EFAULT);
 	CHECK_EQ(gc_ltp_recovery_samples(NULL, NULL, 0), 0);
-	gc_ltp_close(NULL);
+	gc_ltp_destroy(NULL);
 	printf("ltp_api: ok\n");
 	return 0;
 }

@@ -85,8 +85,8 @@ static int try_as_nobody(const struct rx *rx)
 		p->len = 6;
 		if (gc_ring_submit(r) < 0 || gc_ring_wait(r, 7, 5000) < 0)
 			_exit(OTHER);
-		gc_ring_free(r);
-		gc_ring_engine_stop(e);
+		gc_ring_destroy(r);
+		gc_ring_engine_destroy(e);
 		_exit(SENT);
 	}
 	int status;
@@ -95,11 +95,11 @@ static int try_as_nobody(const struct rx *rx)
 	return WEXITSTATUS(status);
 }
 
-static struct gc_ring_engine *daemon_with(struct gc_ring_engine_params p)
+static struct gc_ring_engine *daemon_with(struct gc_ring_engine_opts p)
 {
 	p.listen = path;
 	p.quiet = 1;
-	struct gc_ring_engine *e = gc_ring_engine_start(&p);
+	struct gc_ring_engine *e = gc_ring_engine_create(&p);
 	CHECK(e != NULL);
 	return e;
 }
@@ -115,31 +115,29 @@ static uint64_t refused(struct gc_ring_engine *e)
 static void modes(void)
 {
 	struct stat st;
-	struct gc_ring_engine *e =
-		daemon_with((struct gc_ring_engine_params)GC_RING_ENGINE_PARAMS_INIT());
+	struct gc_ring_engine *e = daemon_with((struct gc_ring_engine_opts)GC_RING_ENGINE_OPTS_INIT());
 
 	CHECK_OK(lstat(path, &st));
 	CHECK(S_ISSOCK(st.st_mode));
 	CHECK_EQ(st.st_mode & 07777, 0600);
-	CHECK_OK(gc_ring_engine_stop(e));
+	CHECK_OK(gc_ring_engine_destroy(e));
 
-	e = daemon_with((struct gc_ring_engine_params)
-				GC_RING_ENGINE_PARAMS_INIT(.flags = GC_RING_ENGINE_LISTEN_GID,
-							   .listen_gid = NOBODY, .listen_mode = 0660));
+	e = daemon_with((struct gc_ring_engine_opts)GC_RING_ENGINE_OPTS_INIT(.flags = GC_RING_ENGINE_LISTEN_GID,
+									     .listen_gid = NOBODY,
+									     .listen_mode = 0660));
 	CHECK_OK(lstat(path, &st));
 	CHECK_EQ(st.st_mode & 07777, 0660);
 	CHECK_EQ(st.st_gid, NOBODY);
-	CHECK_OK(gc_ring_engine_stop(e));
+	CHECK_OK(gc_ring_engine_destroy(e));
 	/* nothing left behind: no private directory, no socket */
 	CHECK(access(path, F_OK) != 0);
 
-	struct gc_ring_engine_params bad =
-		GC_RING_ENGINE_PARAMS_INIT(.listen = path, .listen_mode = 01777);
-	CHECK(gc_ring_engine_start(&bad) == NULL);
+	struct gc_ring_engine_opts bad = GC_RING_ENGINE_OPTS_INIT(.listen = path, .listen_mode = 01777);
+	CHECK(gc_ring_engine_create(&bad) == NULL);
 	CHECK_EQ(errno, EINVAL);
 	CHECK(strstr(gc_errmsg(), "listen_mode") != NULL);
-	bad = (struct gc_ring_engine_params)GC_RING_ENGINE_PARAMS_INIT(.listen = path, .n_allow_uids = 1);
-	CHECK(gc_ring_engine_start(&bad) == NULL);
+	bad = (struct gc_ring_engine_opts)GC_RING_ENGINE_OPTS_INIT(.listen = path, .n_allow_uids = 1);
+	CHECK(gc_ring_engine_create(&bad) == NULL);
 	CHECK_EQ(errno, EFAULT);
 }
 
@@ -150,41 +148,40 @@ static void who_may_attach(void)
 	struct sockaddr_storage from;
 
 	/* default: only root and the daemon's uid (root) may even connect */
-	struct gc_ring_engine *e =
-		daemon_with((struct gc_ring_engine_params)GC_RING_ENGINE_PARAMS_INIT());
+	struct gc_ring_engine *e = daemon_with((struct gc_ring_engine_opts)GC_RING_ENGINE_OPTS_INIT());
 	CHECK_EQ(try_as_nobody(rx), CONNECT_EACCES);
-	CHECK_OK(gc_ring_engine_stop(e));
+	CHECK_OK(gc_ring_engine_destroy(e));
 
 	/* anyone may connect; the allow rule refuses, counted */
-	e = daemon_with((struct gc_ring_engine_params)GC_RING_ENGINE_PARAMS_INIT(.listen_mode = 0666));
+	e = daemon_with((struct gc_ring_engine_opts)GC_RING_ENGINE_OPTS_INIT(.listen_mode = 0666));
 	CHECK_EQ(try_as_nobody(rx), HELLO_EACCES);
 	CHECK_EQ(refused(e), 1);
 	/* root still is served */
 	struct gc_ring_engine *c = gc_ring_engine_connect(path);
 	CHECK(c != NULL);
-	CHECK_OK(gc_ring_engine_stop(c));
-	CHECK_OK(gc_ring_engine_stop(e));
+	CHECK_OK(gc_ring_engine_destroy(c));
+	CHECK_OK(gc_ring_engine_destroy(e));
 	CHECK(rx_recv(&rx[0], buf, sizeof(buf), RX_QUIET_MS, &from) < 0);
 
 	/* allowed by uid */
 	const uid_t u = NOBODY;
-	e = daemon_with((struct gc_ring_engine_params)GC_RING_ENGINE_PARAMS_INIT(.listen_mode = 0666,
-										 .allow_uids = &u,
-										 .n_allow_uids = 1));
+	e = daemon_with((struct gc_ring_engine_opts)GC_RING_ENGINE_OPTS_INIT(.listen_mode = 0666,
+									     .allow_uids = &u,
+									     .n_allow_uids = 1));
 	CHECK_EQ(try_as_nobody(rx), SENT);
 	RX_EXPECT(&rx[0], "nobody", 6);
 	CHECK_EQ(refused(e), 0);
-	CHECK_OK(gc_ring_engine_stop(e));
+	CHECK_OK(gc_ring_engine_destroy(e));
 
 	/* allowed by group, through a group-only socket */
 	const gid_t g = NOBODY;
-	e = daemon_with((struct gc_ring_engine_params)
-				GC_RING_ENGINE_PARAMS_INIT(.flags = GC_RING_ENGINE_LISTEN_GID,
-							   .listen_gid = NOBODY, .listen_mode = 0660,
-							   .allow_gids = &g, .n_allow_gids = 1));
+	e = daemon_with((struct gc_ring_engine_opts)
+				GC_RING_ENGINE_OPTS_INIT(.flags = GC_RING_ENGINE_LISTEN_GID,
+							 .listen_gid = NOBODY, .listen_mode = 0660,
+							 .allow_gids = &g, .n_allow_gids = 1));
 	CHECK_EQ(try_as_nobody(rx), SENT);
 	RX_EXPECT(&rx[0], "nobody", 6);
-	CHECK_OK(gc_ring_engine_stop(e));
+	CHECK_OK(gc_ring_engine_destroy(e));
 	rx_close(rx, 1);
 }
 
@@ -204,8 +201,8 @@ static void whom_the_client_trusts(void)
 		sigemptyset(&set);
 		sigaddset(&set, SIGTERM);
 		sigprocmask(SIG_BLOCK, &set, NULL);
-		struct gc_ring_engine_params p = GC_RING_ENGINE_PARAMS_INIT(.listen = path, .quiet = 1);
-		struct gc_ring_engine *e = gc_ring_engine_start(&p);
+		struct gc_ring_engine_opts p = GC_RING_ENGINE_OPTS_INIT(.listen = path, .quiet = 1);
+		struct gc_ring_engine *e = gc_ring_engine_create(&p);
 		if (!e) {
 			fprintf(stderr, "daemon as nobody: %s\n", gc_errmsg());
 			_exit(2);
@@ -213,7 +210,7 @@ static void whom_the_client_trusts(void)
 		if (write(ready[1], "r", 1) != 1)
 			_exit(2);
 		sigwait(&set, &sig);
-		gc_ring_engine_stop(e);
+		gc_ring_engine_destroy(e);
 		_exit(0);
 	}
 	close(ready[1]);
@@ -229,18 +226,17 @@ static void whom_the_client_trusts(void)
 	CHECK(e != NULL); /* the daemon serves root: always allowed */
 	struct gc_ring_engine_stats st;
 	CHECK_OK(gc_ring_engine_stats(e, &st));
-	CHECK_OK(gc_ring_engine_stop(e));
+	CHECK_OK(gc_ring_engine_destroy(e));
 	kill(d, SIGTERM);
 	int status;
 	CHECK_EQ(waitpid(d, &status, 0), d);
 	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 
 	/* and a root engine is not the uid a client named */
-	struct gc_ring_engine *own =
-		daemon_with((struct gc_ring_engine_params)GC_RING_ENGINE_PARAMS_INIT());
+	struct gc_ring_engine *own = daemon_with((struct gc_ring_engine_opts)GC_RING_ENGINE_OPTS_INIT());
 	CHECK(gc_ring_engine_connect_uid(path, NOBODY) == NULL);
 	CHECK_EQ(errno, EPERM);
-	CHECK_OK(gc_ring_engine_stop(own));
+	CHECK_OK(gc_ring_engine_destroy(own));
 }
 
 int main(void)

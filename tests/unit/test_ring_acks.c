@@ -6,7 +6,7 @@
  * packet, which must not look acknowledged, but the user_seq log must have
  * it), and some never.  The log loses the newest entries when the
  * application does not read it.  The budget is obeyed, a budget of 0 waits
- * for its time or for gc_conn_kick().
+ * for its time or for gc_flow_kick().
  */
 #include "ring_util.h"
 
@@ -15,18 +15,18 @@ enum { N = 16, TOTAL = 300, LATE = 40 };
 /* ---- a controller that acknowledges by user_seq % 3 ---- */
 
 struct tcc {
-	struct gc_conn *c;
+	struct gc_flow *c;
 	struct gc_sent late[TOTAL];
 	unsigned nlate, late_i;
 	uint32_t budget;     /* packets per round, 0 = none */
 	uint64_t wait_until; /* budget 0 until then */
 	unsigned max_batch;  /* largest batch seen by sent() */
 	unsigned calls;
-	unsigned ack_failures; /* gc_conn_ack() refused: the ring was stopped */
+	unsigned ack_failures; /* gc_flow_ack() refused: the ring was stopped */
 };
 static struct tcc the_cc;
 
-static void *tcc_init(void *arg, struct gc_conn *c)
+static void *tcc_init(void *arg, struct gc_flow *c)
 {
 	(void)arg;
 	the_cc.c = c;
@@ -60,13 +60,13 @@ static void tcc_sent(void *cc, const struct gc_sent *p, unsigned n, uint64_t now
 	for (unsigned i = 0; i < n; i++) {
 		switch (p[i].user_seq % 3) {
 		case 0: /* at once */
-			if (gc_conn_ack(t->c, &p[i]) < 0)
+			if (gc_flow_ack(t->c, &p[i]) < 0)
 				t->ack_failures++;
 			break;
 		case 2: /* after the ring wrapped */ t->late[t->nlate++] = p[i]; break;
 		}
 		while (t->late_i < t->nlate && t->late[t->late_i].user_seq + LATE <= p[i].user_seq)
-			if (gc_conn_ack(t->c, &t->late[t->late_i++]) < 0)
+			if (gc_flow_ack(t->c, &t->late[t->late_i++]) < 0)
 				t->ack_failures++;
 	}
 }
@@ -75,7 +75,7 @@ static const struct gc_cc_ops tcc_ops = {
 	.init = tcc_init, .release = tcc_release, .budget = tcc_budget, .sent = tcc_sent
 };
 
-static unsigned drop_xmit(void *arg, struct gc_conn *c, const struct gc_sent *p, unsigned n,
+static unsigned drop_xmit(void *arg, struct gc_flow *c, const struct gc_sent *p, unsigned n,
 			  const unsigned char *zone)
 {
 	(void)arg, (void)c, (void)p, (void)zone;
@@ -96,14 +96,14 @@ static void acks(void)
 	struct gc_zone *z = gc_zone_create(1, 4096);
 	struct gc_ring *r = gc_ring_create(N, z);
 	struct gc_ring_engine_hooks h = { .cc = &tcc_ops, .xmit = drop_xmit };
-	struct gc_ring_engine_params quiet = GC_RING_ENGINE_PARAMS_INIT(.quiet = 1);
+	struct gc_ring_engine_opts quiet = GC_RING_ENGINE_OPTS_INIT(.quiet = 1);
 	struct gc_ring_engine *e;
 	uint64_t log[2 * TOTAL];
 	size_t nlog = 0;
 
 	memset(&the_cc, 0, sizeof(the_cc));
 	the_cc.budget = UINT32_MAX;
-	e = gc_ring_engine_start_hooks(&quiet, &h);
+	e = gc_ring_engine_create_hooks(&quiet, &h);
 	CHECK(z && r && e);
 	CHECK_OK(gc_ring_attach(r, e, sd));
 	for (uint64_t seq = 0; seq < TOTAL; seq++) {
@@ -177,10 +177,10 @@ static void acks(void)
 	CHECK_OK(gc_ring_engine_stats(e, &es));
 	CHECK_EQ(es.violations, 1);
 
-	gc_ring_free(r);
-	CHECK_OK(gc_ring_engine_stop(e));
+	gc_ring_destroy(r);
+	CHECK_OK(gc_ring_engine_destroy(e));
 	CHECK(the_cc.c == NULL); /* released */
-	CHECK_OK(gc_zone_free(z));
+	CHECK_OK(gc_zone_destroy(z));
 	close(sd);
 	rx_close(rx, 1);
 }
@@ -198,7 +198,7 @@ static void budget(void)
 	memset(&the_cc, 0, sizeof(the_cc));
 	the_cc.budget = 3;
 	the_cc.wait_until = gc_now_ns() + 150 * 1000000ull;
-	e = gc_ring_engine_start_hooks(NULL, &h);
+	e = gc_ring_engine_create_hooks(NULL, &h);
 	CHECK(z && r && e);
 	memcpy(gc_zone_buf(z, 0), "cc", 2);
 	CHECK_OK(gc_ring_attach(r, e, sd));
@@ -215,9 +215,9 @@ static void budget(void)
 	CHECK(gc_now_ns() >= the_cc.wait_until);
 	CHECK(the_cc.max_batch <= 3);
 	CHECK_OK(gc_ring_wait(r, 63, 5000));
-	gc_ring_free(r);
-	CHECK_OK(gc_ring_engine_stop(e));
-	CHECK_OK(gc_zone_free(z));
+	gc_ring_destroy(r);
+	CHECK_OK(gc_ring_engine_destroy(e));
+	CHECK_OK(gc_zone_destroy(z));
 	close(sd);
 	rx_close(rx, 1);
 }

@@ -45,8 +45,8 @@ static void zones(void)
 	CHECK_EQ(gc_zone_offset(z, (char *)gc_zone_base(z) - 1), UINT64_MAX);
 	CHECK_EQ(errno, EINVAL);
 	CHECK_EQ(gc_zone_offset(z, &seals), UINT64_MAX);
-	CHECK_OK(gc_zone_free(z));
-	CHECK_OK(gc_zone_free(NULL));
+	CHECK_OK(gc_zone_destroy(z));
+	CHECK_OK(gc_zone_destroy(NULL));
 
 	CHECK(gc_zone_create(0, 100) == NULL);
 	CHECK_EQ(errno, EINVAL);
@@ -138,9 +138,9 @@ static void rings(void)
 	CHECK_EQ(st.user_i, 4);
 	CHECK_EQ(st.umod_i, 2);
 	CHECK_EQ(st.attached, 0);
-	gc_ring_free(r);
-	gc_ring_free(NULL);
-	CHECK_OK(gc_zone_free(z));
+	gc_ring_destroy(r);
+	gc_ring_destroy(NULL);
+	CHECK_OK(gc_zone_destroy(z));
 }
 
 static void names(void)
@@ -156,7 +156,7 @@ static void names(void)
 
 static void engines(void)
 {
-	CHECK_ERR(gc_ring_engine_stop(NULL), EFAULT);
+	CHECK_ERR(gc_ring_engine_destroy(NULL), EFAULT);
 	CHECK(gc_ring_engine_connect(NULL) == NULL);
 	CHECK_EQ(errno, EFAULT);
 	char longpath[200];
@@ -164,24 +164,24 @@ static void engines(void)
 	longpath[sizeof(longpath) - 1] = '\0';
 	CHECK(gc_ring_engine_connect(longpath) == NULL);
 	CHECK_EQ(errno, ENAMETOOLONG);
-	struct gc_ring_engine_params p = GC_RING_ENGINE_PARAMS_INIT(.listen = longpath);
-	CHECK(gc_ring_engine_start(&p) == NULL);
+	struct gc_ring_engine_opts p = GC_RING_ENGINE_OPTS_INIT(.listen = longpath);
+	CHECK(gc_ring_engine_create(&p) == NULL);
 	CHECK_EQ(errno, ENAMETOOLONG);
-	p = (struct gc_ring_engine_params)GC_RING_ENGINE_PARAMS_INIT(.flags = 0x80);
-	CHECK(gc_ring_engine_start(&p) == NULL);
+	p = (struct gc_ring_engine_opts)GC_RING_ENGINE_OPTS_INIT(.flags = 0x80);
+	CHECK(gc_ring_engine_create(&p) == NULL);
 	CHECK_EQ(errno, EINVAL);
 	MSG("flags");
 	CHECK_ERR(gc_ring_engine_stats(NULL, NULL), EFAULT);
 	/* pinned, then stopped at once */
-	p = (struct gc_ring_engine_params)GC_RING_ENGINE_PARAMS_INIT(.flags = GC_RING_ENGINE_PIN_CPU,
-								     .cpu = 0);
-	struct gc_ring_engine *e = gc_ring_engine_start(&p);
+	p = (struct gc_ring_engine_opts)GC_RING_ENGINE_OPTS_INIT(.flags = GC_RING_ENGINE_PIN_CPU,
+								 .cpu = 0);
+	struct gc_ring_engine *e = gc_ring_engine_create(&p);
 	CHECK(e != NULL);
 	struct gc_ring_engine_stats st;
 	CHECK_OK(gc_ring_engine_stats(e, &st));
 	CHECK_EQ(st.clients, 1);
 	CHECK_EQ(st.rings, 0);
-	CHECK_OK(gc_ring_engine_stop(e));
+	CHECK_OK(gc_ring_engine_destroy(e));
 }
 
 /*
@@ -191,38 +191,38 @@ static void engines(void)
  */
 static void params_sizes(void)
 {
-	struct gc_ring_engine_params p = { 0 }; /* no sz */
-	CHECK(gc_ring_engine_start(&p) == NULL);
+	struct gc_ring_engine_opts p = { 0 }; /* no sz */
+	CHECK(gc_ring_engine_create(&p) == NULL);
 	CHECK_EQ(errno, EINVAL);
 	MSG("params->sz");
 	/* an older caller: only {sz, flags, cpu}; the rest of its memory is
 	 * not ours to read (here: garbage that must be ignored) */
 	struct {
-		struct gc_ring_engine_params p;
+		struct gc_ring_engine_opts p;
 		unsigned char more[64];
 	} big;
 	memset(&big, 0xa5, sizeof(big));
-	big.p.sz = offsetof(struct gc_ring_engine_params, listen);
+	big.p.sz = offsetof(struct gc_ring_engine_opts, listen);
 	big.p.flags = 0;
 	big.p.cpu = -1;
-	struct gc_ring_engine *e = gc_ring_engine_start(&big.p);
+	struct gc_ring_engine *e = gc_ring_engine_create(&big.p);
 	CHECK(e != NULL);
-	CHECK_OK(gc_ring_engine_stop(e));
+	CHECK_OK(gc_ring_engine_destroy(e));
 	/* a newer caller: zero beyond our struct is fine... */
 	memset(&big, 0, sizeof(big));
 	big.p.sz = sizeof(big);
-	e = gc_ring_engine_start(&big.p);
+	e = gc_ring_engine_create(&big.p);
 	CHECK(e != NULL);
-	CHECK_OK(gc_ring_engine_stop(e));
+	CHECK_OK(gc_ring_engine_destroy(e));
 	/* ...a field we do not know is refused, not ignored */
 	big.more[5] = 1;
-	CHECK(gc_ring_engine_start(&big.p) == NULL);
+	CHECK(gc_ring_engine_create(&big.p) == NULL);
 	CHECK_EQ(errno, E2BIG);
 	MSG("does not know");
 	/* NULL stays the defaults */
-	e = gc_ring_engine_start(NULL);
+	e = gc_ring_engine_create(NULL);
 	CHECK(e != NULL);
-	CHECK_OK(gc_ring_engine_stop(e));
+	CHECK_OK(gc_ring_engine_destroy(e));
 }
 
 int main(void)

@@ -45,9 +45,8 @@ static pid_t start_daemon(void)
 		sigemptyset(&set);
 		sigaddset(&set, SIGTERM);
 		sigprocmask(SIG_BLOCK, &set, NULL);
-		struct gc_ring_engine_params prm =
-			GC_RING_ENGINE_PARAMS_INIT(.listen = path, .quiet = 1);
-		struct gc_ring_engine *e = gc_ring_engine_start(&prm);
+		struct gc_ring_engine_opts prm = GC_RING_ENGINE_OPTS_INIT(.listen = path, .quiet = 1);
+		struct gc_ring_engine *e = gc_ring_engine_create(&prm);
 		if (!e) {
 			fprintf(stderr, "daemon: %s\n", gc_errmsg());
 			_exit(2);
@@ -55,7 +54,7 @@ static pid_t start_daemon(void)
 		if (write(p[1], "r", 1) != 1)
 			_exit(2);
 		sigwait(&set, &sig);
-		gc_ring_engine_stop(e);
+		gc_ring_engine_destroy(e);
 		_exit(0);
 	}
 	close(p[1]);
@@ -117,9 +116,9 @@ static void client(int id, int ready_fd, int go_fd)
 	struct gc_ring_status rs;
 	CHECK_OK(gc_ring_status(r, &rs));
 	CHECK_EQ(rs.sent, PKTS);
-	gc_ring_free(r);
-	CHECK_OK(gc_ring_engine_stop(e));
-	CHECK_OK(gc_zone_free(z));
+	gc_ring_destroy(r);
+	CHECK_OK(gc_ring_engine_destroy(e));
+	CHECK_OK(gc_zone_destroy(z));
 	rx_close(rx, 1);
 	exit(check_done(id ? "client 1" : "client 0"));
 }
@@ -140,7 +139,7 @@ static struct gc_ring_engine_stats daemon_stats(void)
 
 	CHECK(e != NULL);
 	CHECK_OK(gc_ring_engine_stats(e, &st));
-	CHECK_OK(gc_ring_engine_stop(e));
+	CHECK_OK(gc_ring_engine_destroy(e));
 	return st;
 }
 
@@ -220,14 +219,14 @@ int main(void)
 				if (fd != p2[1])
 					close(fd);
 			setrlimit(RLIMIT_NOFILE, &rl);
-			struct gc_ring_engine_params lp =
-				GC_RING_ENGINE_PARAMS_INIT(.listen = lpath, .quiet = 1);
-			struct gc_ring_engine *le = gc_ring_engine_start(&lp);
+			struct gc_ring_engine_opts lp =
+				GC_RING_ENGINE_OPTS_INIT(.listen = lpath, .quiet = 1);
+			struct gc_ring_engine *le = gc_ring_engine_create(&lp);
 			if (!le || write(p2[1], "r", 1) != 1)
 				_exit(2);
 			close(p2[1]);
 			sigwait(&set, &sig);
-			gc_ring_engine_stop(le);
+			gc_ring_engine_destroy(le);
 			_exit(0);
 		}
 		close(p2[1]);
@@ -267,20 +266,20 @@ int main(void)
 			c2 = gc_ring_engine_connect(lpath);
 			struct gc_ring_engine_stats s2;
 			if (c2 && gc_ring_engine_stats(c2, &s2) < 0) {
-				gc_ring_engine_stop(c2);
+				gc_ring_engine_destroy(c2);
 				c2 = NULL;
 				usleep(10 * 1000);
 			}
 		}
 		CHECK(c2 != NULL); /* serving again */
-		CHECK_OK(gc_ring_engine_stop(c2));
+		CHECK_OK(gc_ring_engine_destroy(c2));
 		kill(ld, SIGTERM);
 		expect_exit0(ld, "daemon with few descriptors");
 	}
 
 	/* the socket is in use: a second engine may not take it */
-	struct gc_ring_engine_params p = GC_RING_ENGINE_PARAMS_INIT(.listen = path);
-	CHECK(gc_ring_engine_start(&p) == NULL);
+	struct gc_ring_engine_opts p = GC_RING_ENGINE_OPTS_INIT(.listen = path);
+	CHECK(gc_ring_engine_create(&p) == NULL);
 	CHECK_EQ(errno, EADDRINUSE);
 
 	/* a daemon that stops tells its clients: gc_ring_wait() fails with
@@ -304,22 +303,22 @@ int main(void)
 	CHECK_OK(gc_ring_status(r, &rs));
 	CHECK_EQ(rs.error, GC_RING_DETACHED);
 	gc_ring_detach(r); /* the daemon is gone: forgets the ring anyway */
-	gc_ring_free(r);
-	CHECK_OK(gc_zone_free(z));
-	CHECK_OK(gc_ring_engine_stop(ce));
+	gc_ring_destroy(r);
+	CHECK_OK(gc_zone_destroy(z));
+	CHECK_OK(gc_ring_engine_destroy(ce));
 	rx_close(rx, 1);
 
 	/* an engine removes only its own socket file, not one that replaced it */
 	{
-		struct gc_ring_engine_params pa = GC_RING_ENGINE_PARAMS_INIT(.listen = path);
-		struct gc_ring_engine *a = gc_ring_engine_start(&pa);
+		struct gc_ring_engine_opts pa = GC_RING_ENGINE_OPTS_INIT(.listen = path);
+		struct gc_ring_engine *a = gc_ring_engine_create(&pa);
 		CHECK(a != NULL);
 		CHECK_OK(unlink(path));
-		struct gc_ring_engine *bb = gc_ring_engine_start(&pa);
+		struct gc_ring_engine *bb = gc_ring_engine_create(&pa);
 		CHECK(bb != NULL);
-		CHECK_OK(gc_ring_engine_stop(a));
+		CHECK_OK(gc_ring_engine_destroy(a));
 		CHECK(access(path, F_OK) == 0);
-		CHECK_OK(gc_ring_engine_stop(bb));
+		CHECK_OK(gc_ring_engine_destroy(bb));
 		CHECK(access(path, F_OK) != 0);
 	}
 
@@ -329,8 +328,8 @@ int main(void)
 	int stale = socket(AF_UNIX, SOCK_SEQPACKET, 0);
 	CHECK_OK(bind(stale, (struct sockaddr *)&sa, sizeof(sa)));
 	close(stale);
-	struct gc_ring_engine *e = gc_ring_engine_start(&p);
+	struct gc_ring_engine *e = gc_ring_engine_create(&p);
 	CHECK(e != NULL);
-	CHECK_OK(gc_ring_engine_stop(e));
+	CHECK_OK(gc_ring_engine_destroy(e));
 	return check_done("ring_daemon");
 }

@@ -36,7 +36,7 @@ static void sizes(int family)
 	int big = 4 << 20;
 	struct gc_zone *z = gc_zone_create(n, 65536);
 	struct gc_ring *r = gc_ring_create(N, z);
-	struct gc_ring_engine *e = gc_ring_engine_start(NULL);
+	struct gc_ring_engine *e = gc_ring_engine_create(NULL);
 	struct gc_ring_engine_stats st;
 	uint64_t bytes = 0;
 
@@ -68,12 +68,12 @@ static void sizes(int family)
 	CHECK(st.gso >= 5); /* the 1400 x 4 + 1000 run went as one message */
 	CHECK(st.syscalls >= 1 && st.syscalls < n);
 
-	CHECK_OK(gc_ring_engine_stop(e));
+	CHECK_OK(gc_ring_engine_destroy(e));
 	CHECK_OK(gc_ring_status(r, &rs));
 	CHECK_EQ(rs.attached, 0); /* stopping the engine detached the ring */
 	CHECK_ERR(gc_ring_notify(r), ENOTCONN);
-	gc_ring_free(r);
-	CHECK_OK(gc_zone_free(z));
+	gc_ring_destroy(r);
+	CHECK_OK(gc_zone_destroy(z));
 	rx_close(rx, 1);
 }
 
@@ -85,7 +85,7 @@ static void late_choice(void)
 	int sd = udp_connected(&rx[0]);
 	struct gc_zone *z = gc_zone_create(N, 4096);
 	struct gc_ring *r = gc_ring_create(16, z);
-	struct gc_ring_engine *e = gc_ring_engine_start(NULL);
+	struct gc_ring_engine *e = gc_ring_engine_create(NULL);
 	unsigned first;
 	char msg[16];
 
@@ -129,9 +129,9 @@ static void late_choice(void)
 	wait_drained(r);
 	CHECK_OK(gc_ring_status(r, &rs));
 	CHECK_EQ(rs.dead, 2);
-	gc_ring_free(r); /* detaches */
-	CHECK_OK(gc_ring_engine_stop(e));
-	CHECK_OK(gc_zone_free(z));
+	gc_ring_destroy(r); /* detaches */
+	CHECK_OK(gc_ring_engine_destroy(e));
+	CHECK_OK(gc_zone_destroy(z));
 	close(sd);
 	rx_close(rx, 1);
 }
@@ -140,7 +140,7 @@ static void attach_errors(void)
 {
 	struct gc_zone *z = gc_zone_create(1, 4096);
 	struct gc_ring *r = gc_ring_create(8, z);
-	struct gc_ring_engine *e = gc_ring_engine_start(NULL);
+	struct gc_ring_engine *e = gc_ring_engine_create(NULL);
 	struct rx *rx = rx_open(AF_INET, 1);
 	int fds[2];
 
@@ -167,20 +167,20 @@ static void attach_errors(void)
 	udp = udp_connected(&rx[0]);
 	CHECK_OK(gc_ring_attach(r, e, udp));
 	CHECK_ERR(gc_ring_attach(r, e, udp), EISCONN);
-	CHECK_ERR(gc_zone_free(z), EBUSY);
-	gc_ring_free(r);
-	CHECK_OK(gc_zone_free(z));
-	CHECK_OK(gc_ring_engine_stop(e));
+	CHECK_ERR(gc_zone_destroy(z), EBUSY);
+	gc_ring_destroy(r);
+	CHECK_OK(gc_zone_destroy(z));
+	CHECK_OK(gc_ring_engine_destroy(e));
 	close(udp);
 	rx_close(rx, 1);
 
-	struct gc_ring_engine_params p = GC_RING_ENGINE_PARAMS_INIT(.batch = 5000);
-	CHECK(gc_ring_engine_start(&p) == NULL);
+	struct gc_ring_engine_opts p = GC_RING_ENGINE_OPTS_INIT(.batch = 5000);
+	CHECK(gc_ring_engine_create(&p) == NULL);
 	CHECK_EQ(errno, EINVAL);
 	CHECK(strstr(gc_errmsg(), "batch") != NULL);
-	p = (struct gc_ring_engine_params)GC_RING_ENGINE_PARAMS_INIT(.flags = GC_RING_ENGINE_PIN_CPU,
-								     .cpu = -3);
-	CHECK(gc_ring_engine_start(&p) == NULL);
+	p = (struct gc_ring_engine_opts)GC_RING_ENGINE_OPTS_INIT(.flags = GC_RING_ENGINE_PIN_CPU,
+								 .cpu = -3);
+	CHECK(gc_ring_engine_create(&p) == NULL);
 	CHECK(strstr(gc_errmsg(), "cpu") != NULL);
 	CHECK(gc_ring_engine_connect("/nonexistent/gc-engine.sock") == NULL);
 	CHECK(errno == ENOENT);

@@ -21,7 +21,7 @@ static _Atomic int open_gate;
 static _Atomic uint32_t a_id;
 static _Atomic unsigned counted, from_a;
 
-static unsigned xmit(void *arg, struct gc_conn *c, const struct gc_sent *p, unsigned n,
+static unsigned xmit(void *arg, struct gc_flow *c, const struct gc_sent *p, unsigned n,
 		     const unsigned char *zone)
 {
 	(void)arg;
@@ -34,7 +34,7 @@ static unsigned xmit(void *arg, struct gc_conn *c, const struct gc_sent *p, unsi
 		return 0;
 	if (n > TOTAL - have)
 		n = TOTAL - have;
-	if (gc_conn_id(c) == atomic_load(&a_id))
+	if (gc_flow_id(c) == atomic_load(&a_id))
 		atomic_fetch_add(&from_a, n);
 	atomic_store(&counted, have + n); /* only the engine thread writes it */
 	return n;
@@ -52,9 +52,9 @@ static void run(unsigned b_fill)
 {
 	char path[108];
 	snprintf(path, sizeof(path), "/tmp/gc-ring-fair-%d.sock", (int)getpid());
-	struct gc_ring_engine_params p = GC_RING_ENGINE_PARAMS_INIT(.listen = path, .quiet = 1);
+	struct gc_ring_engine_opts p = GC_RING_ENGINE_OPTS_INIT(.listen = path, .quiet = 1);
 	struct gc_ring_engine_hooks h = { .xmit = xmit };
-	struct gc_ring_engine *eng = gc_ring_engine_start_hooks(&p, &h);
+	struct gc_ring_engine *eng = gc_ring_engine_create_hooks(&p, &h);
 	struct gc_ring_engine *ca = gc_ring_engine_connect(path);
 	struct gc_ring_engine *cb = gc_ring_engine_connect(path);
 	struct rx *rx = rx_open(AF_INET, 1);
@@ -90,14 +90,14 @@ static void run(unsigned b_fill)
 	CHECK(sa * 100 >= 35u * TOTAL);
 	CHECK(sa * 100 <= 65u * TOTAL);
 
-	gc_ring_free(a);
+	gc_ring_destroy(a);
 	for (int i = 0; i < B_RINGS; i++)
-		gc_ring_free(b[i]);
-	CHECK_OK(gc_ring_engine_stop(ca));
-	CHECK_OK(gc_ring_engine_stop(cb));
-	CHECK_OK(gc_ring_engine_stop(eng));
+		gc_ring_destroy(b[i]);
+	CHECK_OK(gc_ring_engine_destroy(ca));
+	CHECK_OK(gc_ring_engine_destroy(cb));
+	CHECK_OK(gc_ring_engine_destroy(eng));
 	close(sd);
-	CHECK_OK(gc_zone_free(z));
+	CHECK_OK(gc_zone_destroy(z));
 	rx_close(rx, 1);
 }
 

@@ -68,7 +68,7 @@ static void figure1(void)
 		put_pkt(r, 0, 1, i);
 	CHECK_EQ(gc_ring_space(r), 0);
 	CHECK_ERR(gc_ring_get_pkt(r) ? 0 : -1, EAGAIN);
-	gc_ring_free(r);
+	gc_ring_destroy(r);
 }
 
 static void figure2(void)
@@ -80,7 +80,7 @@ static void figure2(void)
 	CHECK_OK(gc_kring_plan(&k, &avail));
 	CHECK_EQ(avail, 7); /* packets 0-6 are the engine's to take */
 	CHECK_EQ(gc_ring_space(r), N - 1 - 7);
-	gc_ring_free(r);
+	gc_ring_destroy(r);
 }
 
 static void figure3(void)
@@ -96,7 +96,7 @@ static void figure3(void)
 	CHECK_EQ(gc_kring_done(&k, 2), 0);
 	INDEXES(r, 2, 2, 7, 7);
 	CHECK_EQ(gc_ring_space(r), N - 1 - 5);
-	gc_ring_free(r);
+	gc_ring_destroy(r);
 }
 
 static void figure4(void)
@@ -121,7 +121,7 @@ static void figure4(void)
 	CHECK_EQ(s[2], 6);
 	CHECK_EQ(k.dead, 2);
 	INDEXES(r, 0, 7, 7, 7);
-	gc_ring_free(r);
+	gc_ring_destroy(r);
 }
 
 static void figure5(void)
@@ -156,7 +156,7 @@ static void figure5(void)
 	CHECK_EQ(out[1].len, 106);
 	CHECK_EQ(out[2].user_seq, 5);
 	CHECK_EQ(gc_ring_mark_dead(r, 6), 0); /* published and taken: not certain */
-	gc_ring_free(r);
+	gc_ring_destroy(r);
 }
 
 static void figure6(void)
@@ -183,7 +183,7 @@ static void figure6(void)
 	CHECK_EQ(gc_ring_mark_dead(r, 5), 1);
 	CHECK_OK(gc_kring_plan(&k, &avail)); /* umod_i below kern_i: nothing more */
 	CHECK_EQ(avail, 0);
-	gc_ring_free(r);
+	gc_ring_destroy(r);
 
 	/* (b) The engine read umod_i = 7 and is claiming 2..4 while the
 	 * application stores umod_i = 3: the engine's confirming load (after
@@ -208,7 +208,7 @@ static void figure6(void)
 	CHECK_EQ(s[0], 3);
 	CHECK_EQ(s[1], 4);
 	CHECK_EQ(s[2], 50);
-	gc_ring_free(r);
+	gc_ring_destroy(r);
 
 	/* (b') The engine's claim store was visible before the rewind began:
 	 * the rewind stops at kern_i = 5. */
@@ -219,7 +219,7 @@ static void figure6(void)
 	CHECK_EQ(first, 5);
 	CHECK_OK(gc_kring_claim(&k, 3, out, &nout, &ntaken));
 	CHECK_EQ(ntaken, 3);
-	gc_ring_free(r);
+	gc_ring_destroy(r);
 
 	/* (c) The rewind came first entirely: 3-6 are safe, the engine sends 2. */
 	r = fig2(&k);
@@ -231,7 +231,7 @@ static void figure6(void)
 	CHECK_OK(gc_kring_claim(&k, 3, out, &nout, &ntaken));
 	CHECK_EQ(ntaken, 1);
 	CHECK_EQ(out[0].user_seq, 2);
-	gc_ring_free(r);
+	gc_ring_destroy(r);
 
 	/* (d) GC_RING_OLDEST: as far back as the engine allows. */
 	r = fig2(&k);
@@ -239,7 +239,7 @@ static void figure6(void)
 	CHECK_EQ(gc_ring_rewind(r, GC_RING_OLDEST, &first), 5);
 	CHECK_EQ(first, 2);
 	CHECK_EQ(take(&k, N, s, NULL), 0);
-	gc_ring_free(r);
+	gc_ring_destroy(r);
 }
 
 /* Wrap-around: comparisons are circular, relative to dev_i. */
@@ -263,7 +263,7 @@ static void wraparound(void)
 		CHECK_EQ(gc_kring_done(&k, k.kern), 0);
 		CHECK_EQ(gc_ring_space(r), N - 1);
 	}
-	gc_ring_free(r);
+	gc_ring_destroy(r);
 }
 
 int main(void)
@@ -277,6 +277,6 @@ int main(void)
 	figure5();
 	figure6();
 	wraparound();
-	CHECK_OK(gc_zone_free(z));
+	CHECK_OK(gc_zone_destroy(z));
 	return check_done("ring_figures");
 }

@@ -83,8 +83,8 @@ static void setup(struct fixture *f, unsigned entries, struct gc_ring_engine *e)
 
 static void teardown(struct fixture *f)
 {
-	gc_ring_free(f->r);
-	CHECK_OK(gc_zone_free(f->z));
+	gc_ring_destroy(f->r);
+	CHECK_OK(gc_zone_destroy(f->z));
 	rx_close(f->rx, 1);
 }
 
@@ -107,7 +107,7 @@ static void in_thread(void)
 	struct fixture f;
 	struct gc_ring_engine_stats st0, st1;
 
-	setup(&f, 64, gc_ring_engine_start(NULL));
+	setup(&f, 64, gc_ring_engine_create(NULL));
 	CHECK(ring_parked(f.r, 2000));
 	CHECK_OK(gc_ring_engine_stats(f.e, &st0));
 
@@ -157,7 +157,7 @@ static void in_thread(void)
 	put_seq(&f, 3001);
 	CHECK_EQ(gc_ring_flush(f.r), -1);
 	CHECK_EQ(errno, ENOTCONN);
-	CHECK_OK(gc_ring_engine_stop(f.e));
+	CHECK_OK(gc_ring_engine_destroy(f.e));
 	teardown(&f);
 }
 
@@ -170,7 +170,7 @@ static void racing(void)
 	uint64_t next_rx = 0;
 	unsigned seed = 7;
 
-	setup(&f, 32, gc_ring_engine_start(NULL));
+	setup(&f, 32, gc_ring_engine_create(NULL));
 	for (uint64_t i = 0; i < total; i++) {
 		while (gc_ring_space(f.r) == 0) {
 			CHECK(gc_ring_flush(f.r) >= 0);
@@ -197,7 +197,7 @@ static void racing(void)
 	CHECK_OK(gc_ring_status(f.r, &rs));
 	CHECK_EQ(rs.sent, total);
 	CHECK_EQ(rs.error, GC_RING_OK);
-	CHECK_OK(gc_ring_engine_stop(f.e));
+	CHECK_OK(gc_ring_engine_destroy(f.e));
 	teardown(&f);
 }
 
@@ -287,8 +287,8 @@ static void submit_paced(void)
 	uint64_t seq = 0;
 
 	/* GC_RING_ENGINE_SUBMIT_FLUSH: inline whatever the CPU or the pace */
-	struct gc_ring_engine_params p = GC_RING_ENGINE_PARAMS_INIT(.flags = GC_RING_ENGINE_SUBMIT_FLUSH);
-	setup(&f, 64, gc_ring_engine_start(&p));
+	struct gc_ring_engine_opts p = GC_RING_ENGINE_OPTS_INIT(.flags = GC_RING_ENGINE_SUBMIT_FLUSH);
+	setup(&f, 64, gc_ring_engine_create(&p));
 	CHECK(ring_parked(f.r, 2000));
 	CHECK_OK(gc_ring_engine_stats(f.e, &st0));
 	for (unsigned b = 0; b < 20; b++, seq += 3)
@@ -296,15 +296,15 @@ static void submit_paced(void)
 	expect_seqs(&f.rx[0], 0, seq);
 	CHECK_OK(gc_ring_engine_stats(f.e, &st1));
 	CHECK_EQ(st1.notifies, st0.notifies);
-	CHECK_OK(gc_ring_engine_stop(f.e));
+	CHECK_OK(gc_ring_engine_destroy(f.e));
 	teardown(&f);
 
 	/* The engine pinned to our CPU: a paced burst goes inline. */
 	seq = 0;
 	pin(cpus[0], NULL);
-	p = (struct gc_ring_engine_params)GC_RING_ENGINE_PARAMS_INIT(.flags = GC_RING_ENGINE_PIN_CPU,
-								     .cpu = cpus[0]);
-	setup(&f, 64, gc_ring_engine_start(&p));
+	p = (struct gc_ring_engine_opts)GC_RING_ENGINE_OPTS_INIT(.flags = GC_RING_ENGINE_PIN_CPU,
+								 .cpu = cpus[0]);
+	setup(&f, 64, gc_ring_engine_create(&p));
 	paced_inline(&f, &seq, 5);
 	CHECK_OK(gc_ring_engine_stats(f.e, &st1));
 	/* Back-to-back submits: the engine is woken and takes over (the first
@@ -325,7 +325,7 @@ static void submit_paced(void)
 	}
 	RX_NONE(&f.rx[0]);
 	pin(-1, &saved);
-	CHECK_OK(gc_ring_engine_stop(f.e));
+	CHECK_OK(gc_ring_engine_destroy(f.e));
 	teardown(&f);
 }
 
@@ -362,7 +362,7 @@ static void submit_one_cpu(void)
 	CPU_SET((size_t)cpus[0], &one);
 
 	pin(cpus[0], NULL);
-	setup(&f, 64, gc_ring_engine_start(NULL)); /* no flags: it inherits our mask */
+	setup(&f, 64, gc_ring_engine_create(NULL)); /* no flags: it inherits our mask */
 	paced_inline(&f, &seq, 5);
 
 	if (ncpu == 2) {
@@ -377,7 +377,7 @@ static void submit_one_cpu(void)
 	}
 	RX_NONE(&f.rx[0]);
 	pin(-1, &saved);
-	CHECK_OK(gc_ring_engine_stop(f.e));
+	CHECK_OK(gc_ring_engine_destroy(f.e));
 	teardown(&f);
 }
 
@@ -386,8 +386,8 @@ static void daemon_ring(void)
 {
 	char path[108];
 	snprintf(path, sizeof(path), "/tmp/gc-flush-test-%d.sock", (int)getpid());
-	struct gc_ring_engine_params p = GC_RING_ENGINE_PARAMS_INIT(.listen = path);
-	struct gc_ring_engine *d = gc_ring_engine_start(&p);
+	struct gc_ring_engine_opts p = GC_RING_ENGINE_OPTS_INIT(.listen = path);
+	struct gc_ring_engine *d = gc_ring_engine_create(&p);
 	CHECK(d != NULL);
 	struct fixture f;
 	setup(&f, 16, gc_ring_engine_connect(path));
@@ -396,8 +396,8 @@ static void daemon_ring(void)
 		put_seq(&f, i);
 	CHECK_EQ(gc_ring_flush(f.r), 0); /* sent by the daemon, not here */
 	expect_seqs(&f.rx[0], 0, 5);
-	CHECK_OK(gc_ring_engine_stop(f.e));
-	CHECK_OK(gc_ring_engine_stop(d));
+	CHECK_OK(gc_ring_engine_destroy(f.e));
+	CHECK_OK(gc_ring_engine_destroy(d));
 	teardown(&f);
 }
 

@@ -70,7 +70,7 @@ static void stopped_for(struct gc_ring *r, int code, int line)
 			   gc_errmsg());
 	CHECK_ERR(gc_ring_wait(r, N - 1, 100), EPIPE);
 	good_sends(line);
-	gc_ring_free(r);
+	gc_ring_destroy(r);
 }
 #define STOPPED_FOR(r, code) stopped_for(r, code, __LINE__)
 
@@ -138,7 +138,7 @@ static void violations(void)
 	CHECK_OK(gc_ring_status(r, &st));
 	CHECK_EQ(st.error, GC_RING_OK);
 	CHECK_EQ(st.sent, 2);
-	gc_ring_free(r);
+	gc_ring_destroy(r);
 
 	/* a length no datagram can have */
 	r = bad_ring();
@@ -236,8 +236,8 @@ static void refusals(void)
 	/* and it still works */
 	CHECK_OK(raw_attach(N, zone->size, ringfd, zone->fd, sd, 3));
 	/* an engine with a ring limit per client */
-	struct gc_ring_engine_params lp = GC_RING_ENGINE_PARAMS_INIT(.max_rings = 2, .quiet = 1);
-	struct gc_ring_engine *lim = gc_ring_engine_start(&lp);
+	struct gc_ring_engine_opts lp = GC_RING_ENGINE_OPTS_INIT(.max_rings = 2, .quiet = 1);
+	struct gc_ring_engine *lim = gc_ring_engine_create(&lp);
 	struct gc_ring *lr[3];
 	CHECK(lim != NULL);
 	for (int i = 0; i < 3; i++) {
@@ -252,8 +252,8 @@ static void refusals(void)
 	CHECK_OK(gc_ring_detach(lr[0]));
 	CHECK_OK(gc_ring_attach(lr[2], lim, sd)); /* room again */
 	for (int i = 0; i < 3; i++)
-		gc_ring_free(lr[i]);
-	CHECK_OK(gc_ring_engine_stop(lim));
+		gc_ring_destroy(lr[i]);
+	CHECK_OK(gc_ring_engine_destroy(lim));
 	close(ringfd);
 	close(sd);
 	good_sends(__LINE__);
@@ -306,7 +306,7 @@ static void chaos(void)
 		CHECK_OK(gc_ring_status(r, &st));
 		stopped += st.error != GC_RING_OK;
 		good_sends(__LINE__);
-		gc_ring_free(r);
+		gc_ring_destroy(r);
 	}
 	printf("chaos: %u of %u scribbled rings stopped\n", stopped, rounds);
 	CHECK(stopped > 0);
@@ -314,12 +314,12 @@ static void chaos(void)
 
 int main(void)
 {
-	struct gc_ring_engine_params p = GC_RING_ENGINE_PARAMS_INIT(.quiet = 1);
+	struct gc_ring_engine_opts p = GC_RING_ENGINE_OPTS_INIT(.quiet = 1);
 
 	fd_limit_max();
 	rx = rx_open(AF_INET, 2);
 	zone = gc_zone_create(4, 4096);
-	eng = gc_ring_engine_start(&p);
+	eng = gc_ring_engine_create(&p);
 	good = gc_ring_create(N, zone);
 	CHECK(zone && eng && good);
 	good_sd = udp_connected(&rx[0]);
@@ -333,9 +333,9 @@ int main(void)
 	struct gc_ring_engine_stats st;
 	CHECK_OK(gc_ring_engine_stats(eng, &st));
 	CHECK(st.violations >= 9);
-	gc_ring_free(good);
-	CHECK_OK(gc_ring_engine_stop(eng));
-	CHECK_OK(gc_zone_free(zone));
+	gc_ring_destroy(good);
+	CHECK_OK(gc_ring_engine_destroy(eng));
+	CHECK_OK(gc_zone_destroy(zone));
 	close(good_sd);
 	rx_close(rx, 2);
 	return check_done("ring_hostile");

@@ -118,8 +118,8 @@ int main(void)
 		return 77;
 	}
 
-	struct gc_ring_engine_params p = GC_RING_ENGINE_PARAMS_INIT(.quiet = 1);
-	struct gc_ring_engine *e = gc_ring_engine_start(&p);
+	struct gc_ring_engine_opts p = GC_RING_ENGINE_OPTS_INIT(.quiet = 1);
+	struct gc_ring_engine *e = gc_ring_engine_create(&p);
 	struct rx *rx = rx_open(AF_INET, 1);
 	struct gc_zone *z = gc_zone_create(1, 4096);
 	int sd = udp_connected(&rx[0]);
@@ -148,12 +148,12 @@ int main(void)
 	CHECK(gc_ring_submit(r) >= 0);
 	RX_EXPECT(&rx[0], "tmpfs", 5);
 
-	gc_ring_free(r);
+	gc_ring_destroy(r);
 	close(huge);
 	close(ringfd);
 	close(sd);
-	CHECK_OK(gc_ring_engine_stop(e));
-	CHECK_OK(gc_zone_free(z));
+	CHECK_OK(gc_ring_engine_destroy(e));
+	CHECK_OK(gc_zone_destroy(z));
 	rx_close(rx, 1);
 	return check_done("ring_hugetlb");
 }

@@ -20,11 +20,11 @@ static struct rx *rx;
 static struct gc_zone *zone;
 static int sd;
 
-static struct gc_ring_engine *start(struct gc_ring_engine_params p)
+static struct gc_ring_engine *start(struct gc_ring_engine_opts p)
 {
 	p.listen = path;
 	p.quiet = 1;
-	struct gc_ring_engine *e = gc_ring_engine_start(&p);
+	struct gc_ring_engine *e = gc_ring_engine_create(&p);
 	CHECK(e != NULL);
 	return e;
 }
@@ -53,13 +53,13 @@ static void others_served(int line)
 	CHECK(gc_ring_submit(r) >= 0);
 	if (!rx_match(&rx[0], msg, (size_t)len, RX_TIMEOUT_MS))
 		check_fail(__FILE__, line, "another client's datagram did not arrive");
-	gc_ring_free(r);
-	CHECK_OK(gc_ring_engine_stop(e));
+	gc_ring_destroy(r);
+	CHECK_OK(gc_ring_engine_destroy(e));
 }
 
 static void ring_limit(void)
 {
-	struct gc_ring_engine *eng = start((struct gc_ring_engine_params)GC_RING_ENGINE_PARAMS_INIT());
+	struct gc_ring_engine *eng = start((struct gc_ring_engine_opts)GC_RING_ENGINE_OPTS_INIT());
 	struct gc_ring_engine *c = gc_ring_engine_connect(path);
 	struct gc_ring *r[DEFAULT_RINGS + 1];
 
@@ -81,15 +81,15 @@ static void ring_limit(void)
 	CHECK_OK(gc_ring_detach(r[0]));
 	CHECK_OK(gc_ring_attach(r[DEFAULT_RINGS], c, sd));
 	for (int i = 0; i <= DEFAULT_RINGS; i++)
-		gc_ring_free(r[i]);
-	CHECK_OK(gc_ring_engine_stop(c));
-	CHECK_OK(gc_ring_engine_stop(eng));
+		gc_ring_destroy(r[i]);
+	CHECK_OK(gc_ring_engine_destroy(c));
+	CHECK_OK(gc_ring_engine_destroy(eng));
 }
 
 static void fd_limit(void)
 {
 	struct gc_ring_engine *eng =
-		start((struct gc_ring_engine_params)GC_RING_ENGINE_PARAMS_INIT(.max_fds = 7));
+		start((struct gc_ring_engine_opts)GC_RING_ENGINE_OPTS_INIT(.max_fds = 7));
 	struct gc_ring_engine *c = gc_ring_engine_connect(path);
 	struct gc_ring *r[4];
 
@@ -114,21 +114,21 @@ static void fd_limit(void)
 	}
 	struct gc_ring *fourth = gc_ring_create(8, zone);
 	CHECK_ERR(gc_ring_attach(fourth, eng, sd), EMFILE);
-	gc_ring_free(fourth);
+	gc_ring_destroy(fourth);
 	for (int i = 0; i < 3; i++)
-		gc_ring_free(own[i]);
+		gc_ring_destroy(own[i]);
 	for (int i = 0; i < 4; i++)
-		gc_ring_free(r[i]);
-	CHECK_OK(gc_ring_engine_stop(c));
-	CHECK_OK(gc_ring_engine_stop(eng));
+		gc_ring_destroy(r[i]);
+	CHECK_OK(gc_ring_engine_destroy(c));
+	CHECK_OK(gc_ring_engine_destroy(eng));
 }
 
 static void map_limit(void)
 {
 	long page = sysconf(_SC_PAGESIZE);
-	struct gc_ring_engine *eng = start(
-		(struct gc_ring_engine_params)GC_RING_ENGINE_PARAMS_INIT(.max_map_bytes = 12 *
-										 (uint64_t)page));
+	struct gc_ring_engine *eng =
+		start((struct gc_ring_engine_opts)GC_RING_ENGINE_OPTS_INIT(.max_map_bytes = 12 *
+										   (uint64_t)page));
 	struct gc_ring_engine *c = gc_ring_engine_connect(path);
 	struct gc_zone *big = gc_zone_create(1, 16 * (size_t)page);
 	struct gc_ring *r[16];
@@ -141,7 +141,7 @@ static void map_limit(void)
 	CHECK_ERR(gc_ring_attach(r[0], c, sd), EDQUOT);
 	CHECK(strstr(gc_errmsg(), "max_map_bytes") != NULL);
 	CHECK_EQ(stats(eng).limited, 1);
-	gc_ring_free(r[0]);
+	gc_ring_destroy(r[0]);
 	/* rings on one small zone: the zone counts once, each ring's memory
 	 * counts, and the limit comes before 16 rings */
 	for (n = 0; n < 16; n++) {
@@ -160,16 +160,16 @@ static void map_limit(void)
 	CHECK_OK(gc_ring_detach(r[0]));
 	CHECK_OK(gc_ring_attach(r[n], c, sd));
 	for (int i = 0; i <= n; i++)
-		gc_ring_free(r[i]);
-	CHECK_OK(gc_zone_free(big));
-	CHECK_OK(gc_ring_engine_stop(c));
-	CHECK_OK(gc_ring_engine_stop(eng));
+		gc_ring_destroy(r[i]);
+	CHECK_OK(gc_zone_destroy(big));
+	CHECK_OK(gc_ring_engine_destroy(c));
+	CHECK_OK(gc_ring_engine_destroy(eng));
 }
 
 static void client_limit(void)
 {
 	struct gc_ring_engine *eng =
-		start((struct gc_ring_engine_params)GC_RING_ENGINE_PARAMS_INIT(.max_clients = 2));
+		start((struct gc_ring_engine_opts)GC_RING_ENGINE_OPTS_INIT(.max_clients = 2));
 	struct gc_ring_engine *c[3];
 
 	c[0] = gc_ring_engine_connect(path);
@@ -185,9 +185,9 @@ static void client_limit(void)
 	/* the served ones are served */
 	struct gc_ring *r = gc_ring_create(8, zone);
 	CHECK_OK(gc_ring_attach(r, c[0], sd));
-	gc_ring_free(r);
+	gc_ring_destroy(r);
 	/* one leaves: the next one comes in (once the engine saw it leave) */
-	CHECK_OK(gc_ring_engine_stop(c[1]));
+	CHECK_OK(gc_ring_engine_destroy(c[1]));
 	c[2] = NULL;
 	for (int i = 0; i < 200 && !c[2]; i++) {
 		c[2] = gc_ring_engine_connect(path);
@@ -197,9 +197,9 @@ static void client_limit(void)
 		}
 	}
 	CHECK(c[2] != NULL);
-	CHECK_OK(gc_ring_engine_stop(c[0]));
-	CHECK_OK(gc_ring_engine_stop(c[2]));
-	CHECK_OK(gc_ring_engine_stop(eng));
+	CHECK_OK(gc_ring_engine_destroy(c[0]));
+	CHECK_OK(gc_ring_engine_destroy(c[2]));
+	CHECK_OK(gc_ring_engine_destroy(eng));
 }
 
 int main(void)
@@ -217,7 +217,7 @@ int main(void)
 	client_limit();
 
 	close(sd);
-	CHECK_OK(gc_zone_free(zone));
+	CHECK_OK(gc_zone_destroy(zone));
 	rx_close(rx, 1);
 	return check_done("ring_limits");
 }

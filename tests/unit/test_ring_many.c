@@ -16,7 +16,7 @@ int main(void)
 	}
 	struct rx *rx = rx_open(AF_INET, RX);
 	struct gc_zone *z = gc_zone_create(RINGS, 64); /* one page per ring */
-	struct gc_ring_engine *e = gc_ring_engine_start(NULL);
+	struct gc_ring_engine *e = gc_ring_engine_create(NULL);
 	struct gc_ring **r = calloc(RINGS, sizeof(*r));
 	int big = 4 << 20;
 
@@ -73,11 +73,11 @@ int main(void)
 	       RINGS, (unsigned long long)st.packets, (unsigned long long)st.notifies,
 	       (unsigned long long)st.rounds, (unsigned long long)st.sleeps);
 	for (int i = 0; i < RINGS; i++)
-		gc_ring_free(r[i]);
+		gc_ring_destroy(r[i]);
 	CHECK_OK(gc_ring_engine_stats(e, &st));
 	CHECK_EQ(st.rings, 0);
-	CHECK_OK(gc_ring_engine_stop(e));
-	CHECK_OK(gc_zone_free(z));
+	CHECK_OK(gc_ring_engine_destroy(e));
+	CHECK_OK(gc_zone_destroy(z));
 	free(r);
 	rx_close(rx, RX);
 	return check_done("ring_many");

@@ -32,7 +32,7 @@ struct fixture {
 
 static void setup(struct fixture *f, unsigned flags)
 {
-	struct gc_ring_engine_params p = GC_RING_ENGINE_PARAMS_INIT(.flags = flags);
+	struct gc_ring_engine_opts p = GC_RING_ENGINE_OPTS_INIT(.flags = flags);
 	int big = 16 << 20;
 
 	f->rx = rx_open(AF_INET, 1);
@@ -40,7 +40,7 @@ static void setup(struct fixture *f, unsigned flags)
 	f->all_fit = setsockopt(f->rx[0].fd, SOL_SOCKET, SO_RCVBUFFORCE, &big, sizeof(big)) == 0;
 	f->z = gc_zone_create(NPKT + 1, LEN);
 	f->r = f->z ? gc_ring_create(NPKT + 1, f->z) : NULL;
-	f->e = gc_ring_engine_start(&p);
+	f->e = gc_ring_engine_create(&p);
 	CHECK(f->r && f->e);
 	f->sd = udp_connected(&f->rx[0]);
 	CHECK_OK(gc_ring_attach(f->r, f->e, f->sd));
@@ -49,9 +49,9 @@ static void setup(struct fixture *f, unsigned flags)
 
 static void teardown(struct fixture *f)
 {
-	CHECK_OK(gc_ring_engine_stop(f->e));
-	gc_ring_free(f->r);
-	CHECK_OK(gc_zone_free(f->z));
+	CHECK_OK(gc_ring_engine_destroy(f->e));
+	gc_ring_destroy(f->r);
+	CHECK_OK(gc_zone_destroy(f->z));
 	close(f->sd);
 	rx_close(f->rx, 1);
 }
@@ -68,7 +68,7 @@ static void queue(struct fixture *f, uint32_t len)
 }
 
 /* Replace the application's mapping of the zone with an inaccessible one
- * (the memfd keeps the bytes; gc_zone_free() unmaps this in its place). */
+ * (the memfd keeps the bytes; gc_zone_destroy() unmaps this in its place). */
 static void unmap_zone(struct fixture *f)
 {
 	void *base = gc_zone_base(f->z);

@@ -16,7 +16,7 @@ static void parked(void)
 	int sd = udp_connected(&rx[0]);
 	struct gc_zone *z = gc_zone_create(4, 4096);
 	struct gc_ring *r = gc_ring_create(16, z);
-	struct gc_ring_engine *e = gc_ring_engine_start(NULL);
+	struct gc_ring_engine *e = gc_ring_engine_create(NULL);
 	struct gc_ring_engine_stats st0, st1;
 	uint64_t off = gc_zone_offset(z, gc_zone_buf(z, 0));
 
@@ -61,9 +61,9 @@ static void parked(void)
 	CHECK_OK(gc_ring_notify(r));
 	RX_NONE(&rx[0]);
 
-	gc_ring_free(r);
-	CHECK_OK(gc_ring_engine_stop(e));
-	CHECK_OK(gc_zone_free(z));
+	gc_ring_destroy(r);
+	CHECK_OK(gc_ring_engine_destroy(e));
+	CHECK_OK(gc_zone_destroy(z));
 	close(sd);
 	rx_close(rx, 1);
 }
@@ -75,8 +75,8 @@ static void polling(void)
 	int sd = udp_connected(&rx[0]);
 	struct gc_zone *z = gc_zone_create(1, 4096);
 	struct gc_ring *r = gc_ring_create(16, z);
-	struct gc_ring_engine_params p = GC_RING_ENGINE_PARAMS_INIT(.idle_us = 2000000);
-	struct gc_ring_engine *e = gc_ring_engine_start(&p);
+	struct gc_ring_engine_opts p = GC_RING_ENGINE_OPTS_INIT(.idle_us = 2000000);
+	struct gc_ring_engine *e = gc_ring_engine_create(&p);
 
 	CHECK(z && r && e);
 	memcpy(gc_zone_buf(z, 0), "poll", 4);
@@ -88,16 +88,16 @@ static void polling(void)
 		RX_EXPECT(&rx[0], "poll", 4);
 	}
 	CHECK(ring_parked(r, 5000)); /* and then it parks */
-	gc_ring_free(r);
-	CHECK_OK(gc_ring_engine_stop(e));
-	CHECK_OK(gc_zone_free(z));
+	gc_ring_destroy(r);
+	CHECK_OK(gc_ring_engine_destroy(e));
+	CHECK_OK(gc_zone_destroy(z));
 	close(sd);
 	rx_close(rx, 1);
 }
 
 /* A transport that holds everything while `hold` is set. */
 static _Atomic int hold;
-static unsigned hold_xmit(void *arg, struct gc_conn *c, const struct gc_sent *p, unsigned n,
+static unsigned hold_xmit(void *arg, struct gc_flow *c, const struct gc_sent *p, unsigned n,
 			  const unsigned char *zone)
 {
 	(void)arg, (void)c, (void)p, (void)zone;
@@ -119,7 +119,7 @@ static void waiting(void)
 	struct gc_zone *z = gc_zone_create(1, 4096);
 	struct gc_ring *r = gc_ring_create(8, z);
 	struct gc_ring_engine_hooks h = { .xmit = hold_xmit };
-	struct gc_ring_engine *e = gc_ring_engine_start_hooks(NULL, &h);
+	struct gc_ring_engine *e = gc_ring_engine_create_hooks(NULL, &h);
 	pthread_t t;
 
 	CHECK(z && r && e);
@@ -142,9 +142,9 @@ static void waiting(void)
 	CHECK_OK(gc_ring_wait(r, 7, 5000));
 	CHECK_EQ(gc_ring_space(r), 7);
 	pthread_join(t, NULL);
-	gc_ring_free(r);
-	CHECK_OK(gc_ring_engine_stop(e));
-	CHECK_OK(gc_zone_free(z));
+	gc_ring_destroy(r);
+	CHECK_OK(gc_ring_engine_destroy(e));
+	CHECK_OK(gc_zone_destroy(z));
 	close(sd);
 	rx_close(rx, 1);
 }
@@ -177,7 +177,7 @@ static void detach_storm(void)
 	int sd = udp_connected(&rx[0]);
 	struct gc_zone *z = gc_zone_create(1, 4096);
 	struct gc_ring *r = gc_ring_create(8, z);
-	struct gc_ring_engine *e = gc_ring_engine_start(NULL);
+	struct gc_ring_engine *e = gc_ring_engine_create(NULL);
 	struct storm st = { .efd = -1 };
 	pthread_t t;
 
@@ -203,9 +203,9 @@ static void detach_storm(void)
 	struct gc_ring_engine_stats es;
 	CHECK_OK(gc_ring_engine_stats(e, &es));
 	CHECK_EQ(es.rings, 0);
-	gc_ring_free(r);
-	CHECK_OK(gc_ring_engine_stop(e));
-	CHECK_OK(gc_zone_free(z));
+	gc_ring_destroy(r);
+	CHECK_OK(gc_ring_engine_destroy(e));
+	CHECK_OK(gc_zone_destroy(z));
 	close(sd);
 	rx_close(rx, 1);
 }

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * gc_ring_flush() or gc_ring_submit() on one thread racing
- * gc_ring_engine_stop() on another.  The flush finds its connection by ring
- * id in the engine's connection table (conn.c), never by a pointer it was
+ * gc_ring_engine_destroy() on another.  The flush finds its flow by ring
+ * id in the engine's flow table (flow.c), never by a pointer it was
  * handed, so the stop frees nothing the flush still uses: every flush either
  * sends, or fails with ENOTCONN (the ring is no longer attached) or EPIPE (the
  * engine stopped serving it), and once the stop returned every flush fails.
@@ -26,7 +26,7 @@ struct producer {
 	struct gc_zone *z;
 	struct gc_ring *r[RINGS];
 	bool submit;	     /* gc_ring_submit() (the notify path) instead of gc_ring_flush() */
-	_Atomic int stopped; /* gc_ring_engine_stop() returned */
+	_Atomic int stopped; /* gc_ring_engine_destroy() returned */
 	uint64_t sent, ok_flushes, enotconn, epipe, other, after_stop_ok;
 	uint64_t during;       /* refused before the stop returned: it raced */
 	uint64_t submit_quiet; /* submits after the stop with nothing to wake */
@@ -84,7 +84,7 @@ int main(void)
 
 	for (unsigned round = 0; round < ROUNDS; round++) {
 		struct producer p = { .submit = round % 2 };
-		struct gc_ring_engine *e = gc_ring_engine_start(NULL);
+		struct gc_ring_engine *e = gc_ring_engine_create(NULL);
 		CHECK(e != NULL);
 		p.z = gc_zone_create(RINGS * ENTRIES, 64);
 		CHECK(p.z != NULL);
@@ -102,7 +102,7 @@ int main(void)
 		 * after up to ~2.3 ms of flushing */
 		struct timespec ts = { 0, (long)(round % 8) * 330000L };
 		nanosleep(&ts, NULL);
-		CHECK_OK(gc_ring_engine_stop(e));
+		CHECK_OK(gc_ring_engine_destroy(e));
 		atomic_store(&p.stopped, 1);
 		CHECK(pthread_join(t, NULL) == 0);
 
@@ -112,9 +112,9 @@ int main(void)
 			CHECK_OK(gc_ring_status(p.r[i], &st));
 			CHECK(!st.attached);
 			CHECK_ERR(gc_ring_flush(p.r[i]), ENOTCONN);
-			gc_ring_free(p.r[i]);
+			gc_ring_destroy(p.r[i]);
 		}
-		CHECK_OK(gc_zone_free(p.z));
+		CHECK_OK(gc_zone_destroy(p.z));
 		CHECK_EQ(p.other, 0);
 		/* after the stop no flush sends and no submit says it woke an engine */
 		CHECK_EQ(p.after_stop_ok, 0);

@@ -190,8 +190,8 @@ static void real_daemon(void)
 {
 	char path[108];
 	snprintf(path, sizeof(path), "/tmp/gc-ring-seq-%d.sock", (int)getpid());
-	struct gc_ring_engine_params p = GC_RING_ENGINE_PARAMS_INIT(.listen = path, .quiet = 1);
-	struct gc_ring_engine *eng = gc_ring_engine_start(&p);
+	struct gc_ring_engine_opts p = GC_RING_ENGINE_OPTS_INIT(.listen = path, .quiet = 1);
+	struct gc_ring_engine *eng = gc_ring_engine_create(&p);
 	struct gc_ring_engine *c = gc_ring_engine_connect(path);
 	struct rx *rx = rx_open(AF_INET, 1);
 	struct gc_zone *z = gc_zone_create(1, 4096);
@@ -225,12 +225,12 @@ static void real_daemon(void)
 	CHECK_EQ(rep.err, EPROTO);
 	CHECK_EQ(rep.seq, 0);
 
-	gc_ring_free(r);
+	gc_ring_destroy(r);
 	close(sd);
-	CHECK_OK(gc_zone_free(z));
+	CHECK_OK(gc_zone_destroy(z));
 	rx_close(rx, 1);
-	CHECK_OK(gc_ring_engine_stop(c));
-	CHECK_OK(gc_ring_engine_stop(eng));
+	CHECK_OK(gc_ring_engine_destroy(c));
+	CHECK_OK(gc_ring_engine_destroy(eng));
 }
 
 int main(void)

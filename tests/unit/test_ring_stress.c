@@ -34,7 +34,7 @@ static uint64_t *sent; /* what the engine sent, in order (engine thread) */
 static _Atomic size_t nsent;
 static size_t cap_sent;
 
-static unsigned log_xmit(void *arg, struct gc_conn *c, const struct gc_sent *p, unsigned n,
+static unsigned log_xmit(void *arg, struct gc_flow *c, const struct gc_sent *p, unsigned n,
 			 const unsigned char *zone)
 {
 	(void)arg, (void)c, (void)zone;
@@ -90,7 +90,7 @@ int main(int argc, char **argv)
 	struct gc_zone *z = gc_zone_create(1, 4096);
 	struct gc_ring *r = gc_ring_create(N, z);
 	struct gc_ring_engine_hooks h = { .xmit = log_xmit };
-	struct gc_ring_engine_params p = GC_RING_ENGINE_PARAMS_INIT(.batch = 8); /* small batches: more races */
+	struct gc_ring_engine_opts p = GC_RING_ENGINE_OPTS_INIT(.batch = 8); /* small batches: more races */
 	struct gc_ring_engine *e;
 	uint64_t next_id = 1, n_claim = 0, n_rewind = 0, n_mod = 0, n_sure = 0, n_maybe = 0,
 		 n_submit = 0, n_notify = 0, n_wait = 0;
@@ -101,7 +101,7 @@ int main(int argc, char **argv)
 	cap_sent = ops + 16;
 	sent = malloc(cap_sent * sizeof(*sent));
 	CHECK(z && r && sent);
-	e = gc_ring_engine_start_hooks(&p, &h);
+	e = gc_ring_engine_create_hooks(&p, &h);
 	CHECK(e != NULL);
 	CHECK_OK(gc_ring_attach(r, e, sd));
 
@@ -223,7 +223,7 @@ int main(int argc, char **argv)
 	if (gc_ring_wait(r, N - 1, 10000) < 0 || gc_now_ns() - t0 > 1000000000ull)
 		check_fail(__FILE__, __LINE__, "final drain: %s (%llu ms)", gc_errmsg(),
 			   (unsigned long long)(gc_now_ns() - t0) / 1000000);
-	CHECK_OK(gc_ring_engine_stop(e));
+	CHECK_OK(gc_ring_engine_destroy(e));
 
 	/* the check */
 	size_t ns = atomic_load_explicit(&nsent, memory_order_acquire), j = 0, live = 0, maybe_sent = 0;
@@ -270,8 +270,8 @@ int main(int argc, char **argv)
 	       (unsigned long long)n_wait, (unsigned long long)n_rewind, (unsigned long long)n_mod,
 	       (unsigned long long)n_sure, (unsigned long long)n_maybe, maybe_sent, ns, live);
 	CHECK(ops < 1000000 || (n_rewind > 1000 && n_notify > 10 && n_wait > 100));
-	gc_ring_free(r);
-	CHECK_OK(gc_zone_free(z));
+	gc_ring_destroy(r);
+	CHECK_OK(gc_zone_destroy(z));
 	close(sd);
 	rx_close(rx, 1);
 	free(order);

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * conn.c - one connection: a ring the engine serves, its transport, and the
- * one drain (gc_conn_drain()) that both the engine thread (server.c) and an
+ * flow.c - one flow: a ring the engine serves, the socket it sends on and
+ * its transport (a DCCP connection, lib/dccp, rides on one), and the one
+ * drain (gc_flow_drain()) that both the engine thread (server.c) and an
  * application thread in gc_ring_flush() (handle.c) run.
  *
  * A drain sends what an earlier one left pending, else takes a batch from
@@ -26,7 +27,7 @@
  * the engine thread.
  *
  * Lifetime.  A flush finds its connection by ring id in the engine's
- * connection table (never by a pointer it was handed), which gives it a
+ * flow table (never by a pointer it was handed), which gives it a
  * reference: the memory stays until the last reference goes.  The engine
  * tears a connection down under its xlock and marks it gone, so a flush that
  * holds the lock and sees it not gone may use everything it points at.
@@ -38,7 +39,7 @@
 #include <unistd.h>
 #include "ring/srv.h"
 
-int gc_conn_init(struct gc_conn *c, const struct gc_ring_engine_hooks *h, uint32_t batch)
+int gc_flow_init(struct gc_flow *c, const struct gc_ring_engine_hooks *h, uint32_t batch)
 {
 	c->h = h;
 	c->batch = batch;
@@ -52,7 +53,7 @@ int gc_conn_init(struct gc_conn *c, const struct gc_ring_engine_hooks *h, uint32
 
 /* Send p[0..n) on c's transport, counting into st; returns how many went
  * (sent, or refused by the network and counted). */
-static unsigned xmit(struct gc_conn *c, const struct gc_sent *p, unsigned n, uint64_t now,
+static unsigned xmit(struct gc_flow *c, const struct gc_sent *p, unsigned n, uint64_t now,
 		     struct gc_ring_engine_stats *st)
 {
 	unsigned done;
@@ -85,7 +86,7 @@ static unsigned xmit(struct gc_conn *c, const struct gc_sent *p, unsigned n, uin
 
 /* Some of what was taken did not go: keep it (at the front of pend) and
  * move dev_i up to its first record. */
-static void keep_pending(struct gc_conn *c, const struct gc_sent *p, unsigned n, uint32_t end)
+static void keep_pending(struct gc_flow *c, const struct gc_sent *p, unsigned n, uint32_t end)
 {
 	if (p != c->pend)
 		memmove(c->pend, p, n * sizeof(*p));
@@ -96,11 +97,11 @@ static void keep_pending(struct gc_conn *c, const struct gc_sent *p, unsigned n,
 }
 
 /* p[0..n) was taken up to ring position end: send it. */
-static enum gc_drain send_taken(struct gc_conn *c, struct gc_sent *p, unsigned n, uint32_t end,
+static enum gc_drain send_taken(struct gc_flow *c, struct gc_sent *p, unsigned n, uint32_t end,
 				uint64_t now, struct gc_ring_engine_stats *st, unsigned *done)
 {
 	*done = xmit(c, p, n, now, st);
-	if (c->k.error) /* the controller's sent() broke a rule (gc_conn_ack()) */
+	if (c->k.error) /* the controller's sent() broke a rule (gc_flow_ack()) */
 		return DRAIN_ERROR;
 	if (*done < n) {
 		keep_pending(c, p + *done, n - *done, end);
@@ -111,9 +112,9 @@ static enum gc_drain send_taken(struct gc_conn *c, struct gc_sent *p, unsigned n
 	return DRAIN_MORE;
 }
 
-/* gc_conn_drain(); *xmitted: what the transport consumed (sent, or
+/* gc_flow_drain(); *xmitted: what the transport consumed (sent, or
  * refused by the network), without the dead records skipped. */
-static enum gc_drain drain(struct gc_conn *c, uint64_t now, struct gc_ring_engine_stats *st,
+static enum gc_drain drain(struct gc_flow *c, uint64_t now, struct gc_ring_engine_stats *st,
 			   unsigned *consumed, unsigned *xmitted)
 {
 	*consumed = *xmitted = 0;
@@ -151,7 +152,7 @@ static enum gc_drain drain(struct gc_conn *c, uint64_t now, struct gc_ring_engin
 	return d;
 }
 
-enum gc_drain gc_conn_drain(struct gc_conn *c, uint64_t now, struct gc_ring_engine_stats *st,
+enum gc_drain gc_flow_drain(struct gc_flow *c, uint64_t now, struct gc_ring_engine_stats *st,
 			    unsigned *consumed)
 {
 	unsigned xmitted;
@@ -161,7 +162,7 @@ enum gc_drain gc_conn_drain(struct gc_conn *c, uint64_t now, struct gc_ring_engi
 
 /* Wake the engine thread for c, as gc_ring_notify() would (c->xlock held,
  * c not gone: the eventfd is open). */
-static void wake_engine(struct gc_conn *c)
+static void wake_engine(struct gc_flow *c)
 {
 	uint64_t one = 1;
 
@@ -170,7 +171,7 @@ static void wake_engine(struct gc_conn *c)
 	}
 }
 
-int gc_conn_flush(struct gc_conn *c, unsigned *sent)
+int gc_flow_flush(struct gc_flow *c, unsigned *sent)
 {
 	struct gc_ring_engine_stats st = { 0 };
 	int ret = 0;
@@ -218,7 +219,7 @@ int gc_conn_flush(struct gc_conn *c, unsigned *sent)
 	return ret;
 }
 
-void gc_conn_teardown(struct gc_conn *c, void (*put_zone)(struct gc_client *, struct gc_zmap *))
+void gc_flow_teardown(struct gc_flow *c, void (*put_zone)(struct gc_client *, struct gc_zmap *))
 {
 	c->gone = true;
 	c->pend_n = 0;
@@ -244,7 +245,7 @@ void gc_conn_teardown(struct gc_conn *c, void (*put_zone)(struct gc_client *, st
 	c->efd = c->sock = -1;
 }
 
-void gc_conn_put(struct gc_conn *c)
+void gc_flow_put(struct gc_flow *c)
 {
 	/* acq_rel: everything done with c happens before the free */
 	if (atomic_fetch_sub_explicit(&c->refs, 1, memory_order_acq_rel) != 1)
@@ -254,20 +255,20 @@ void gc_conn_put(struct gc_conn *c)
 	free(c);
 }
 
-/* ---- the connection table ------------------------------------------------ */
+/* ---- the flow table ------------------------------------------------ */
 
 #define TAB_BUCKETS 64u
 
-struct gc_conntab {
+struct gc_flowtab {
 	pthread_mutex_t lock; /* guards the buckets */
 	_Atomic unsigned refs;
 	_Atomic int engine_tid; /* the engine thread's, while it runs; else 0 */
-	struct gc_conn *bucket[TAB_BUCKETS];
+	struct gc_flow *bucket[TAB_BUCKETS];
 };
 
-struct gc_conntab *gc_conntab_new(void)
+struct gc_flowtab *gc_flowtab_new(void)
 {
-	struct gc_conntab *t = calloc(1, sizeof(*t));
+	struct gc_flowtab *t = calloc(1, sizeof(*t));
 
 	if (!t)
 		return NULL;
@@ -276,12 +277,12 @@ struct gc_conntab *gc_conntab_new(void)
 	return t;
 }
 
-void gc_conntab_get(struct gc_conntab *t)
+void gc_flowtab_get(struct gc_flowtab *t)
 {
 	atomic_fetch_add_explicit(&t->refs, 1, memory_order_relaxed);
 }
 
-void gc_conntab_put(struct gc_conntab *t)
+void gc_flowtab_put(struct gc_flowtab *t)
 {
 	if (atomic_fetch_sub_explicit(&t->refs, 1, memory_order_acq_rel) != 1)
 		return;
@@ -290,9 +291,9 @@ void gc_conntab_put(struct gc_conntab *t)
 	free(t);
 }
 
-void gc_conntab_add(struct gc_conntab *t, struct gc_conn *c)
+void gc_flowtab_add(struct gc_flowtab *t, struct gc_flow *c)
 {
-	struct gc_conn **b = &t->bucket[c->id % TAB_BUCKETS];
+	struct gc_flow **b = &t->bucket[c->id % TAB_BUCKETS];
 
 	pthread_mutex_lock(&t->lock);
 	c->tab_next = *b;
@@ -300,10 +301,10 @@ void gc_conntab_add(struct gc_conntab *t, struct gc_conn *c)
 	pthread_mutex_unlock(&t->lock);
 }
 
-void gc_conntab_del(struct gc_conntab *t, struct gc_conn *c)
+void gc_flowtab_del(struct gc_flowtab *t, struct gc_flow *c)
 {
 	pthread_mutex_lock(&t->lock);
-	for (struct gc_conn **pp = &t->bucket[c->id % TAB_BUCKETS]; *pp; pp = &(*pp)->tab_next) {
+	for (struct gc_flow **pp = &t->bucket[c->id % TAB_BUCKETS]; *pp; pp = &(*pp)->tab_next) {
 		if (*pp == c) {
 			*pp = c->tab_next;
 			break;
@@ -312,21 +313,21 @@ void gc_conntab_del(struct gc_conntab *t, struct gc_conn *c)
 	pthread_mutex_unlock(&t->lock);
 }
 
-void gc_conntab_set_engine(struct gc_conntab *t, pid_t tid)
+void gc_flowtab_set_engine(struct gc_flowtab *t, pid_t tid)
 {
 	/* relaxed: a hint for gc_ring_submit(), which only decides where a
 	 * burst is sent from; the attach reply orders it for the rings */
 	atomic_store_explicit(&t->engine_tid, tid, memory_order_relaxed);
 }
 
-pid_t gc_conntab_engine(struct gc_conntab *t)
+pid_t gc_flowtab_engine(struct gc_flowtab *t)
 {
 	return atomic_load_explicit(&t->engine_tid, memory_order_relaxed);
 }
 
-struct gc_conn *gc_conntab_find(struct gc_conntab *t, uint32_t id)
+struct gc_flow *gc_flowtab_find(struct gc_flowtab *t, uint32_t id)
 {
-	struct gc_conn *c;
+	struct gc_flow *c;
 
 	pthread_mutex_lock(&t->lock);
 	for (c = t->bucket[id % TAB_BUCKETS]; c && c->id != id; c = c->tab_next)
@@ -340,12 +341,12 @@ struct gc_conn *gc_conntab_find(struct gc_conntab *t, uint32_t id)
 
 /* ---- what congestion control may ask of a connection (cc.h) -------------- */
 
-uint32_t gc_conn_id(const struct gc_conn *c)
+uint32_t gc_flow_id(const struct gc_flow *c)
 {
 	return c->id;
 }
 
-int gc_conn_socket(const struct gc_conn *c)
+int gc_flow_socket(const struct gc_flow *c)
 {
 	return c->sock;
 }
