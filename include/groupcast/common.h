@@ -3,17 +3,26 @@
  * groupcast/common.h - what the module headers share.  group.h, ring.h,
  * dccp.h and lms.h each include it; a program may include it alone.
  *
- * The contract every module follows today:
- *  - Names: functions and types start with gc_, macros with GC_.
+ * The contract every module (group.h, ring.h, dccp.h, lms.h, ltp.h) follows:
+ *  - Names: functions and types start with gc_, macros with GC_; a module's
+ *    functions start with its name (gc_ring_, gc_dccp_, gc_lms_, gc_ltp_;
+ *    group unicast, the first, has the bare gc_).  A struct the caller fills
+ *    to configure something is named ..._opts.
+ *  - Lifetime: an object is made by gc_X_create(), or, when it is an
+ *    endpoint, by the socket verb that says how (gc_ring_engine_connect(),
+ *    gc_dccp_connect(), gc_dccp_listen(), gc_dccp_accept()), and ended by
+ *    gc_X_destroy(), whatever made it; gc_X_destroy(NULL) does nothing.  A
+ *    DCCP connection is ended by gc_dccp_close(), the protocol's own close
+ *    (it tells the peer, waits at most its timeout, then frees).
+ *    gc_release() frees what the library keeps for a socket the caller
+ *    owns; the socket stays open.
  *  - Errors: a function that fails returns -1 (NULL where it returns a
- *    pointer, GC_ENGINE_NONE where an engine) and sets errno; gc_errmsg()
- *    then names the argument or the reason in one line.  A call refused for a bad argument has changed
+ *    pointer) and sets errno; gc_errmsg() then names the argument or the
+ *    reason in one line.  A call refused for a bad argument has changed
  *    nothing and sent nothing.
  *  - Versions (version.h): GC_VERSION is the headers' version, gc_version()
- *    the library's; within a major version the ABI only grows.
- * Not yet common (each header says its own): how a struct the caller passes
- * in says its size (gc_ring_engine_opts: sz and an _INIT macro;
- * gc_dccp_opts: size; the LMS/LTP structs: none), and the lifetime verbs.
+ *    the library's; within a major version the ABI only grows (CHANGELOG.md
+ *    says what 1.0 promises).
  */
 #ifndef GROUPCAST_COMMON_H
 #define GROUPCAST_COMMON_H

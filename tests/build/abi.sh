@@ -24,6 +24,10 @@ if ! cmp -s "$tmp/map" "$tmp/lib"; then
 fi
 n=$(wc -l < "$tmp/map")
 if ! command -v abidw >/dev/null; then
+	if [ "${CI:-}" = true ]; then
+		echo "abi: abigail-tools (abidw, abidiff) missing: CI must compare the ABI (scripts/install-deps.sh)"
+		exit 1
+	fi
 	echo "$n exported symbols match groupcast.map (abigail-tools not installed: ABI not compared)"
 	exit 0
 fi

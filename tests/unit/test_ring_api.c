@@ -156,7 +156,7 @@ static void names(void)
 
 static void engines(void)
 {
-	CHECK_ERR(gc_ring_engine_destroy(NULL), EFAULT);
+	CHECK(gc_ring_engine_destroy(NULL) == 0); /* every _destroy() takes NULL */
 	CHECK(gc_ring_engine_connect(NULL) == NULL);
 	CHECK_EQ(errno, EFAULT);
 	char longpath[200];
