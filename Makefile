@@ -5,7 +5,7 @@ BUILD_ASAN ?= build-asan
 BUILD_TSAN ?= build-tsan
 JOBS       ?= $(shell nproc)
 
-.PHONY: all deps build build-asan test unit tsan e2e interop demo demo-send install clean abi-update deb deb-symbols
+.PHONY: all deps build build-asan test unit tsan e2e interop pkg-test demo demo-send install clean abi-update deb deb-symbols
 
 all: build
 
@@ -25,8 +25,11 @@ build-asan: deps
 	cmake --build $(BUILD_ASAN) -j$(JOBS)
 
 # Unit tests under ASan+UBSan, the threaded ring tests under TSan, the
-# end-to-end tests in network namespaces, then DCCP against Linux 6.1.
+# end-to-end tests in network namespaces, DCCP against Linux 6.1, then the
+# Debian packages: last, also under -j (it installs them system-wide, and
+# purges them when done).
 test: unit tsan e2e interop
+	$(MAKE) pkg-test
 
 unit: build-asan
 	ctest --test-dir $(BUILD_ASAN) --output-on-failure
@@ -70,6 +73,11 @@ deb:
 		--changes-option=-u$$out --changes-file=$$out/$$name.changes; \
 	debian/rules clean; \
 	lintian --fail-on error -I --pedantic $$out/$$name.changes
+
+# Build the Debian packages (make deb), install them, build a program against
+# libgroupcast-dev with pkg-config and run it, run the installed tools, purge.
+pkg-test:
+	bash tests/pkg/test_deb.sh
 
 # After adding symbols to groupcast.map: the new ones into
 # debian/libgroupcast1.symbols, with debian/changelog's version as their
