@@ -43,9 +43,17 @@ trap cleanup EXIT
 status=0
 fail() { echo "FAIL: $*" >&2; status=1; }
 
+# make deb leaves the checkout as it was (its outputs are git-ignored) and
+# writes nothing beside it (dpkg-buildpackage's default is ..).
+gitstatus() { git -C "$SRC" status --porcelain --untracked-files=all 2>/dev/null || true; }
+before=$(gitstatus)
 make -C "$SRC" deb
+[ "$(gitstatus)" = "$before" ] || fail "make deb changed git status: $(gitstatus)"
 
 VERSION=$(cd "$SRC" && dpkg-parsechangelog -S Version)
+for f in "$SRC"/../*groupcast*_"$VERSION"_*; do
+	if [ -e "$f" ]; then fail "make deb left $f beside the source tree"; fi
+done
 ARCH=$(dpkg-architecture -qDEB_HOST_ARCH)
 MULTIARCH=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
 debs=()
