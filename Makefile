@@ -5,7 +5,7 @@ BUILD_ASAN ?= build-asan
 BUILD_TSAN ?= build-tsan
 JOBS       ?= $(shell nproc)
 
-.PHONY: all deps build build-asan test unit tsan e2e interop demo demo-send install clean abi-update
+.PHONY: all deps build build-asan test unit tsan e2e interop pkg-test demo demo-send install clean abi-update deb deb-symbols
 
 all: build
 
@@ -25,8 +25,11 @@ build-asan: deps
 	cmake --build $(BUILD_ASAN) -j$(JOBS)
 
 # Unit tests under ASan+UBSan, the threaded ring tests under TSan, the
-# end-to-end tests in network namespaces, then DCCP against Linux 6.1.
+# end-to-end tests in network namespaces, DCCP against Linux 6.1, then the
+# Debian packages: last, also under -j (it installs them system-wide, and
+# purges them when done).
 test: unit tsan e2e interop
+	$(MAKE) pkg-test
 
 unit: build-asan
 	ctest --test-dir $(BUILD_ASAN) --output-on-failure
@@ -54,6 +57,34 @@ e2e: build
 interop: build
 	GC_BUILD_DIR=$(abspath $(BUILD)) python3 -m pytest -q tests/interop
 
+# Debian packages (debian/): libgroupcast1, libgroupcast-dev, groupcast, and
+# their -dbgsym, in $(DEB_OUT)/ with the .buildinfo and .changes; nothing is
+# written outside the source tree.  lintian must report no error
+# (debian/README.source lists the warnings left).  The build tree debian/rules
+# used is cleaned after.
+DEB_OUT = build-deb
+deb:
+	bash scripts/install-deps.sh --deb
+	rm -rf $(DEB_OUT) && mkdir -p $(DEB_OUT)
+	set -e; out=$(abspath $(DEB_OUT)); \
+	name=groupcast_$$(dpkg-parsechangelog -S Version)_$$(dpkg-architecture -qDEB_HOST_ARCH); \
+	GC_DEB_DESTDIR=$$out dpkg-buildpackage -us -uc -b \
+		--buildinfo-option=-u$$out --buildinfo-file=$$out/$$name.buildinfo \
+		--changes-option=-u$$out --changes-file=$$out/$$name.changes; \
+	debian/rules clean; \
+	lintian --fail-on error -I --pedantic $$out/$$name.changes
+
+# Build the Debian packages (make deb), install them, build a program against
+# libgroupcast-dev with pkg-config and run it, run the installed tools, purge.
+pkg-test:
+	bash tests/pkg/test_deb.sh
+
+# After adding symbols to groupcast.map: the new ones into
+# debian/libgroupcast1.symbols, with debian/changelog's version as their
+# minimum (bump it first, for the release that adds them).
+deb-symbols: build
+	dpkg-gensymbols -plibgroupcast1 -e'$(BUILD)/libgroupcast.so.*.*.*' -Odebian/libgroupcast1.symbols
+
 # The main job: a live-broadcast relay to 200 subscribers in a lab, best engine vs loop.
 demo: build
 	python3 bench/relay_demo.py --build $(abspath $(BUILD))
@@ -71,4 +102,4 @@ install: build
 	cmake --install $(BUILD)
 
 clean:
-	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_TSAN)
+	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_TSAN) $(DEB_OUT)

@@ -1,7 +1,16 @@
 #!/usr/bin/env bash
 # Install the Debian packages groupcast needs, if any is missing.
 # Idempotent and non-interactive; run as root (CI and the README's commands do).
+#   install-deps.sh         what the build, the tests and the benchmarks need
+#   install-deps.sh --deb   only what `make deb` needs: the packaging tools
+#                           below and debian/control's Build-Depends
 set -euo pipefail
+mode=all
+case "${1:-}" in
+  "") ;;
+  --deb) mode=deb ;;
+  *) echo "usage: $0 [--deb]" >&2; exit 2 ;;
+esac
 
 pkgs=(
   build-essential cmake pkg-config   # build
@@ -26,20 +35,31 @@ pkgs=(
   strace                             # relay e2e: AUTO keeps the kernel engine after the capability drop (counts syscalls, never times)
 )
 
-missing=()
-for p in "${pkgs[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if ((${#missing[@]})); then
+# Packaging (make deb, make pkg-test), opt-in: not in the list above.
+deb_pkgs=(
+  debhelper dpkg-dev                 # dpkg-buildpackage, dh (debian/rules)
+  lintian                            # make deb: no lintian error
+)
+
+export DEBIAN_FRONTEND=noninteractive
+updated=
+apt_update() { [ -n "$updated" ] || apt-get update -qq; updated=1; }
+
+# apt_install PKG...: apt-get install those of PKG that are not installed.
+apt_install() {
+  local missing=() p
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  ((${#missing[@]})) || return 0
   if [ "$(id -u)" != 0 ]; then
     echo "install-deps: missing packages (${missing[*]}); run as root" >&2
     exit 1
   fi
   echo "install-deps: installing ${missing[*]}"
-  export DEBIAN_FRONTEND=noninteractive
   # tshark's wireshark-common asks whether non-root users may capture; no
   echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
-  apt-get update -qq
+  apt_update
   # One retry: an interrupted dpkg run (seen here as unpack files vanishing
   # from /tmp) leaves packages unconfigured; configure them and try again.
   if ! apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null; then
@@ -47,7 +67,26 @@ if ((${#missing[@]})); then
     dpkg --configure -a || true
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   fi
+}
+
+if [ "$mode" = deb ]; then
+  apt_install "${deb_pkgs[@]}"
+  # The Build-Depends of debian/control, read by apt from the source tree.
+  src=$(cd "$(dirname "$0")/.." && pwd)
+  if ! (cd "$src" && dpkg-checkbuilddeps 2>/dev/null); then
+    if [ "$(id -u)" != 0 ]; then
+      (cd "$src" && dpkg-checkbuilddeps) || true
+      echo "install-deps: missing build dependencies; run as root" >&2
+      exit 1
+    fi
+    echo "install-deps: installing debian/control's Build-Depends"
+    apt_update
+    apt-get build-dep -y -qq --no-install-recommends "$src" >/dev/null
+  fi
+  exit 0
 fi
+
+apt_install "${pkgs[@]}"
 
 # Multicast routing daemons for the LMS labs: smcroute (static routes) and
 # pimd (PIM-SM).  They run only inside lab namespaces, each with its own
