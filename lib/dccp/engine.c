@@ -267,9 +267,9 @@ int dccp_engine_create(struct gc_dccp *c, const struct gc_dccp_opts *o, const ch
 		.event_arg = c,
 	};
 	struct gc_ring_engine_opts ep = GC_RING_ENGINE_OPTS_INIT(.quiet = 1);
-	c->eng = gc_ring_engine_create_hooks(&ep, &hk);
-	if (!c->eng)
-		return -1;
+	int r = gc_ring_engine_create_hooks(&ep, &hk, &c->eng);
+	if (r < 0)
+		return (int)gc_err(r);
 	if (gc_ring_attach(c->ring, c->eng, c->attach_fd) < 0)
 		return -1;
 	return 0;

@@ -98,9 +98,10 @@ struct gc_ring_engine_hooks {
 };
 
 /* Start an engine with a transport or congestion controller other than the
- * defaults (UDP, no congestion control).  hooks may be NULL. */
-struct gc_ring_engine *gc_ring_engine_create_hooks(const struct gc_ring_engine_opts *p,
-						   const struct gc_ring_engine_hooks *hooks);
+ * defaults (UDP, no congestion control).  hooks may be NULL.  0 with *out,
+ * or -errno with the message (gc_ring_engine_create()'s). */
+int gc_ring_engine_create_hooks(const struct gc_ring_engine_opts *p,
+				const struct gc_ring_engine_hooks *hooks, struct gc_ring_engine **out);
 
 /* The controller learned that packet p (as passed to sent()) arrived. */
 int gc_flow_ack(struct gc_flow *c, const struct gc_sent *p);

@@ -45,7 +45,7 @@ int gc_flow_init(struct gc_flow *c, const struct gc_ring_engine_hooks *h, uint32
 	c->batch = batch;
 	c->pend = calloc(batch, sizeof(*c->pend));
 	if (!c->pend)
-		return -1;
+		return -ENOMEM;
 	atomic_init(&c->refs, 1);
 	pthread_mutex_init(&c->xlock, NULL);
 	return 0;

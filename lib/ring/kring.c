@@ -75,10 +75,8 @@ int gc_kring_init(struct gc_kring *k, void *shm, uint64_t shm_size, uint32_t ent
 	memset(k, 0, sizeof(*k));
 	if (entries < 2 || entries > GC_RING_MAX_ENTRIES || ack_entries == 0 ||
 	    ack_entries > GC_RING_MAX_ENTRIES ||
-	    shm_size < gc_shm_ack_off(entries) + (uint64_t)ack_entries * sizeof(uint64_t)) {
-		errno = EINVAL;
-		return -1;
-	}
+	    shm_size < gc_shm_ack_off(entries) + (uint64_t)ack_entries * sizeof(uint64_t))
+		return -EINVAL;
 	k->sh = shm;
 	k->pkts = (struct gc_pkt *)((unsigned char *)shm + GC_SHM_PKT_OFF);
 	k->acks = (_Atomic uint64_t *)((unsigned char *)shm + gc_shm_ack_off(entries));
@@ -90,10 +88,8 @@ int gc_kring_init(struct gc_kring *k, void *shm, uint64_t shm_size, uint32_t ent
 	/* Start where a previous engine stopped (kern_i), or at 0 for a new ring.
 	 * The value is untrusted; any position < N is a valid start. */
 	uint32_t start = atomic_load_explicit(&k->sh->kern_i, memory_order_relaxed);
-	if (start >= entries) {
-		errno = ERANGE;
-		return -1;
-	}
+	if (start >= entries)
+		return -ERANGE;
 	k->dev = k->kern = k->user = k->umod = start;
 	/* the acknowledgement log goes on too, if its indexes make sense */
 	uint64_t tail = atomic_load_explicit(&k->sh->ack_tail, memory_order_relaxed);

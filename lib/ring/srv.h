@@ -202,6 +202,7 @@ pid_t gc_flowtab_engine(struct gc_flowtab *t);
 
 /* ---- listen.c: the listening socket --------------------------------------- */
 
+/* Listen at path: 0, or -errno with the message. */
 int gc_srv_listen(struct gc_srv *s, const char *path);
 /* Is the peer of fd served?  why says why not. */
 bool gc_srv_peer_allowed(const struct gc_srv *s, int fd, char *why, size_t len);
@@ -213,9 +214,10 @@ void gc_srv_unlisten(struct gc_srv *s);
 /* ---- server.c: the engine thread ------------------------------------------ */
 
 /* A server with its local client on fd (the starting process's end of a
- * socketpair), listening at p->listen if set; p is checked by the caller. */
-struct gc_srv *gc_srv_new(const struct gc_ring_engine_opts *p,
-			  const struct gc_ring_engine_hooks *hooks, int fd);
+ * socketpair), listening at p->listen if set; p is checked by the caller.
+ * 0 with *out, or -errno with the message. */
+int gc_srv_new(const struct gc_ring_engine_opts *p, const struct gc_ring_engine_hooks *hooks,
+	       int fd, struct gc_srv **out);
 void *gc_srv_main(void *arg);
 /* Ask the engine thread to return (from any thread). */
 void gc_srv_stop(struct gc_srv *s);
