@@ -32,7 +32,7 @@
 #include <sys/types.h>
 #include <groupcast/ring.h>
 
-#include "core/core.h" /* gc_seterr(), GC_EXPORT, gc_now_ns() */
+#include "core/core.h" /* gc_errf(), gc_err(), GC_EXPORT, gc_now_ns() */
 #include "ring/cc.h"
 #include "ring/shm.h"
 
