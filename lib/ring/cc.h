@@ -103,7 +103,8 @@ struct gc_ring_engine_hooks {
 int gc_ring_engine_create_hooks(const struct gc_ring_engine_opts *p,
 				const struct gc_ring_engine_hooks *hooks, struct gc_ring_engine **out);
 
-/* The controller learned that packet p (as passed to sent()) arrived. */
+/* The controller learned that packet p (as passed to sent()) arrived: 0, or
+ * -EPROTO (the ring broke a rule: the engine stops serving it). */
 int gc_flow_ack(struct gc_flow *c, const struct gc_sent *p);
 /* The controller's budget may have grown: ask it again on the next round. */
 void gc_flow_kick(struct gc_flow *c);

@@ -305,7 +305,7 @@ static int flush_here(struct gc_ring *r, const char *fn)
 	unsigned sent = 0;
 	int w = err ? 0 : gc_flow_flush(c, &sent);
 	gc_flow_put(c);
-	if (w == -2)
+	if (w == -ENOTCONN)
 		return gc_errf(ENOTCONN, "%s: the ring is not attached to an engine", fn);
 	/* a violation (w < 0), or the engine was woken for the rest (w > 0):
 	 * say so if it stopped the ring, as gc_ring_notify() would */

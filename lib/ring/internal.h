@@ -259,13 +259,14 @@ int gc_kring_take(struct gc_kring *k, uint32_t max, struct gc_sent *out, uint32_
 int gc_kring_done(struct gc_kring *k, uint32_t pos);
 void gc_kring_wake(struct gc_kring *k);
 /* Nothing to take: set kern_notify and stop polling, unless packets came in
- * meanwhile.  Returns 1 if parked, 0 if there is work, -1 on a violation. */
+ * meanwhile.  Returns 1 if parked, 0 if there is work, -EPROTO on a violation. */
 int gc_kring_park(struct gc_kring *k);
 void gc_kring_unpark(struct gc_kring *k);
 /* Acknowledge a sent packet: kern_acked (if the slot still holds it) and
  * user_seq into the acknowledgement log. */
 int gc_kring_ack(struct gc_kring *k, const struct gc_sent *p);
-/* Stop serving the ring (code: enum gc_ring_violation); returns -1. */
+/* Stop serving the ring (code: enum gc_ring_violation); returns -EPROTO,
+ * what every gc_kring_*() returns for a ring that broke a rule. */
 int gc_kring_stop(struct gc_kring *k, int code, uint32_t pos, uint64_t val);
 /* Account datagrams the transport refused. */
 void gc_kring_errors(struct gc_kring *k, uint64_t n, int err);

@@ -586,9 +586,10 @@ static void client_free(struct gc_srv *s, struct gc_client *cl)
 
 int gc_flow_ack(struct gc_flow *c, const struct gc_sent *p)
 {
-	if (gc_kring_ack(&c->k, p) < 0) {
+	int r = gc_kring_ack(&c->k, p);
+	if (r < 0) {
 		conn_violation(c->srv, c);
-		return -1;
+		return r;
 	}
 	return 0;
 }

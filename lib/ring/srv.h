@@ -173,8 +173,8 @@ enum gc_drain gc_flow_drain(struct gc_flow *c, uint64_t now, struct gc_ring_engi
  * gc_ring_flush()'s engine half, on an application thread: under c->xlock,
  * drain a parked ring until it is empty.  Returns 0 (done, or the engine is
  * polling the ring anyway), 1 (the engine thread was woken for the rest),
- * -1 (the ring broke a rule; the engine was woken to stop it) or -2 (the
- * connection is gone: detached, or its engine stopped).  *sent counts the
+ * -EPROTO (the ring broke a rule; the engine was woken to stop it) or
+ * -ENOTCONN (the connection is gone: detached, or its engine stopped).  *sent counts the
  * datagrams sent here (added to the engine's statistics).
  */
 int gc_flow_flush(struct gc_flow *c, unsigned *sent);
