@@ -101,7 +101,7 @@ static void parse_area(const uint8_t *area, size_t len, struct dccp_opts *op, bo
 
 	h.opt_len = (uint16_t)len;
 	memset(op, 0, sizeof(*op));
-	enum dccp_err e = dccp_opts_parse(&h, area, DCCP_PF_ESTABLISHED, op, NULL);
+	enum dccp_drop e = dccp_opts_parse(&h, area, DCCP_PF_ESTABLISHED, op, NULL);
 	REQUIRE(!must || e == DCCP_OK);
 }
 

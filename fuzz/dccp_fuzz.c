@@ -41,12 +41,12 @@ static void check_options(const uint8_t *pkt, const struct dccp_hdr *h, unsigned
 			  struct dccp_counters *c)
 {
 	struct dccp_opts o;
-	enum dccp_err e = dccp_opts_parse(h, pkt, flags, &o, c);
+	enum dccp_drop e = dccp_opts_parse(h, pkt, flags, &o, c);
 	const uint8_t *lo = pkt + h->opt_off, *hi = lo + h->opt_len;
 
 	REQUIRE(o.n <= DCCP_OPTS_MAX);
 	REQUIRE(e == DCCP_OK ? o.reset_code == 0
-			     : e == DCCP_E_OPT_MANDATORY &&
+			     : e == DCCP_DROP_OPT_MANDATORY &&
 				(o.reset_code == DCCP_RESET_OPTION_ERROR ||
 				 o.reset_code == DCCP_RESET_MANDATORY_ERROR));
 	for (unsigned i = 0; i < o.n; i++) {
@@ -164,7 +164,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		p = len >= 8 ? pkt + 8 : pkt;
 		len = n >= 0 ? (size_t)n : len >= 8 ? len - 8 : 0;
 	}
-	enum dccp_err e = dccp_parse(p, len, NULL, &h, &c);
+	enum dccp_drop e = dccp_parse(p, len, NULL, &h, &c);
 	if (e == DCCP_OK) {
 		REQUIRE(h.type < DCCP_TYPE_COUNT && h.fixed_len == dccp_fixed_len(h.type, h.x));
 		REQUIRE(h.opt_off + h.opt_len == h.data_off && h.data_off + h.data_len == len);
@@ -179,10 +179,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		bool right = dccp_csum(p, len, cov, &ph) == h.csum;
 		REQUIRE((dccp_parse(p, len, &ph, &g, &c) == DCCP_OK) == right);
 	} else {
-		REQUIRE(e > DCCP_OK && e <= DCCP_E_CHECKSUM && c.n[e] == 1);
+		REQUIRE(e > DCCP_OK && e <= DCCP_DROP_CHECKSUM && c.n[e] == 1);
 	}
-	for (int i = 0; i < DCCP_E_COUNT; i++)
-		(void)dccp_err_name((enum dccp_err)i);
+	for (int i = 0; i < DCCP_DROP_COUNT; i++)
+		(void)dccp_drop_name((enum dccp_drop)i);
 	free(pkt);
 	return 0;
 }

@@ -136,7 +136,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	REQUIRE(rep.version == GC_PROTO_VERSION);
 	REQUIRE(memchr(rep.msg, '\0', sizeof(rep.msg)) != NULL);
 	if (r < 0) {
-		REQUIRE(r == -1 && rep.err > 0 && rep.msg[0]);
+		REQUIRE(r == -rep.err && rep.err > 0 && rep.msg[0]);
 	} else {
 		REQUIRE(r == 0 && rep.err == 0);
 		REQUIRE(n == sizeof(q) && !(mflags & (MSG_TRUNC | MSG_CTRUNC)));

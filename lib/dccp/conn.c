@@ -263,7 +263,7 @@ bool dccp_conn_features(const struct dccp_opts *o, struct dccp_obuf *out, uint8_
 		if (op->type < DCCP_OPT_CHANGE_L || op->type > DCCP_OPT_CONFIRM_R)
 			continue;
 		struct dccp_feat_opt f;
-		enum dccp_err e = dccp_feat_decode(op, &f, err);
+		enum dccp_drop e = dccp_feat_decode(op, &f, err);
 		bool change = op->type == DCCP_OPT_CHANGE_L || op->type == DCCP_OPT_CHANGE_R;
 		uint8_t ctype = op->type == DCCP_OPT_CHANGE_L ? DCCP_OPT_CONFIRM_R : DCCP_OPT_CONFIRM_L;
 		if (e != DCCP_OK) {

@@ -38,44 +38,43 @@ static int check_opts(const char *fn, const struct gc_dccp_opts *o, struct gc_dc
 	memset(out, 0, sizeof(*out));
 	if (o) {
 		if (o->size < offsetof(struct gc_dccp_opts, ccid) + sizeof(int) || o->size > 4096)
-			return gc_seterr(EINVAL,
-					 "%s: opts->size %zu: set it to sizeof(struct gc_dccp_opts)",
-					 fn, o->size);
+			return gc_errf(EINVAL, "%s: opts->size %zu: set it to sizeof(struct gc_dccp_opts)",
+				       fn, o->size);
 		memcpy(out, o, o->size < sizeof(*out) ? o->size : sizeof(*out));
 	}
 	out->size = sizeof(*out);
 	if (!out->ccid)
 		out->ccid = 2;
 	if (out->ccid != 2 && out->ccid != 3)
-		return gc_seterr(EINVAL, "%s: opts->ccid %d: expected 2 or 3", fn, out->ccid);
+		return gc_errf(EINVAL, "%s: opts->ccid %d: expected 2 or 3", fn, out->ccid);
 	if (out->encap != GC_DCCP_NATIVE && out->encap != GC_DCCP_UDP)
-		return gc_seterr(EINVAL, "%s: opts->encap %d: expected GC_DCCP_NATIVE or GC_DCCP_UDP",
-				 fn, out->encap);
+		return gc_errf(EINVAL, "%s: opts->encap %d: expected GC_DCCP_NATIVE or GC_DCCP_UDP",
+			       fn, out->encap);
 	if (!out->mps)
 		out->mps = 1400;
 	if (out->mps > 65000)
-		return gc_seterr(EINVAL, "%s: opts->mps %u: at most 65000", fn, out->mps);
+		return gc_errf(EINVAL, "%s: opts->mps %u: at most 65000", fn, out->mps);
 	if (!out->ring_slots)
 		out->ring_slots = 1024;
 	if (out->ring_slots < 2 || out->ring_slots > GC_RING_MAX_ENTRIES ||
 	    (out->ring_slots & (out->ring_slots - 1)))
-		return gc_seterr(EINVAL, "%s: opts->ring_slots %u: a power of 2 in 2..%u", fn,
-				 out->ring_slots, GC_RING_MAX_ENTRIES);
+		return gc_errf(EINVAL, "%s: opts->ring_slots %u: a power of 2 in 2..%u", fn,
+			       out->ring_slots, GC_RING_MAX_ENTRIES);
 	if (!out->zone_bufs)
 		out->zone_bufs = out->ring_slots;
 	if (out->zone_bufs < out->ring_slots)
-		return gc_seterr(EINVAL, "%s: opts->zone_bufs %u: at least ring_slots (%u)", fn,
-				 out->zone_bufs, out->ring_slots);
+		return gc_errf(EINVAL, "%s: opts->zone_bufs %u: at least ring_slots (%u)", fn,
+			       out->zone_bufs, out->ring_slots);
 	if (!out->seq_window)
 		out->seq_window = 5 * out->ring_slots > 100 ? 5 * out->ring_slots : 100;
 	if (out->seq_window < 32)
-		return gc_seterr(EINVAL, "%s: opts->seq_window %u: at least 32", fn, out->seq_window);
+		return gc_errf(EINVAL, "%s: opts->seq_window %u: at least 32", fn, out->seq_window);
 	if (out->ack_ratio && out->ccid != 2)
-		return gc_seterr(EINVAL, "%s: opts->ack_ratio %u: only CCID 2 has an Ack Ratio", fn,
-				 out->ack_ratio);
+		return gc_errf(EINVAL, "%s: opts->ack_ratio %u: only CCID 2 has an Ack Ratio", fn,
+			       out->ack_ratio);
 	if (out->ack_ratio > 0xffff)
-		return gc_seterr(EINVAL, "%s: opts->ack_ratio %u: at most 65535 (RFC 4340 §11.3)",
-				 fn, out->ack_ratio);
+		return gc_errf(EINVAL, "%s: opts->ack_ratio %u: at most 65535 (RFC 4340 §11.3)", fn,
+			       out->ack_ratio);
 	if (!out->timeout_ms)
 		out->timeout_ms = 10000;
 	return 0;
@@ -84,10 +83,10 @@ static int check_opts(const char *fn, const struct gc_dccp_opts *o, struct gc_dc
 static int addr_in(const char *fn, const struct sockaddr *sa, socklen_t len, struct sockaddr_storage *ss)
 {
 	if (!sa)
-		return gc_seterr(EFAULT, "%s: address is NULL", fn);
+		return gc_errf(EFAULT, "%s: address is NULL", fn);
 	if (!((sa->sa_family == AF_INET && len >= sizeof(struct sockaddr_in)) ||
 	      (sa->sa_family == AF_INET6 && len >= sizeof(struct sockaddr_in6))))
-		return gc_seterr(EAFNOSUPPORT, "%s: address: expected sockaddr_in or sockaddr_in6", fn);
+		return gc_errf(EAFNOSUPPORT, "%s: address: expected sockaddr_in or sockaddr_in6", fn);
 	memset(ss, 0, sizeof(*ss));
 	memcpy(ss, sa,
 	       sa->sa_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6));
@@ -152,8 +151,9 @@ GC_EXPORT struct gc_dccp *gc_dccp_connect(const struct sockaddr *peer, socklen_t
 	static const char fn[] = "gc_dccp_connect";
 	struct gc_dccp_opts o;
 	struct sockaddr_storage ss;
-	if (check_opts(fn, opts, &o) < 0 || addr_in(fn, peer, len, &ss) < 0)
-		return NULL;
+	int r;
+	if ((r = check_opts(fn, opts, &o)) < 0 || (r = addr_in(fn, peer, len, &ss)) < 0)
+		return gc_err_ptr(r);
 	if (ssport(&ss) == 0 && o.encap == GC_DCCP_UDP)
 		ssset_port(&ss, GC_DCCP_UDP_PORT);
 	if (ssport(&ss) == 0)
@@ -162,16 +162,16 @@ GC_EXPORT struct gc_dccp *gc_dccp_connect(const struct sockaddr *peer, socklen_t
 	if (!c)
 		return gc_seterr(ENOMEM, "%s: out of memory", fn), NULL;
 	c->peer = ss;
-	int r = dccp_sock_open(c->udp, ss.ss_family);
+	r = dccp_sock_open(c->udp, ss.ss_family);
 	if (r < 0) {
-		gc_seterr(-r, "%s: %s socket: %s%s", fn, c->udp ? "UDP" : "raw DCCP", strerror(-r),
-			  r == -EPERM ? " (native DCCP needs CAP_NET_RAW)" : "");
+		r = gc_errf(-r, "%s: %s socket: %s%s", fn, c->udp ? "UDP" : "raw DCCP",
+			    strerror(-r), r == -EPERM ? " (native DCCP needs CAP_NET_RAW)" : "");
 		goto fail;
 	}
 	c->fd = r;
 	r = dccp_sock_local_for(&ss, &c->local);
 	if (r < 0) {
-		gc_seterr(-r, "%s: no route to the peer: %s", fn, strerror(-r));
+		r = gc_errf(-r, "%s: no route to the peer: %s", fn, strerror(-r));
 		goto fail;
 	}
 	uint16_t sport = 0;
@@ -179,7 +179,7 @@ GC_EXPORT struct gc_dccp *gc_dccp_connect(const struct sockaddr *peer, socklen_t
 		ssset_port(&c->local, 0);
 		if (bind(c->fd, (struct sockaddr *)&c->local, sslen(&c->local)) < 0 ||
 		    connect(c->fd, (struct sockaddr *)&ss, sslen(&ss)) < 0) {
-			gc_seterr(errno, "%s: UDP socket: %s", fn, strerror(errno));
+			r = gc_errf(errno, "%s: UDP socket: %s", fn, strerror(errno));
 			goto fail;
 		}
 		socklen_t sl = sizeof(c->local);
@@ -225,20 +225,18 @@ GC_EXPORT struct gc_dccp *gc_dccp_connect(const struct sockaddr *peer, socklen_t
 	if (st != DCCP_S_PARTOPEN && st != DCCP_S_OPEN) {
 		if (st == DCCP_S_REQUEST) {
 			dccp_conn_reset(&c->conn, DCCP_RESET_ABORTED, gc_now_ns());
-			gc_seterr(ETIMEDOUT, "%s: no Response within %u ms", fn, o.timeout_ms);
+			r = gc_errf(ETIMEDOUT, "%s: no Response within %u ms", fn, o.timeout_ms);
 		} else {
-			gc_seterr(ECONNREFUSED, "%s: the peer reset the connection (code %u)", fn, code);
+			r = gc_errf(ECONNREFUSED, "%s: the peer reset the connection (code %u)", fn, code);
 		}
 		goto fail;
 	}
-	if (dccp_engine_create(c, &o, fn) < 0)
+	if ((r = dccp_engine_create(c, &o, fn)) < 0)
 		goto fail;
 	return c;
-fail:;
-	int e = errno;
+fail:
 	c_free(c);
-	errno = e;
-	return NULL;
+	return gc_err_ptr(r);
 }
 
 GC_EXPORT struct gc_dccp_listener *gc_dccp_listen(const struct sockaddr *local, socklen_t len,
@@ -247,8 +245,9 @@ GC_EXPORT struct gc_dccp_listener *gc_dccp_listen(const struct sockaddr *local, 
 	static const char fn[] = "gc_dccp_listen";
 	struct gc_dccp_opts o;
 	struct sockaddr_storage ss;
-	if (check_opts(fn, opts, &o) < 0 || addr_in(fn, local, len, &ss) < 0)
-		return NULL;
+	int r;
+	if ((r = check_opts(fn, opts, &o)) < 0 || (r = addr_in(fn, local, len, &ss)) < 0)
+		return gc_err_ptr(r);
 	bool udp = o.encap == GC_DCCP_UDP;
 	if (ssport(&ss) == 0 && udp)
 		ssset_port(&ss, GC_DCCP_UDP_PORT);
@@ -471,11 +470,9 @@ GC_EXPORT struct gc_dccp *gc_dccp_accept(struct gc_dccp_listener *l, int timeout
 	c->next_owned = l->owned;
 	l->owned = c;
 	pthread_mutex_unlock(&l->mu);
-	if (dccp_engine_create(c, &l->o, fn) < 0) {
-		int e = errno;
+	if ((r = dccp_engine_create(c, &l->o, fn)) < 0) {
 		c_free(c);
-		errno = e;
-		return NULL;
+		return gc_err_ptr(r);
 	}
 	return c;
 }
@@ -519,6 +516,7 @@ static void deadline_ts(struct timespec *ts, int ms)
 	}
 }
 
+/* 0, or -ETIMEDOUT once the monotonic deadline ts has passed. */
 static int cv_wait(struct gc_dccp *c, const struct timespec *ts)
 {
 	/* the condition variable is CLOCK_REALTIME by default: poll in short
@@ -526,7 +524,7 @@ static int cv_wait(struct gc_dccp *c, const struct timespec *ts)
 	struct timespec now, rt;
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	if (ts && (now.tv_sec > ts->tv_sec || (now.tv_sec == ts->tv_sec && now.tv_nsec >= ts->tv_nsec)))
-		return ETIMEDOUT;
+		return -ETIMEDOUT;
 	clock_gettime(CLOCK_REALTIME, &rt);
 	rt.tv_nsec += 10000000L;
 	if (rt.tv_nsec >= 1000000000L) {
@@ -575,7 +573,7 @@ GC_EXPORT ssize_t gc_dccp_recv(struct gc_dccp *c, void *buf, size_t len, struct 
 			ri->eof = 1;
 			return 0;
 		}
-		if (cv_wait(c, timeout_ms >= 0 ? &ts : NULL) == ETIMEDOUT) {
+		if (cv_wait(c, timeout_ms >= 0 ? &ts : NULL) == -ETIMEDOUT) {
 			pthread_mutex_unlock(&c->mu);
 			return gc_seterr(EAGAIN, "gc_dccp_recv: nothing arrived in %d ms", timeout_ms);
 		}
@@ -626,7 +624,7 @@ GC_EXPORT int gc_dccp_close(struct gc_dccp *c, int timeout_ms)
 	dccp_conn_close(&c->conn, gc_now_ns());
 	int rc = 0;
 	while (c->conn.state != DCCP_S_CLOSED && c->conn.state != DCCP_S_TIMEWAIT) {
-		if (cv_wait(c, &ts) == ETIMEDOUT) {
+		if (cv_wait(c, &ts) == -ETIMEDOUT) {
 			dccp_conn_reset(&c->conn, DCCP_RESET_ABORTED, gc_now_ns());
 			rc = gc_seterr(ETIMEDOUT, "gc_dccp_close: the close was not acknowledged in %d ms",
 				       timeout_ms);

@@ -244,18 +244,19 @@ static uint64_t hk_next_timer(void *arg)
  */
 int dccp_engine_create(struct gc_dccp *c, const struct gc_dccp_opts *o, const char *fn)
 {
+	/* the public calls set errno and the message */
 	c->zone = gc_zone_create(o->zone_bufs, o->mps);
 	if (!c->zone)
-		return -1;
+		return -errno;
 	c->ring = gc_ring_create(o->ring_slots, c->zone);
 	if (!c->ring)
-		return -1;
+		return -errno;
 	c->attach_fd = socket(c->peer.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	struct sockaddr_storage p = c->peer;
 	if (!c->udp)
 		ssset_port(&p, 9);
 	if (c->attach_fd < 0 || connect(c->attach_fd, (struct sockaddr *)&p, sslen(&p)) < 0)
-		return gc_seterr(errno, "%s: the ring's UDP socket: %s", fn, strerror(errno));
+		return gc_errf(errno, "%s: the ring's UDP socket: %s", fn, strerror(errno));
 	struct gc_ring_engine_hooks hk = {
 		.cc = &dccp_cc_ops,
 		.cc_arg = c,
@@ -267,10 +268,10 @@ int dccp_engine_create(struct gc_dccp *c, const struct gc_dccp_opts *o, const ch
 		.event_arg = c,
 	};
 	struct gc_ring_engine_opts ep = GC_RING_ENGINE_OPTS_INIT(.quiet = 1);
-	c->eng = gc_ring_engine_create_hooks(&ep, &hk);
-	if (!c->eng)
-		return -1;
+	int r = gc_ring_engine_create_hooks(&ep, &hk, &c->eng);
+	if (r < 0)
+		return r;
 	if (gc_ring_attach(c->ring, c->eng, c->attach_fd) < 0)
-		return -1;
+		return -errno;
 	return 0;
 }

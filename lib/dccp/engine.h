@@ -118,7 +118,7 @@ void dccp_engine_wake(struct gc_dccp *c, uint64_t now);
 /* Read what c's socket holds and run the timers. */
 void dccp_engine_poll(struct gc_dccp *c, uint64_t now);
 /* The zone, the ring and its engine (hooks: CC, xmit, events), once the
- * connection exists.  -1 with gc_seterr() (fn names the caller). */
+ * connection exists.  0, or -errno with the message (fn names the caller). */
 int dccp_engine_create(struct gc_dccp *c, const struct gc_dccp_opts *o, const char *fn);
 
 #endif

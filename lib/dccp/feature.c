@@ -39,37 +39,37 @@ static bool is_change(uint8_t type)
 	return type == DCCP_OPT_CHANGE_L || type == DCCP_OPT_CHANGE_R;
 }
 
-enum dccp_err dccp_feat_decode(const struct dccp_opt *op, struct dccp_feat_opt *f,
-			       struct dccp_counters *c)
+enum dccp_drop dccp_feat_decode(const struct dccp_opt *op, struct dccp_feat_opt *f,
+				struct dccp_counters *c)
 {
 	memset(f, 0, sizeof(*f));
 	if (op->type < DCCP_OPT_CHANGE_L || op->type > DCCP_OPT_CONFIRM_R || op->len < 1)
-		return dccp_count(c, DCCP_E_FEAT_INVALID);
+		return dccp_count(c, DCCP_DROP_FEAT_INVALID);
 	f->type = op->type;
 	f->feat = op->data[0];
 	f->mandatory = op->mandatory;
 	const struct dccp_feat_info *fi = dccp_feat_info(f->feat);
 	if (!fi)
-		return dccp_count(c, DCCP_E_FEAT_UNKNOWN);
+		return dccp_count(c, DCCP_DROP_FEAT_UNKNOWN);
 	const uint8_t *v = op->data + 1;
 	unsigned n = op->len - 1u;
 
 	/* Change R and Confirm L are never sent for a non-negotiable feature */
 	if (fi->rule == DCCP_RULE_NN && (op->type == DCCP_OPT_CHANGE_R || op->type == DCCP_OPT_CONFIRM_L))
-		return dccp_count(c, DCCP_E_FEAT_INVALID);
+		return dccp_count(c, DCCP_DROP_FEAT_INVALID);
 	if (n == 0) {
 		if (is_change(op->type)) /* a Change carries at least one value */
-			return dccp_count(c, DCCP_E_FEAT_INVALID);
+			return dccp_count(c, DCCP_DROP_FEAT_INVALID);
 		f->empty = true;
 		return DCCP_OK;
 	}
 	if (fi->rule == DCCP_RULE_NN) {
 		if (n != fi->len)
-			return dccp_count(c, DCCP_E_FEAT_INVALID);
+			return dccp_count(c, DCCP_DROP_FEAT_INVALID);
 		for (unsigned i = 0; i < n; i++)
 			f->value = f->value << 8 | v[i];
 		if (f->value < fi->min || f->value > fi->max)
-			return dccp_count(c, DCCP_E_FEAT_INVALID);
+			return dccp_count(c, DCCP_DROP_FEAT_INVALID);
 		return DCCP_OK;
 	}
 	/* server-priority: 1-byte values; any byte is acceptable in a list */

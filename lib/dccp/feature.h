@@ -55,14 +55,14 @@ struct dccp_feat_opt {
 
 /*
  * Decode a Change/Confirm option (already length-checked by dccp_opts_parse).
- * DCCP_E_FEAT_UNKNOWN: answer a Change with an empty Confirm (or Reset 6 if
- * mandatory), ignore a Confirm (§6.6.7).  DCCP_E_FEAT_INVALID: wrong value
+ * DCCP_DROP_FEAT_UNKNOWN: answer a Change with an empty Confirm (or Reset 6 if
+ * mandatory), ignore a Confirm (§6.6.7).  DCCP_DROP_FEAT_INVALID: wrong value
  * length, NN value out of range, or Change R / Confirm L for an NN feature
  * (§6.3.2, §6.6.8): empty Confirm for a Change, Reset 5 for a Confirm.
  * Counted in c.
  */
-enum dccp_err dccp_feat_decode(const struct dccp_opt *op, struct dccp_feat_opt *f,
-			       struct dccp_counters *c);
+enum dccp_drop dccp_feat_decode(const struct dccp_opt *op, struct dccp_feat_opt *f,
+				struct dccp_counters *c);
 
 /*
  * Server-priority reconciliation (§6.3.1): the first entry of the server's

@@ -31,8 +31,8 @@ static uint32_t getn(const uint8_t *p, unsigned n)
 }
 
 /* Why op cannot be accepted on this packet (DCCP_OK if it can). */
-static enum dccp_err check(const struct dccp_hdr *h, unsigned flags, const struct dccp_opt *op,
-			   unsigned nli)
+static enum dccp_drop check(const struct dccp_hdr *h, unsigned flags, const struct dccp_opt *op,
+			    unsigned nli)
 {
 	bool data = h->type == DCCP_DATA;
 	unsigned n = op->len;
@@ -41,68 +41,68 @@ static enum dccp_err check(const struct dccp_hdr *h, unsigned flags, const struc
 	case DCCP_OPT_CHANGE_L:
 	case DCCP_OPT_CHANGE_R:
 		if (data)
-			return DCCP_E_OPT_ON_DATA;
-		return n >= 2 ? DCCP_OK : DCCP_E_OPT_SIZE; /* feature number, >= 1 value */
+			return DCCP_DROP_OPT_ON_DATA;
+		return n >= 2 ? DCCP_OK : DCCP_DROP_OPT_SIZE; /* feature number, >= 1 value */
 	case DCCP_OPT_CONFIRM_L:
 	case DCCP_OPT_CONFIRM_R:
 		if (data)
-			return DCCP_E_OPT_ON_DATA;
+			return DCCP_DROP_OPT_ON_DATA;
 		if (!h->has_ack) /* §6.6.1: a Confirm travels with an Acknowledgement Number */
-			return DCCP_E_OPT_NO_ACKNO;
-		return n >= 1 ? DCCP_OK : DCCP_E_OPT_SIZE; /* empty Confirm: feature number only */
+			return DCCP_DROP_OPT_NO_ACKNO;
+		return n >= 1 ? DCCP_OK : DCCP_DROP_OPT_SIZE; /* empty Confirm: feature number only */
 	case DCCP_OPT_INIT_COOKIE:
 		if (data)
-			return DCCP_E_OPT_ON_DATA;
+			return DCCP_DROP_OPT_ON_DATA;
 		if (h->type == DCCP_REQUEST || (flags & DCCP_PF_ESTABLISHED))
-			return DCCP_E_OPT_EARLY;
+			return DCCP_DROP_OPT_EARLY;
 		return DCCP_OK;
-	case DCCP_OPT_NDP_COUNT: return n >= 1 && n <= 6 ? DCCP_OK : DCCP_E_OPT_SIZE;
+	case DCCP_OPT_NDP_COUNT: return n >= 1 && n <= 6 ? DCCP_OK : DCCP_DROP_OPT_SIZE;
 	case DCCP_OPT_ACKVEC0:
 	case DCCP_OPT_ACKVEC1:
 		if (data)
-			return DCCP_E_OPT_ON_DATA;
+			return DCCP_DROP_OPT_ON_DATA;
 		if (!h->has_ack)
-			return DCCP_E_OPT_NO_ACKNO;
+			return DCCP_DROP_OPT_NO_ACKNO;
 		/* Linux parsed Ack Vectors on handshake packets and got its
 		 * bookkeeping wrong; before OPEN there is nothing to acknowledge */
 		if (!(flags & DCCP_PF_ESTABLISHED))
-			return DCCP_E_OPT_EARLY;
+			return DCCP_DROP_OPT_EARLY;
 		if (n == 0)
-			return DCCP_E_OPT_SIZE;
+			return DCCP_DROP_OPT_SIZE;
 		for (unsigned i = 0; i < n; i++)
 			if (op->data[i] >> 6 == 2) /* State 2 is reserved */
-				return DCCP_E_OPT_VALUE;
+				return DCCP_DROP_OPT_VALUE;
 		return DCCP_OK;
 	case DCCP_OPT_DATA_DROPPED:
 		if (data)
-			return DCCP_E_OPT_ON_DATA;
+			return DCCP_DROP_OPT_ON_DATA;
 		if (!h->has_ack)
-			return DCCP_E_OPT_NO_ACKNO;
-		return n >= 1 ? DCCP_OK : DCCP_E_OPT_SIZE;
+			return DCCP_DROP_OPT_NO_ACKNO;
+		return n >= 1 ? DCCP_OK : DCCP_DROP_OPT_SIZE;
 	case DCCP_OPT_TIMESTAMP:
-	case DCCP_OPT_DATA_CHECKSUM: return n == 4 ? DCCP_OK : DCCP_E_OPT_SIZE;
-	case DCCP_OPT_TS_ECHO: return n == 4 || n == 6 || n == 8 ? DCCP_OK : DCCP_E_OPT_SIZE;
+	case DCCP_OPT_DATA_CHECKSUM: return n == 4 ? DCCP_OK : DCCP_DROP_OPT_SIZE;
+	case DCCP_OPT_TS_ECHO: return n == 4 || n == 6 || n == 8 ? DCCP_OK : DCCP_DROP_OPT_SIZE;
 	case DCCP_OPT_ELAPSED:
 		if (!h->has_ack)
-			return DCCP_E_OPT_NO_ACKNO;
-		return n == 2 || n == 4 ? DCCP_OK : DCCP_E_OPT_SIZE;
+			return DCCP_DROP_OPT_NO_ACKNO;
+		return n == 2 || n == 4 ? DCCP_OK : DCCP_DROP_OPT_SIZE;
 	case DCCP_OPT_LOSS_EVENT_RATE:
 	case DCCP_OPT_RECEIVE_RATE:
 		if (data)
-			return DCCP_E_OPT_ON_DATA;
-		return n == 4 ? DCCP_OK : DCCP_E_OPT_SIZE;
+			return DCCP_DROP_OPT_ON_DATA;
+		return n == 4 ? DCCP_OK : DCCP_DROP_OPT_SIZE;
 	case DCCP_OPT_LOSS_INTERVALS:
 		if (data)
-			return DCCP_E_OPT_ON_DATA;
+			return DCCP_DROP_OPT_ON_DATA;
 		if (!h->has_ack)
-			return DCCP_E_OPT_NO_ACKNO;
+			return DCCP_DROP_OPT_NO_ACKNO;
 		if (n < 10 || (n - 1) % 9)
-			return DCCP_E_OPT_SIZE;
+			return DCCP_DROP_OPT_SIZE;
 		/* Skip Length <= NDUPACK = 3, and 0 on any later Loss Intervals option */
 		if (op->data[0] > 3 || (nli > 0 && op->data[0] != 0))
-			return DCCP_E_OPT_VALUE;
+			return DCCP_DROP_OPT_VALUE;
 		return DCCP_OK;
-	default: return DCCP_E_OPT_UNKNOWN;
+	default: return DCCP_DROP_OPT_UNKNOWN;
 	}
 }
 
@@ -148,8 +148,8 @@ static void decode(struct dccp_opts *o, const struct dccp_opt *op)
 }
 
 /* Reset with code (5 or 6) naming option type t with data d[0..n) (§5.6). */
-static enum dccp_err want_reset(struct dccp_opts *o, struct dccp_counters *c, enum dccp_err e,
-				uint8_t code, uint8_t t, const uint8_t *d, unsigned n)
+static enum dccp_drop want_reset(struct dccp_opts *o, struct dccp_counters *c, enum dccp_drop e,
+				 uint8_t code, uint8_t t, const uint8_t *d, unsigned n)
 {
 	o->reset_code = code;
 	o->reset_data[0] = t;
@@ -158,8 +158,8 @@ static enum dccp_err want_reset(struct dccp_opts *o, struct dccp_counters *c, en
 	return dccp_count(c, e);
 }
 
-enum dccp_err dccp_opts_parse(const struct dccp_hdr *h, const uint8_t *pkt, unsigned flags,
-			      struct dccp_opts *o, struct dccp_counters *c)
+enum dccp_drop dccp_opts_parse(const struct dccp_hdr *h, const uint8_t *pkt, unsigned flags,
+			       struct dccp_opts *o, struct dccp_counters *c)
 {
 	const uint8_t *p = pkt + h->opt_off, *end = p + h->opt_len;
 	bool data = h->type == DCCP_DATA, mandatory = false;
@@ -174,11 +174,11 @@ enum dccp_err dccp_opts_parse(const struct dccp_hdr *h, const uint8_t *pkt, unsi
 			p++;
 			if (t == DCCP_OPT_MANDATORY) {
 				if (data) { /* ignored on DCCP-Data (§5.8.2) */
-					dccp_count(c, DCCP_E_OPT_ON_DATA);
+					dccp_count(c, DCCP_DROP_OPT_ON_DATA);
 					continue;
 				}
 				if (mandatory) /* Mandatory Mandatory */
-					return want_reset(o, c, DCCP_E_OPT_MANDATORY,
+					return want_reset(o, c, DCCP_DROP_OPT_MANDATORY,
 							  DCCP_RESET_OPTION_ERROR, t, NULL, 0);
 				mandatory = true;
 				continue;
@@ -191,28 +191,28 @@ enum dccp_err dccp_opts_parse(const struct dccp_hdr *h, const uint8_t *pkt, unsi
 				o->slow_receiver = true;
 				continue;
 			}
-			dccp_count(c, DCCP_E_OPT_UNKNOWN); /* reserved 3-31 */
+			dccp_count(c, DCCP_DROP_OPT_UNKNOWN); /* reserved 3-31 */
 			if (m)
-				return want_reset(o, c, DCCP_E_OPT_MANDATORY,
+				return want_reset(o, c, DCCP_DROP_OPT_MANDATORY,
 						  DCCP_RESET_MANDATORY_ERROR, t, NULL, 0);
 			continue;
 		}
 		/* a nonsensical length: ignore this option and all that follows */
 		if (end - p < 2 || p[1] < 2 || p[1] > end - p) {
-			dccp_count(c, DCCP_E_OPT_LEN);
+			dccp_count(c, DCCP_DROP_OPT_LEN);
 			if (mandatory)
-				return want_reset(o, c, DCCP_E_OPT_MANDATORY,
+				return want_reset(o, c, DCCP_DROP_OPT_MANDATORY,
 						  DCCP_RESET_MANDATORY_ERROR, t, NULL, 0);
 			return DCCP_OK;
 		}
 		struct dccp_opt op = { t, (uint8_t)(p[1] - 2), mandatory, p + 2 };
 		p += p[1];
 		mandatory = false;
-		enum dccp_err e = check(h, flags, &op, nli);
+		enum dccp_drop e = check(h, flags, &op, nli);
 		if (e != DCCP_OK) {
 			dccp_count(c, e);
 			if (op.mandatory) /* O was not processed: §5.8.2 */
-				return want_reset(o, c, DCCP_E_OPT_MANDATORY,
+				return want_reset(o, c, DCCP_DROP_OPT_MANDATORY,
 						  DCCP_RESET_MANDATORY_ERROR, t, op.data, op.len);
 			continue;
 		}
@@ -222,14 +222,14 @@ enum dccp_err dccp_opts_parse(const struct dccp_hdr *h, const uint8_t *pkt, unsi
 		if (o->n < DCCP_OPTS_MAX) {
 			o->opt[o->n++] = op;
 		} else {
-			dccp_count(c, DCCP_E_OPT_TOO_MANY);
+			dccp_count(c, DCCP_DROP_OPT_TOO_MANY);
 			if (op.mandatory) /* the caller never sees it, so cannot process it */
-				return want_reset(o, c, DCCP_E_OPT_MANDATORY,
+				return want_reset(o, c, DCCP_DROP_OPT_MANDATORY,
 						  DCCP_RESET_MANDATORY_ERROR, t, op.data, op.len);
 		}
 	}
 	if (mandatory) /* Mandatory was the last byte of the option list */
-		return want_reset(o, c, DCCP_E_OPT_MANDATORY, DCCP_RESET_OPTION_ERROR,
+		return want_reset(o, c, DCCP_DROP_OPT_MANDATORY, DCCP_RESET_OPTION_ERROR,
 				  DCCP_OPT_MANDATORY, NULL, 0);
 	return DCCP_OK;
 }

@@ -75,8 +75,8 @@ struct dccp_opts {
  * ignored).  Returns DCCP_OK, or the reason the caller must reset the
  * connection (o->reset_code and o->reset_data say with what).
  */
-enum dccp_err dccp_opts_parse(const struct dccp_hdr *h, const uint8_t *pkt, unsigned flags,
-			      struct dccp_opts *o, struct dccp_counters *c);
+enum dccp_drop dccp_opts_parse(const struct dccp_hdr *h, const uint8_t *pkt, unsigned flags,
+			       struct dccp_opts *o, struct dccp_counters *c);
 
 /* ---- run-length vectors ------------------------------------------------- */
 

@@ -17,32 +17,32 @@
 
 #include "dccp/wire.h"
 
-static const char *const err_names[DCCP_E_COUNT] = {
+static const char *const drop_names[DCCP_DROP_COUNT] = {
 	[DCCP_OK] = "ok",
-	[DCCP_E_SHORT] = "packet shorter than the generic header",
-	[DCCP_E_TYPE_RESERVED] = "reserved packet type",
-	[DCCP_E_SHORT_SEQNO] = "short sequence number on a type that needs X=1",
-	[DCCP_E_DOFF_SMALL] = "Data Offset smaller than the type's header",
-	[DCCP_E_DOFF_LARGE] = "Data Offset past the end of the packet",
-	[DCCP_E_CSCOV] = "CsCov larger than the application data",
-	[DCCP_E_CHECKSUM] = "bad header checksum",
-	[DCCP_E_UDP] = "bad DCCP-UDP length or checksum",
-	[DCCP_E_OPT_LEN] = "option length < 2 or past the options area",
-	[DCCP_E_OPT_SIZE] = "wrong length for the option type",
-	[DCCP_E_OPT_VALUE] = "invalid option value",
-	[DCCP_E_OPT_MANDATORY] = "Mandatory with no option after it, or before Mandatory",
-	[DCCP_E_OPT_ON_DATA] = "option not allowed on DCCP-Data",
-	[DCCP_E_OPT_NO_ACKNO] = "option needs an Acknowledgement Number",
-	[DCCP_E_OPT_EARLY] = "option not allowed in this connection state",
-	[DCCP_E_OPT_UNKNOWN] = "unknown option",
-	[DCCP_E_OPT_TOO_MANY] = "too many options",
-	[DCCP_E_FEAT_UNKNOWN] = "unknown feature",
-	[DCCP_E_FEAT_INVALID] = "invalid feature option",
+	[DCCP_DROP_SHORT] = "packet shorter than the generic header",
+	[DCCP_DROP_TYPE_RESERVED] = "reserved packet type",
+	[DCCP_DROP_SHORT_SEQNO] = "short sequence number on a type that needs X=1",
+	[DCCP_DROP_DOFF_SMALL] = "Data Offset smaller than the type's header",
+	[DCCP_DROP_DOFF_LARGE] = "Data Offset past the end of the packet",
+	[DCCP_DROP_CSCOV] = "CsCov larger than the application data",
+	[DCCP_DROP_CHECKSUM] = "bad header checksum",
+	[DCCP_DROP_UDP] = "bad DCCP-UDP length or checksum",
+	[DCCP_DROP_OPT_LEN] = "option length < 2 or past the options area",
+	[DCCP_DROP_OPT_SIZE] = "wrong length for the option type",
+	[DCCP_DROP_OPT_VALUE] = "invalid option value",
+	[DCCP_DROP_OPT_MANDATORY] = "Mandatory with no option after it, or before Mandatory",
+	[DCCP_DROP_OPT_ON_DATA] = "option not allowed on DCCP-Data",
+	[DCCP_DROP_OPT_NO_ACKNO] = "option needs an Acknowledgement Number",
+	[DCCP_DROP_OPT_EARLY] = "option not allowed in this connection state",
+	[DCCP_DROP_OPT_UNKNOWN] = "unknown option",
+	[DCCP_DROP_OPT_TOO_MANY] = "too many options",
+	[DCCP_DROP_FEAT_UNKNOWN] = "unknown feature",
+	[DCCP_DROP_FEAT_INVALID] = "invalid feature option",
 };
 
-const char *dccp_err_name(enum dccp_err e)
+const char *dccp_drop_name(enum dccp_drop e)
 {
-	return e >= 0 && e < DCCP_E_COUNT ? err_names[e] : "?";
+	return e >= 0 && e < DCCP_DROP_COUNT ? drop_names[e] : "?";
 }
 
 const char *dccp_type_name(unsigned type)
@@ -181,7 +181,7 @@ ssize_t dccp_udp_check(const uint8_t *udp, size_t len, const struct dccp_pseudo 
 		goto bad;
 	return (ssize_t)(ulen - 8);
 bad:
-	dccp_count(c, DCCP_E_UDP);
+	dccp_count(c, DCCP_DROP_UDP);
 	return -1;
 }
 
@@ -222,31 +222,31 @@ static void put32(uint8_t *p, uint32_t v)
 	put24(p + 1, v);
 }
 
-enum dccp_err dccp_parse(const uint8_t *p, size_t len, const struct dccp_pseudo *ph,
-			 struct dccp_hdr *h, struct dccp_counters *c)
+enum dccp_drop dccp_parse(const uint8_t *p, size_t len, const struct dccp_pseudo *ph,
+			  struct dccp_hdr *h, struct dccp_counters *c)
 {
 	memset(h, 0, sizeof(*h));
 	if (len < 12)
-		return dccp_count(c, DCCP_E_SHORT);
+		return dccp_count(c, DCCP_DROP_SHORT);
 	h->type = (p[8] >> 1) & 0x0f;
 	h->x = p[8] & 1;
 	if (h->type >= DCCP_TYPE_COUNT)
-		return dccp_count(c, DCCP_E_TYPE_RESERVED);
+		return dccp_count(c, DCCP_DROP_TYPE_RESERVED);
 	if (!h->x && !dccp_type_short_ok(h->type))
-		return dccp_count(c, DCCP_E_SHORT_SEQNO);
+		return dccp_count(c, DCCP_DROP_SHORT_SEQNO);
 	size_t fixed = dccp_fixed_len(h->type, h->x), hlen = (size_t)p[4] * 4;
 	if (hlen < fixed)
-		return dccp_count(c, DCCP_E_DOFF_SMALL);
+		return dccp_count(c, DCCP_DROP_DOFF_SMALL);
 	if (hlen > len)
-		return dccp_count(c, DCCP_E_DOFF_LARGE);
+		return dccp_count(c, DCCP_DROP_DOFF_LARGE);
 	h->ccval = p[5] >> 4;
 	h->cscov = p[5] & 0x0f;
 	size_t cov = dccp_csum_cov(h->cscov, hlen, len);
 	if (cov == 0)
-		return dccp_count(c, DCCP_E_CSCOV);
+		return dccp_count(c, DCCP_DROP_CSCOV);
 	h->csum = (uint16_t)(p[6] << 8 | p[7]);
 	if (ph && dccp_csum(p, len, cov, ph) != h->csum)
-		return dccp_count(c, DCCP_E_CHECKSUM);
+		return dccp_count(c, DCCP_DROP_CHECKSUM);
 
 	h->sport = (uint16_t)(p[0] << 8 | p[1]);
 	h->dport = (uint16_t)(p[2] << 8 | p[3]);

@@ -9,8 +9,11 @@
  *   feature.c  feature negotiation values (feature.h)
  *   tfrc.c     TFRC equations for CCID 3 (tfrc.h)
  *
- * Every rejected input is counted under a reason (enum dccp_err) in a
- * struct dccp_counters the caller passes (NULL: not counted).
+ * Every rejected input is counted under a reason (enum dccp_drop) in a
+ * struct dccp_counters the caller passes (NULL: not counted).  These are
+ * drop reasons, not errors: a packet, option or feature value the peer got
+ * wrong is dropped or ignored and counted, and nothing fails.  Errors inside
+ * the library are negative errno values (lib/core/core.h).
  */
 #ifndef GC_DCCP_WIRE_H
 #define GC_DCCP_WIRE_H
@@ -58,45 +61,46 @@ enum dccp_reset_code {
 	DCCP_RESET_ENCAP_PORT_REUSE = 12,
 };
 
-/* Why an input was rejected (packet, option or feature value). */
-enum dccp_err {
+/* Why an input was dropped (a packet) or ignored (an option or feature
+ * value); DCCP_OK: taken.  A drop reason, counted, never an error code. */
+enum dccp_drop {
 	DCCP_OK = 0,
 	/* packet (RFC 4340 §8.5 step 1, §9) */
-	DCCP_E_SHORT,	      /* shorter than the generic header */
-	DCCP_E_TYPE_RESERVED, /* Type 11-15 */
-	DCCP_E_SHORT_SEQNO,   /* X=0 on a type that must use 48-bit numbers */
-	DCCP_E_DOFF_SMALL,    /* Data Offset below the type's fixed header */
-	DCCP_E_DOFF_LARGE,    /* Data Offset past the end of the packet */
-	DCCP_E_CSCOV,	      /* (CsCov-1)*4 larger than the application data */
-	DCCP_E_CHECKSUM,      /* header checksum wrong */
-	DCCP_E_UDP,	      /* RFC 6773 §3.3: bad UDP length or checksum */
+	DCCP_DROP_SHORT,	 /* shorter than the generic header */
+	DCCP_DROP_TYPE_RESERVED, /* Type 11-15 */
+	DCCP_DROP_SHORT_SEQNO,	 /* X=0 on a type that must use 48-bit numbers */
+	DCCP_DROP_DOFF_SMALL,	 /* Data Offset below the type's fixed header */
+	DCCP_DROP_DOFF_LARGE,	 /* Data Offset past the end of the packet */
+	DCCP_DROP_CSCOV,	 /* (CsCov-1)*4 larger than the application data */
+	DCCP_DROP_CHECKSUM,	 /* header checksum wrong */
+	DCCP_DROP_UDP,		 /* RFC 6773 §3.3: bad UDP length or checksum */
 	/* options (RFC 4340 §5.8) */
-	DCCP_E_OPT_LEN,	      /* length byte < 2 or past the options area */
-	DCCP_E_OPT_SIZE,      /* wrong length for the option's type */
-	DCCP_E_OPT_VALUE,     /* invalid value (reserved state, skip > 3, ...) */
-	DCCP_E_OPT_MANDATORY, /* Mandatory last, or Mandatory Mandatory */
-	DCCP_E_OPT_ON_DATA,   /* option not allowed on DCCP-Data (ignored) */
-	DCCP_E_OPT_NO_ACKNO,  /* needs an Acknowledgement Number (ignored) */
-	DCCP_E_OPT_EARLY,     /* Ack Vector/Init Cookie in the wrong state (ignored) */
-	DCCP_E_OPT_UNKNOWN,   /* type not understood (ignored) */
-	DCCP_E_OPT_TOO_MANY,  /* more options than the parser keeps */
+	DCCP_DROP_OPT_LEN,	 /* length byte < 2 or past the options area */
+	DCCP_DROP_OPT_SIZE,	 /* wrong length for the option's type */
+	DCCP_DROP_OPT_VALUE,	 /* invalid value (reserved state, skip > 3, ...) */
+	DCCP_DROP_OPT_MANDATORY, /* Mandatory last, or Mandatory Mandatory */
+	DCCP_DROP_OPT_ON_DATA,	 /* option not allowed on DCCP-Data (ignored) */
+	DCCP_DROP_OPT_NO_ACKNO,	 /* needs an Acknowledgement Number (ignored) */
+	DCCP_DROP_OPT_EARLY,	 /* Ack Vector/Init Cookie in the wrong state (ignored) */
+	DCCP_DROP_OPT_UNKNOWN,	 /* type not understood (ignored) */
+	DCCP_DROP_OPT_TOO_MANY,	 /* more options than the parser keeps */
 	/* feature negotiation (RFC 4340 §6.6.8) */
-	DCCP_E_FEAT_UNKNOWN, /* feature number not understood */
-	DCCP_E_FEAT_INVALID, /* invalid length, value or option for the feature */
-	DCCP_E_COUNT
+	DCCP_DROP_FEAT_UNKNOWN, /* feature number not understood */
+	DCCP_DROP_FEAT_INVALID, /* invalid length, value or option for the feature */
+	DCCP_DROP_COUNT
 };
 
 struct dccp_counters {
-	uint64_t n[DCCP_E_COUNT];
+	uint64_t n[DCCP_DROP_COUNT];
 };
 
-const char *dccp_err_name(enum dccp_err e);
+const char *dccp_drop_name(enum dccp_drop e);
 const char *dccp_type_name(unsigned type);
 
 /* Count e in c (c may be NULL); returns e. */
-static inline enum dccp_err dccp_count(struct dccp_counters *c, enum dccp_err e)
+static inline enum dccp_drop dccp_count(struct dccp_counters *c, enum dccp_drop e)
 {
-	if (c && e > DCCP_OK && e < DCCP_E_COUNT)
+	if (c && e > DCCP_OK && e < DCCP_DROP_COUNT)
 		c->n[e]++;
 	return e;
 }
@@ -145,8 +149,8 @@ struct dccp_pseudo {
  * ignored on receipt (RFC 6773 §3.3; check the UDP checksum with
  * dccp_udp_check() instead).  Returns DCCP_OK or the counted reason.
  */
-enum dccp_err dccp_parse(const uint8_t *p, size_t len, const struct dccp_pseudo *ph,
-			 struct dccp_hdr *h, struct dccp_counters *c);
+enum dccp_drop dccp_parse(const uint8_t *p, size_t len, const struct dccp_pseudo *ph,
+			  struct dccp_hdr *h, struct dccp_counters *c);
 
 /*
  * Build a packet into buf[0..cap): h's ports, ccval, cscov, type, x, seq,
@@ -189,7 +193,7 @@ uint16_t dccp_csum_fold(uint32_t sum);
  * already at udp + 8 (dlen bytes) with that checksum (a computed 0 is sent
  * as 0xffff); dccp_udp_check() applies the receive rules: UDP Length >= 20
  * and <= len, checksum non-zero and correct.  It returns the DCCP packet's
- * length (UDP Length - 8), or -1 after counting DCCP_E_UDP.  Then parse the
+ * length (UDP Length - 8), or -1 after counting DCCP_DROP_UDP.  Then parse the
  * DCCP packet with dccp_parse(..., ph = NULL, ...).
  */
 void dccp_udp_wrap(uint8_t *udp, uint16_t sport, uint16_t dport, size_t dlen,

@@ -60,12 +60,12 @@ static int get_cookie(int fd, uint64_t *cookie)
 	socklen_t len = sizeof(*cookie);
 
 	if (fd < 0)
-		return gc_seterr(EBADF, "sd: %d is not a file descriptor", fd);
+		return gc_errf(EBADF, "sd: %d is not a file descriptor", fd);
 	if (getsockopt(fd, SOL_SOCKET, SO_COOKIE, cookie, &len) == 0)
 		return 0;
 	if (errno == EBADF)
-		return gc_seterr(EBADF, "sd: %d is not an open file descriptor", fd);
-	return gc_seterr(ENOTSOCK, "sd: %d is not a socket", fd);
+		return gc_errf(EBADF, "sd: %d is not an open file descriptor", fd);
+	return gc_errf(ENOTSOCK, "sd: %d is not a socket", fd);
 }
 
 /* Fill the family of a new state; EPROTOTYPE unless an inet UDP socket. */
@@ -76,9 +76,9 @@ static int identify(struct gc_sock *s)
 	if (get_int_opt(s->fd, SOL_SOCKET, SO_DOMAIN, &domain) ||
 	    get_int_opt(s->fd, SOL_SOCKET, SO_TYPE, &type) ||
 	    get_int_opt(s->fd, SOL_SOCKET, SO_PROTOCOL, &proto))
-		return gc_seterr(errno, "sd: %d: cannot read its socket type", s->fd);
+		return gc_errf(errno, "sd: %d: cannot read its socket type", s->fd);
 	if ((domain != AF_INET && domain != AF_INET6) || type != SOCK_DGRAM || proto != IPPROTO_UDP)
-		return gc_seterr(EPROTOTYPE, "sd: %d is not an AF_INET/AF_INET6 UDP socket", s->fd);
+		return gc_errf(EPROTOTYPE, "sd: %d is not an AF_INET/AF_INET6 UDP socket", s->fd);
 	s->family = domain;
 	return 0;
 }
@@ -96,13 +96,18 @@ static void sock_free(struct gc_sock *s)
 	free(s);
 }
 
+/* *out set, or -errno with the message (-ENOTSUP spelled out: the compiler
+ * then sees that *out is set whenever 0 comes back). */
 static int resolve(enum gc_engine want, enum gc_engine *out)
 {
 	if (want != GC_ENGINE_AUTO) {
-		if (!ops_of[want])
-			return gc_seterr(ENOTSUP, "engine %s: not available in this build", names[want]);
-		if (ops_of[want]->available())
-			return -1;
+		if (!ops_of[want]) {
+			gc_errf(ENOTSUP, "engine %s: not available in this build", names[want]);
+			return -ENOTSUP;
+		}
+		int r = ops_of[want]->available();
+		if (r)
+			return r;
 		*out = want;
 		return 0;
 	}
@@ -112,7 +117,8 @@ static int resolve(enum gc_engine want, enum gc_engine *out)
 			return 0;
 		}
 	}
-	return gc_seterr(ENOTSUP, "engine auto: no engine available");
+	gc_errf(ENOTSUP, "engine auto: no engine available");
+	return -ENOTSUP;
 }
 
 /*
@@ -123,8 +129,10 @@ static int resolve(enum gc_engine want, enum gc_engine *out)
  */
 static int auto_engine(struct gc_sock *s, enum gc_engine *out)
 {
-	if (resolve(GC_ENGINE_AUTO, out))
-		return -1;
+	int r = resolve(GC_ENGINE_AUTO, out);
+
+	if (r)
+		return r;
 	if (*out == GC_ENGINE_KERNEL && gc_kpolicy_declines(s))
 		*out = GC_ENGINE_MMSG;
 	return 0;
@@ -160,27 +168,27 @@ static void sock_unref(struct gc_sock *s)
 		sock_free(s);
 }
 
-/* A new state for sd, made outside tab_lock: choosing the engine may load a
- * BPF program or read the namespace's policy. */
-static struct gc_sock *sock_new(int sd, uint64_t cookie)
+/* A new state for sd in *out, made outside tab_lock: choosing the engine may
+ * load a BPF program or read the namespace's policy. */
+static int sock_new(int sd, uint64_t cookie, struct gc_sock **out)
 {
 	struct gc_sock *s = calloc(1, sizeof(*s));
+	int r;
 
-	if (!s) {
-		gc_seterr(ENOMEM, "sd: %d: no memory for its state", sd);
-		return NULL;
-	}
+	if (!s)
+		return gc_errf(ENOMEM, "sd: %d: no memory for its state", sd);
 	s->fd = sd;
 	s->cookie = cookie;
 	s->limit = GC_DEFAULT_LIMIT;
 	s->want = GC_ENGINE_AUTO;
-	if (identify(s) || auto_engine(s, &s->engine)) {
+	if ((r = identify(s)) || (r = auto_engine(s, &s->engine))) {
 		free(s);
-		return NULL;
+		return r;
 	}
 	pthread_mutex_init(&s->lock, NULL);
 	atomic_init(&s->refs, 1); /* the table's */
-	return s;
+	*out = s;
+	return 0;
 }
 
 static int tab_reserve(int sd)
@@ -194,21 +202,23 @@ static int tab_reserve(int sd)
 		cap *= 2;
 	t = realloc(tab, cap * sizeof(*t));
 	if (!t)
-		return gc_seterr(ENOMEM, "sd: %d: no memory for the socket table", sd);
+		return gc_errf(ENOMEM, "sd: %d: no memory for the socket table", sd);
 	memset(t + tab_cap, 0, (cap - tab_cap) * sizeof(*t));
 	tab = t;
 	tab_cap = cap;
 	return 0;
 }
 
-/* Find (or create) sd's state and return it referenced and locked. */
+/* Find (or create) sd's state and return it referenced and locked: 0, or
+ * -errno with the message. */
 static int sock_get(int sd, struct gc_sock **out)
 {
 	struct gc_sock *s, *stale = NULL, *made = NULL;
 	uint64_t cookie;
+	int r = get_cookie(sd, &cookie);
 
-	if (get_cookie(sd, &cookie))
-		return -1;
+	if (r)
+		return r;
 	for (;;) {
 		pthread_mutex_lock(&tab_lock);
 		s = (size_t)sd < tab_cap ? tab[sd] : NULL;
@@ -217,7 +227,7 @@ static int sock_get(int sd, struct gc_sock **out)
 			tab[sd] = s = NULL;
 		}
 		if (!s && made) {
-			if (tab_reserve(sd)) {
+			if ((r = tab_reserve(sd))) {
 				pthread_mutex_unlock(&tab_lock);
 				sock_unref(made);
 				made = NULL;
@@ -233,13 +243,13 @@ static int sock_get(int sd, struct gc_sock **out)
 			sock_unref(stale); /* the table's reference */
 			stale = NULL;
 		}
-		if (s || !(made = sock_new(sd, cookie)))
+		if (s || (r = sock_new(sd, cookie, &made)))
 			break;
 	}
 	if (made) /* another thread put its state in first */
 		sock_unref(made);
 	if (!s)
-		return -1;
+		return r;
 	pthread_mutex_lock(&s->lock);
 	*out = s;
 	return 0;
@@ -273,12 +283,12 @@ static int check_dest(const struct gc_sock *s, const struct sockaddr_storage *ss
 		in_addr_t a = ntohl(sin->sin_addr.s_addr);
 
 		if (s->family == AF_INET6 && v6only(s, v6only_cache))
-			return gc_seterr(EAFNOSUPPORT,
-					 "%s[%zu]: AF_INET member on an IPV6_V6ONLY socket", arg, i);
+			return gc_errf(EAFNOSUPPORT,
+				       "%s[%zu]: AF_INET member on an IPV6_V6ONLY socket", arg, i);
 		if (sin->sin_port == 0)
-			return gc_seterr(EINVAL, "%s[%zu]: port 0", arg, i);
+			return gc_errf(EINVAL, "%s[%zu]: port 0", arg, i);
 		if (a == INADDR_ANY || a == INADDR_BROADCAST || IN_MULTICAST(a))
-			return gc_seterr(EINVAL, "%s[%zu]: not a unicast address", arg, i);
+			return gc_errf(EINVAL, "%s[%zu]: not a unicast address", arg, i);
 		*is_v4 = true;
 		return 0;
 	}
@@ -287,36 +297,36 @@ static int check_dest(const struct gc_sock *s, const struct sockaddr_storage *ss
 		const struct in6_addr *a = &sin6->sin6_addr;
 
 		if (s->family != AF_INET6)
-			return gc_seterr(EAFNOSUPPORT,
-					 "%s[%zu]: AF_INET6 member on an AF_INET socket", arg, i);
+			return gc_errf(EAFNOSUPPORT,
+				       "%s[%zu]: AF_INET6 member on an AF_INET socket", arg, i);
 		if (sin6->sin6_port == 0)
-			return gc_seterr(EINVAL, "%s[%zu]: port 0", arg, i);
+			return gc_errf(EINVAL, "%s[%zu]: port 0", arg, i);
 		if (IN6_IS_ADDR_V4MAPPED(a)) {
 			in_addr_t v4 = ntohl(((const uint32_t *)a->s6_addr)[3]);
 
 			if (v6only(s, v6only_cache))
-				return gc_seterr(EAFNOSUPPORT,
-						 "%s[%zu]: v4-mapped member on an IPV6_V6ONLY socket",
-						 arg, i);
+				return gc_errf(EAFNOSUPPORT,
+					       "%s[%zu]: v4-mapped member on an IPV6_V6ONLY socket",
+					       arg, i);
 			if (v4 == INADDR_ANY || v4 == INADDR_BROADCAST || IN_MULTICAST(v4))
-				return gc_seterr(EINVAL, "%s[%zu]: not a unicast address", arg, i);
+				return gc_errf(EINVAL, "%s[%zu]: not a unicast address", arg, i);
 			*is_v4 = true;
 			return 0;
 		}
 		if (IN6_IS_ADDR_UNSPECIFIED(a) || IN6_IS_ADDR_MULTICAST(a))
-			return gc_seterr(EINVAL, "%s[%zu]: not a unicast address", arg, i);
+			return gc_errf(EINVAL, "%s[%zu]: not a unicast address", arg, i);
 		*is_v4 = false;
 		return 0;
 	}
-	return gc_seterr(EAFNOSUPPORT, "%s[%zu]: address family %d is not AF_INET or AF_INET6", arg,
-			 i, ss->ss_family);
+	return gc_errf(EAFNOSUPPORT, "%s[%zu]: address family %d is not AF_INET or AF_INET6", arg,
+		       i, ss->ss_family);
 }
 
 static int check_flags(int flags, const char *fn)
 {
 	if (flags & ~GC_SEND_FLAGS)
-		return gc_seterr(EINVAL, "%s: flags: 0x%x outside GC_SEND_FLAGS", fn,
-				 flags & ~GC_SEND_FLAGS);
+		return gc_errf(EINVAL, "%s: flags: 0x%x outside GC_SEND_FLAGS", fn,
+			       flags & ~GC_SEND_FLAGS);
 	return 0;
 }
 
@@ -333,7 +343,7 @@ static int grow(void **p, size_t *cap, size_t n, size_t elem)
 		return 0;
 	q = realloc(*p, n * elem);
 	if (!q)
-		return -1;
+		return -ENOMEM;
 	*p = q;
 	*cap = n;
 	return 0;
@@ -355,11 +365,11 @@ static int scratch_reserve(struct gc_sock *s, size_t n)
 		return 0;
 	m = realloc(s->mmsg, n * sizeof(struct mmsghdr));
 	if (!m)
-		return -1;
+		return -ENOMEM;
 	s->mmsg = m;
 	iov = realloc(s->iov, 3 * n * sizeof(*iov));
 	if (!iov)
-		return -1;
+		return -ENOMEM;
 	s->iov = iov;
 	s->scratch_cap = n;
 	return 0;
@@ -414,20 +424,24 @@ GC_EXPORT int gc_setgroup(int sd, const struct sockaddr_storage *members, size_t
 {
 	struct gc_sock *s;
 	bool v4 = false;
-	int ret = -1, v6only_cache = -1;
+	int ret, v6only_cache = -1;
 	size_t nv4 = 0;
 
 	if (!members && n > 0)
 		return gc_seterr(EFAULT, "members: NULL with n = %zu", n);
-	if (sock_get(sd, &s))
-		return -1;
+	if ((ret = sock_get(sd, &s)))
+		return (int)gc_err(ret);
+	ret = -1;
 	if (n > s->limit) {
 		gc_seterr(E2BIG, "n: %zu members is above the socket's limit of %zu", n, s->limit);
 		goto out;
 	}
 	for (size_t i = 0; i < n; i++) {
-		if (check_dest(s, &members[i], "members", i, &v4, &v6only_cache))
+		int r = check_dest(s, &members[i], "members", i, &v4, &v6only_cache);
+		if (r) {
+			gc_err(r);
 			goto out;
+		}
 		nv4 += v4;
 	}
 	if (n > s->group_cap) { /* grow only: replacing a group must stay cheap */
@@ -459,8 +473,9 @@ GC_EXPORT ssize_t gc_getgroup_size(int sd)
 	struct gc_sock *s;
 	ssize_t n;
 
-	if (sock_get(sd, &s))
-		return -1;
+	int r = sock_get(sd, &s);
+	if (r)
+		return gc_err(r);
 	n = (ssize_t)s->group_n;
 	sock_put(s);
 	return n;
@@ -497,12 +512,14 @@ GC_EXPORT ssize_t gc_send(int sd, const void *buf, size_t len, int flags)
 	ssize_t ret = -1;
 	size_t sent;
 
-	if (check_flags(flags, "gc_send"))
-		return -1;
+	int r = check_flags(flags, "gc_send");
+	if (r)
+		return gc_err(r);
 	if (!buf && len > 0)
 		return gc_seterr(EFAULT, "buf: NULL with len = %zu", len);
-	if (sock_get(sd, &s))
-		return -1;
+	r = sock_get(sd, &s);
+	if (r)
+		return gc_err(r);
 	if (s->group_n == 0) {
 		gc_seterr(EDESTADDRREQ, "sd: %d has no group (gc_setgroup())", sd);
 		goto out;
@@ -535,8 +552,9 @@ GC_EXPORT ssize_t gc_last_errors(int sd, int *gerrno, size_t n)
 	struct gc_sock *s;
 	ssize_t failed;
 
-	if (sock_get(sd, &s))
-		return -1;
+	int r = sock_get(sd, &s);
+	if (r)
+		return gc_err(r);
 	if (gerrno) {
 		size_t k = n < s->group_n ? n : s->group_n;
 
@@ -555,26 +573,26 @@ GC_EXPORT ssize_t gc_last_errors(int sd, int *gerrno, size_t n)
 static int check_iov(const struct iovec *v, const char *arg, size_t i)
 {
 	if (!v->iov_base && v->iov_len)
-		return gc_seterr(EFAULT, "%s: rec[%zu]: NULL iov_base with iov_len %zu", arg, i,
-				 v->iov_len);
+		return gc_errf(EFAULT, "%s: rec[%zu]: NULL iov_base with iov_len %zu", arg, i, v->iov_len);
 	return 0;
 }
 
-/* Recipient i of a gc_sendgroup(): 0, or its errno with gc_seterr(). */
+/* Recipient i of a gc_sendgroup(): 0, or its errno (positive: what
+ * gerrno[i] gets) with the message. */
 static int check_rec(const struct gc_sock *s, const struct gc_giovec *g, size_t shared_len,
 		     size_t i, int *v6only_cache)
 {
 	bool v4 = false;
 	size_t len = shared_len;
+	int r;
 
-	if (check_dest(s, &g->dest, "rec", i, &v4, v6only_cache) ||
-	    check_iov(&g->prepend, "prepend", i) || check_iov(&g->append, "append", i))
-		return errno;
+	if ((r = check_dest(s, &g->dest, "rec", i, &v4, v6only_cache)) ||
+	    (r = check_iov(&g->prepend, "prepend", i)) || (r = check_iov(&g->append, "append", i)))
+		return -r;
 	if (g->prepend.iov_len > GC_UDP6_MAX || g->append.iov_len > GC_UDP6_MAX ||
 	    (len += g->prepend.iov_len + g->append.iov_len) > (v4 ? GC_UDP4_MAX : GC_UDP6_MAX))
-		return gc_seterr(EMSGSIZE,
-				 "rec[%zu]: prepend + shared + append is larger than a UDP datagram", i),
-		       EMSGSIZE;
+		return -gc_errf(EMSGSIZE,
+				"rec[%zu]: prepend + shared + append is larger than a UDP datagram", i);
 	return 0;
 }
 
@@ -594,7 +612,7 @@ static int run_valid(struct gc_sock *s, const struct iovec *shared, const struct
 	if (!ok || !okerr) {
 		free(ok);
 		free(okerr);
-		return gc_seterr(ENOMEM, "recnum: no memory to set %zu refused recipients aside", nbad);
+		return gc_errf(ENOMEM, "recnum: no memory to set %zu refused recipients aside", nbad);
 	}
 	for (size_t i = 0; i < recnum; i++)
 		if (!gerrno[i])
@@ -620,16 +638,18 @@ GC_EXPORT int gc_sendgroup(int sd, const struct iovec *shared, const struct gc_g
 	size_t nbad = 0, first_bad = 0;
 	char first_msg[256];
 
-	if (check_flags(flags, "gc_sendgroup"))
-		return -1;
+	int r = check_flags(flags, "gc_sendgroup");
+	if (r)
+		return (int)gc_err(r);
 	if (!rec && recnum > 0)
 		return gc_seterr(EFAULT, "rec: NULL with recnum = %zu", recnum);
 	if (!shared)
 		shared = &empty;
 	if (!shared->iov_base && shared->iov_len)
 		return gc_seterr(EFAULT, "shared: NULL iov_base with iov_len %zu", shared->iov_len);
-	if (sock_get(sd, &s))
-		return -1;
+	r = sock_get(sd, &s);
+	if (r)
+		return (int)gc_err(r);
 	if (recnum > s->limit) {
 		gc_seterr(E2BIG, "recnum: %zu is above the socket's limit of %zu", recnum, s->limit);
 		goto out;
@@ -663,6 +683,8 @@ GC_EXPORT int gc_sendgroup(int sd, const struct iovec *shared, const struct gc_g
 			gc_seterr(first_err,
 				  "%s (rec[%zu] is the first of %zu refused recipients; the others were sent)",
 				  first_msg, first_bad, nbad);
+		else
+			ret = (int)gc_err(ret);
 		goto out;
 	}
 	b = (struct gc_batch){ shared, rec, recnum, flags, gerrno };
@@ -678,7 +700,7 @@ GC_EXPORT int gc_engine_available(enum gc_engine e)
 
 	if ((int)e < 0 || e >= GC_ENGINE_COUNT)
 		return gc_seterr(EINVAL, "e: %d is not an engine", (int)e);
-	return resolve(e, &got);
+	return (int)gc_err(resolve(e, &got));
 }
 
 GC_EXPORT int gc_set_engine(int sd, enum gc_engine e)
@@ -689,10 +711,12 @@ GC_EXPORT int gc_set_engine(int sd, enum gc_engine e)
 
 	if ((int)e < 0 || e >= GC_ENGINE_COUNT)
 		return gc_seterr(EINVAL, "e: %d is not an engine", (int)e);
-	if (sock_get(sd, &s))
-		return -1;
+	int r = sock_get(sd, &s);
+	if (r)
+		return (int)gc_err(r);
 	s->auto_checked_ns = 0; /* AUTO looks at the policy afresh */
-	if ((e == GC_ENGINE_AUTO ? auto_engine(s, &got) : resolve(e, &got)) == 0) {
+	r = e == GC_ENGINE_AUTO ? auto_engine(s, &got) : resolve(e, &got);
+	if (r == 0) {
 		const struct gc_engine_ops *new = ops_of[got], *old = ops_of[s->engine];
 
 		/* An engine asked for by name gets its resources now, so that the
@@ -706,8 +730,10 @@ GC_EXPORT int gc_set_engine(int sd, enum gc_engine e)
 		s->want = e;
 		s->engine = got;
 		ret = 0;
-	} else if (errno != ENOTSUP) {
+	} else if (r != -ENOTSUP) {
 		gc_seterr(ENOTSUP, "engine %s: %s", names[e], gc_errmsg());
+	} else {
+		gc_err(r);
 	}
 out:
 	sock_put(s);
@@ -719,8 +745,11 @@ GC_EXPORT enum gc_engine gc_get_engine(int sd)
 	struct gc_sock *s;
 	enum gc_engine e;
 
-	if (sock_get(sd, &s))
+	int r = sock_get(sd, &s);
+	if (r) {
+		gc_err(r);
 		return GC_ENGINE_NONE;
+	}
 	e = s->engine;
 	sock_put(s);
 	return e;
@@ -732,8 +761,9 @@ GC_EXPORT int gc_auto_reason(int sd, char *buf, size_t len)
 
 	if (!buf || !len)
 		return gc_seterr(EINVAL, "buf, len: no room for the reason");
-	if (sock_get(sd, &s))
-		return -1;
+	int r = sock_get(sd, &s);
+	if (r)
+		return (int)gc_err(r);
 	if (s->want != GC_ENGINE_AUTO)
 		snprintf(buf, len, "AUTO not in use: engine %s set with gc_set_engine()", names[s->want]);
 	else if (gc_kernel_ops.available())
@@ -767,8 +797,9 @@ GC_EXPORT int gc_set_limit(int sd, size_t limit)
 
 	if (limit < 1 || limit > GC_MAX_LIMIT)
 		return gc_seterr(EINVAL, "limit: %zu is outside 1..%u", limit, GC_MAX_LIMIT);
-	if (sock_get(sd, &s))
-		return -1;
+	int r = sock_get(sd, &s);
+	if (r)
+		return (int)gc_err(r);
 	if (limit < s->group_n) {
 		gc_seterr(E2BIG, "limit: %zu is below the current group of %zu", limit, s->group_n);
 	} else {
@@ -784,8 +815,9 @@ GC_EXPORT ssize_t gc_get_limit(int sd)
 	struct gc_sock *s;
 	ssize_t l;
 
-	if (sock_get(sd, &s))
-		return -1;
+	int r = sock_get(sd, &s);
+	if (r)
+		return gc_err(r);
 	l = (ssize_t)s->limit;
 	sock_put(s);
 	return l;
@@ -797,8 +829,9 @@ GC_EXPORT int gc_stats(int sd, struct gc_stats *st)
 
 	if (!st)
 		return gc_seterr(EFAULT, "st: NULL");
-	if (sock_get(sd, &s))
-		return -1;
+	int r = sock_get(sd, &s);
+	if (r)
+		return (int)gc_err(r);
 	*st = s->stats;
 	sock_put(s);
 	return 0;

@@ -16,7 +16,7 @@
 #include <stdint.h>
 #include <groupcast/group.h>
 
-#include "core/core.h" /* gc_seterr(), GC_EXPORT, gc_now_ns() */
+#include "core/core.h" /* gc_errf(), gc_err(), GC_EXPORT, gc_now_ns() */
 
 struct gc_batch {
 	const struct iovec *shared; /* never NULL: empty iovec if the caller had none */
@@ -65,9 +65,10 @@ struct gc_sock {
 };
 
 struct gc_engine_ops {
-	/* 0 if usable on this machine, else -1 with errno and gc_seterr() */
+	/* 0 if usable on this machine, else -errno (-ENOTSUP) with the message
+	 * (gc_errf()) */
 	int (*available)(void);
-	/* Make s's resources (may be NULL): 0, or -1 with gc_seterr(). */
+	/* Make s's resources (may be NULL): 0, or -errno with the message. */
 	int (*prepare)(struct gc_sock *s);
 	/* Send the batch; fill b->gerrno; return how many recipients were sent to. */
 	size_t (*send)(struct gc_sock *s, const struct gc_batch *b);

@@ -143,7 +143,7 @@ static int fill_head(struct gc_sock *s, struct gc_kern *k, struct gc_khead *h)
 	int v = 0;
 
 	if (getsockname(s->fd, (struct sockaddr *)&ss, &len))
-		return gc_seterr(errno, "sd: %d: getsockname failed", s->fd);
+		return gc_errf(errno, "sd: %d: getsockname failed", s->fd);
 	if ((ss.ss_family == AF_INET ? ((struct sockaddr_in *)&ss)->sin_port
 				     : ((struct sockaddr_in6 *)&ss)->sin6_port) == 0) {
 		/* not bound yet: bind to an ephemeral port, as the first sendto() would */
@@ -151,7 +151,7 @@ static int fill_head(struct gc_sock *s, struct gc_kern *k, struct gc_khead *h)
 
 		if (bind(s->fd, (struct sockaddr *)&any, gc_addrlen(&any)) ||
 		    getsockname(s->fd, (struct sockaddr *)&ss, &(socklen_t){ sizeof(ss) }))
-			return gc_seterr(errno, "sd: %d: cannot bind to an ephemeral port", s->fd);
+			return gc_errf(errno, "sd: %d: cannot bind to an ephemeral port", s->fd);
 	}
 	memset(h, 0, sizeof(*h));
 	h->family = s->family == AF_INET ? 4 : 6;
@@ -195,17 +195,16 @@ static int fill_head(struct gc_sock *s, struct gc_kern *k, struct gc_khead *h)
 	return 0;
 }
 
-static struct gc_kern *kern_setup(struct gc_sock *s)
+/* s->kern made: 0, or -errno with the message. */
+static int kern_setup(struct gc_sock *s)
 {
 	struct sockaddr_storage lo = { .ss_family = (sa_family_t)s->family };
 	struct gc_kern *k = calloc(1, sizeof(*k));
 	socklen_t len = sizeof(k->cookie);
-	int one = 1;
+	int one = 1, r;
 
-	if (!k) {
-		gc_seterr(ENOMEM, "engine kernel: no memory");
-		return NULL;
-	}
+	if (!k)
+		return gc_errf(ENOMEM, "engine kernel: no memory");
 	k->trig = k->pipe[0] = k->pipe[1] = k->slots_fd = -1;
 	k->gen = kprog_gen();
 	if (getrandom(&k->routes.seed, sizeof(k->routes.seed), GRND_NONBLOCK) != sizeof(k->routes.seed))
@@ -229,20 +228,21 @@ static struct gc_kern *kern_setup(struct gc_sock *s)
 	    connect(k->trig, (struct sockaddr *)&lo, gc_addrlen(&lo)) ||
 	    getsockopt(k->trig, SOL_SOCKET, SO_COOKIE, &k->cookie, &len) ||
 	    pipe2(k->pipe, O_CLOEXEC | O_NONBLOCK)) {
-		gc_seterr(errno, "engine kernel: cannot make the trigger socket: %s", strerror(errno));
+		r = gc_errf(errno, "engine kernel: cannot make the trigger socket: %s", strerror(errno));
 		goto fail;
 	}
 	fcntl(k->pipe[1], F_SETPIPE_SZ, GC_PIPE_SIZE);
-	if (kprog_add(k->cookie, &k->sidx))
+	if ((r = kprog_add(k->cookie, &k->sidx)))
 		goto fail;
-	if (fill_head(s, k, kprog_head(k->sidx))) {
+	if ((r = fill_head(s, k, kprog_head(k->sidx)))) {
 		kprog_del(k->cookie, k->sidx);
 		goto fail;
 	}
-	return k;
+	s->kern = k;
+	return 0;
 fail:
 	kern_free(k);
-	return NULL;
+	return r;
 }
 
 /* Grow the slot map to hold n members (a new map replaces the old one). */
@@ -259,13 +259,14 @@ static int slots_reserve(struct gc_kern *k, size_t n)
 		cap *= 2;
 	fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, "gc_slots", 4, sizeof(struct gc_kslot), (__u32)cap, &o);
 	if (fd < 0)
-		return -1;
+		return -errno;
 	m = mmap(NULL, cap * sizeof(*m), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (m == MAP_FAILED || kprog_set_slots(k->sidx, fd)) {
+	int r = m == MAP_FAILED ? -errno : kprog_set_slots(k->sidx, fd);
+	if (r) {
 		if (m != MAP_FAILED)
 			munmap(m, cap * sizeof(*m));
 		close(fd);
-		return -1;
+		return r;
 	}
 	if (k->slots) {
 		memcpy(m, k->slots, k->cap * sizeof(*m)); /* keep the cached routes */
@@ -291,7 +292,7 @@ static int user_reserve(struct gc_kern *k, size_t n)
 	if (e)
 		k->changed_e = e;
 	if (!d || !e)
-		return -1;
+		return -ENOMEM;
 	a = realloc(k->user, n * sizeof(*k->user));
 	if (a)
 		k->user = a;
@@ -302,7 +303,7 @@ static int user_reserve(struct gc_kern *k, size_t n)
 	if (c)
 		k->user_err = c;
 	if (!a || !b || !c)
-		return -1;
+		return -ENOMEM;
 	k->user_cap = n;
 	return 0;
 }
@@ -354,7 +355,7 @@ static int routes_reserve(struct kroutes *t, size_t n)
 	if (t->e && size <= t->mask + 1)
 		return 0;
 	if (!(e = calloc(size, sizeof(*e))))
-		return -1;
+		return -ENOMEM;
 	free(t->e); /* the cache starts over: the slots keep their own routes */
 	t->e = e;
 	t->mask = size - 1;
@@ -480,27 +481,31 @@ static int put_slot(struct gc_sock *s, struct gc_kslot *m, const struct gc_giove
 	return 1;
 }
 
-/* One trigger datagram carrying the shared payload. */
+/* One trigger datagram carrying the shared payload: 0, or -errno (-EIO: a
+ * part of it). */
 static int trigger(struct gc_kern *k, const struct iovec *shared)
 {
 	ssize_t r;
+	int err;
 
 	if (shared->iov_len < GC_SPLICE_MIN) {
 		r = send(k->trig, shared->iov_base, shared->iov_len, 0);
-		return r < 0 ? -1 : 0;
+		return r < 0 ? -errno : 0;
 	}
 	r = write(k->pipe[1], shared->iov_base, shared->iov_len);
 	if (r != (ssize_t)shared->iov_len) {
+		err = r < 0 ? errno : EIO;
 		if (r > 0) /* never leave a partial payload behind for the next send */
 			while (read(k->pipe[0], &(char[4096]){ 0 }, 4096) > 0)
 				;
-		return -1;
+		return -err;
 	}
 	r = splice(k->pipe[0], NULL, k->trig, NULL, shared->iov_len, 0);
 	if (r != (ssize_t)shared->iov_len) {
+		err = r < 0 ? errno : EIO;
 		while (read(k->pipe[0], &(char[4096]){ 0 }, 4096) > 0)
 			;
-		return -1;
+		return -err;
 	}
 	return 0;
 }
@@ -516,8 +521,9 @@ static size_t kernel_send(struct gc_sock *s, const struct gc_batch *b)
 		kernel_release(s);
 		k = NULL;
 	}
-	if (!k && (kprog_available() || !(k = s->kern = kern_setup(s))))
+	if (!k && (kprog_available() || kern_setup(s) < 0))
 		goto all_user;
+	k = s->kern;
 	if (b->shared->iov_len + 8 + (s->family == AF_INET ? 20 : 40) > 65535)
 		goto all_user; /* the trigger itself would be fragmented on lo */
 	if (slots_reserve(k, b->n) || user_reserve(k, b->n) || routes_reserve(&k->routes, b->n))
@@ -584,8 +590,8 @@ static int kernel_prepare(struct gc_sock *s)
 {
 	if (s->kern && s->kern->gen != kprog_gen())
 		kernel_release(s);
-	if (!s->kern && !(s->kern = kern_setup(s)))
-		return -1;
+	if (!s->kern)
+		return kern_setup(s);
 	return 0;
 }
 

@@ -180,9 +180,9 @@ int kprog_available(void)
 		load_once();
 	err = K.err;
 	if (err)
-		gc_seterr(ENOTSUP, "%s", K.why);
+		gc_errf(ENOTSUP, "%s", K.why);
 	pthread_mutex_unlock(&K.lock);
-	return err ? -1 : 0;
+	return err ? -ENOTSUP : 0;
 }
 
 /* Read or write an integer sysctl; returns the old value or -1. */
@@ -289,7 +289,8 @@ done:
 /* ---- GC_RUN_DIR: owner files, the lock, saved sysctls ------------------- */
 
 /* GC_RUN_DIR, made 0700 if missing; refused unless a directory of ours
- * (or root's) that nobody else can write. */
+ * (or root's) that nobody else can write.  Its descriptor, or -errno with
+ * the message. */
 static int run_dir(void)
 {
 	struct stat st;
@@ -298,17 +299,17 @@ static int run_dir(void)
 	if (K.dirfd >= 0)
 		return K.dirfd;
 	if (mkdir(GC_RUN_DIR, 0700) && errno != EEXIST)
-		return gc_seterr(errno, "engine kernel: cannot make %s: %s", GC_RUN_DIR, strerror(errno));
+		return gc_errf(errno, "engine kernel: cannot make %s: %s", GC_RUN_DIR, strerror(errno));
 	fd = open(GC_RUN_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
-		return gc_seterr(errno, "engine kernel: cannot open %s: %s", GC_RUN_DIR, strerror(errno));
+		return gc_errf(errno, "engine kernel: cannot open %s: %s", GC_RUN_DIR, strerror(errno));
 	if (fstat(fd, &st) || !S_ISDIR(st.st_mode) || (st.st_uid != geteuid() && st.st_uid != 0) ||
 	    (st.st_mode & 022)) {
 		close(fd);
-		return gc_seterr(EPERM,
-				 "engine kernel: %s is not a directory of uid %u or 0 that only its owner "
-				 "may write (mode 0700)",
-				 GC_RUN_DIR, (unsigned)geteuid());
+		return gc_errf(EPERM,
+			       "engine kernel: %s is not a directory of uid %u or 0 that only its owner "
+			       "may write (mode 0700)",
+			       GC_RUN_DIR, (unsigned)geteuid());
 	}
 	if ((st.st_mode & 077) && st.st_uid == geteuid())
 		fchmod(fd, 0700); /* made by an older version with 0755: nobody else needs to look */
@@ -316,30 +317,29 @@ static int run_dir(void)
 }
 
 /* Open name in GC_RUN_DIR without following a link; only a regular file of
- * ours (or root's) is accepted.  -1 with errno. */
+ * ours (or root's) is accepted.  Its descriptor, or -errno. */
 static int open_ours(const char *name, int flags)
 {
 	struct stat st;
 	int fd = openat(K.dirfd, name, flags | O_NOFOLLOW | O_CLOEXEC, 0600);
 
 	if (fd < 0)
-		return -1;
+		return -errno;
 	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || (st.st_uid != geteuid() && st.st_uid != 0)) {
 		close(fd);
-		errno = EPERM;
-		return -1;
+		return -EPERM;
 	}
 	return fd;
 }
 
 /* The cross-process lock for attach, detach, clean-up and forwarding:
- * a descriptor to close(), or -1 (then we go on without it). */
+ * a descriptor to close(), or -errno (then we go on without it). */
 static int ns_lock(void)
 {
-	int fd;
+	int fd = run_dir();
 
-	if (run_dir() < 0)
-		return -1;
+	if (fd < 0)
+		return fd;
 	fd = open_ours("lock", O_RDWR | O_CREAT);
 	while (fd >= 0 && flock(fd, LOCK_EX) && errno == EINTR)
 		;
@@ -502,15 +502,16 @@ static void detach_at_exit(void)
 
 /*
  * Our owner file for handle h, created and locked: 0, 1 if h is taken by a
- * live owner (try another), -1 with errno on failure.  A file left by an
- * owner that is gone is removed and made again.
+ * live owner (try another), -errno on failure.  A file left by an owner
+ * that is gone is removed and made again.
  */
 static int take_handle(__u32 h)
 {
 	for (int tries = 0; tries < 2; tries++) {
 		owner_name(K.owner, sizeof(K.owner), h);
-		K.owner_fd = open_ours(K.owner, O_RDWR | O_CREAT | O_EXCL);
-		if (K.owner_fd >= 0) {
+		int fd = open_ours(K.owner, O_RDWR | O_CREAT | O_EXCL);
+		if (fd >= 0) {
+			K.owner_fd = fd;
 			if (flock(K.owner_fd, LOCK_EX | LOCK_NB)) { /* cannot be: made just now, under ns_lock */
 				close(K.owner_fd);
 				K.owner_fd = -1;
@@ -519,8 +520,8 @@ static int take_handle(__u32 h)
 			dprintf(K.owner_fd, "%d\n", (int)getpid()); /* for people; the lock is what counts */
 			return 0;
 		}
-		if (errno != EEXIST)
-			return -1;
+		if (fd != -EEXIST)
+			return fd;
 		if (!owner_dead(K.owner))
 			return 1;
 		unlinkat(K.dirfd, K.owner, 0);
@@ -544,17 +545,17 @@ static int attach_locked(void)
 	K.hook.ifindex = 1; /* lo */
 	K.hook.attach_point = BPF_TC_EGRESS;
 	K.netns = stat("/proc/self/ns/net", &st) == 0 ? (unsigned long)st.st_ino : 0;
-	if (run_dir() < 0)
-		return -1;
+	if ((r = run_dir()) < 0)
+		return r;
 	lk = ns_lock();
 	prev = quiet();
 	if (lk < 0) {
-		gc_seterr(errno, "engine kernel: cannot lock %s/lock: %s", GC_RUN_DIR, strerror(errno));
+		r = gc_errf(-lk, "engine kernel: cannot lock %s/lock: %s", GC_RUN_DIR, strerror(-lk));
 		goto out;
 	}
 	r = bpf_tc_hook_create(&K.hook); /* EEXIST: the clsact is there already */
 	if (r && r != -EEXIST) {
-		gc_seterr(-r, "engine kernel: cannot add clsact to lo: %s", strerror(-r));
+		r = gc_errf(-r, "engine kernel: cannot add clsact to lo: %s", strerror(-r));
 		goto out;
 	}
 	reap_stale();
@@ -572,9 +573,8 @@ static int attach_locked(void)
 		if (i > 0 && getrandom(&h, sizeof(h), 0) == sizeof(h))
 			h |= 0x80000000u; /* pids stay below 2^22 */
 		if ((t = take_handle(h)) < 0) {
-			r = -errno;
-			gc_seterr(errno, "engine kernel: cannot make %s/%s: %s", GC_RUN_DIR,
-				  K.owner, strerror(errno));
+			r = gc_errf(-t, "engine kernel: cannot make %s/%s: %s", GC_RUN_DIR, K.owner,
+				    strerror(-t));
 			goto out;
 		}
 		if (t > 0)
@@ -591,7 +591,7 @@ static int attach_locked(void)
 	}
 	if (r) {
 		K.owner[0] = 0;
-		gc_seterr(-r, "engine kernel: cannot attach to lo egress: %s", strerror(-r));
+		r = gc_errf(-r, "engine kernel: cannot attach to lo egress: %s", strerror(-r));
 		goto out;
 	}
 	K.attached = 1;
@@ -600,26 +600,26 @@ static int attach_locked(void)
 out:
 	quiet_end(prev);
 	ns_unlock(lk);
-	return r ? -1 : 0;
+	return r;
 }
 
 /* ---- what kernel.c uses ---------------------------------------------- */
 
 int kprog_add(__u64 cookie, __u32 *sidx)
 {
-	int i, ret = -1;
+	int i, ret;
 
 	pthread_mutex_lock(&K.lock);
 	for (i = 0; i < GC_KSOCKS && K.used[i]; i++)
 		;
 	if (i == GC_KSOCKS) {
-		gc_seterr(EMFILE, "engine kernel: more than %d sockets in this process", GC_KSOCKS);
+		ret = gc_errf(EMFILE, "engine kernel: more than %d sockets in this process", GC_KSOCKS);
 		goto out;
 	}
-	if (attach_locked())
+	if ((ret = attach_locked()))
 		goto out;
 	if (bpf_map_update_elem(bpf_map__fd(K.skel->maps.socks), &cookie, &(__u32){ (__u32)i }, BPF_ANY)) {
-		gc_seterr(errno, "engine kernel: cannot register the socket: %s", strerror(errno));
+		ret = gc_errf(errno, "engine kernel: cannot register the socket: %s", strerror(errno));
 		if (K.users == 0)
 			detach_locked();
 		goto out;

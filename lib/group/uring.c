@@ -56,11 +56,11 @@ static int available(int zc)
 {
 	pthread_once(&probe_ctl, probe_once);
 	if (probe_err)
-		return gc_seterr(ENOTSUP, "engine %s: io_uring_setup() failed: %s",
-				 zc ? "uring_zc" : "uring", strerror(probe_err));
+		return gc_errf(ENOTSUP, "engine %s: io_uring_setup() failed: %s",
+			       zc ? "uring_zc" : "uring", strerror(probe_err));
 	if (!(zc ? have_sendmsg_zc : have_sendmsg))
-		return gc_seterr(ENOTSUP, "engine %s: the kernel lacks IORING_OP_%s",
-				 zc ? "uring_zc" : "uring", zc ? "SENDMSG_ZC" : "SENDMSG");
+		return gc_errf(ENOTSUP, "engine %s: the kernel lacks IORING_OP_%s",
+			       zc ? "uring_zc" : "uring", zc ? "SENDMSG_ZC" : "SENDMSG");
 	return 0;
 }
 
@@ -78,7 +78,8 @@ static int uring_zc_available(void)
  * make a ring smaller than a batch and a submit that stops short. */
 struct gc_uring_tunables gc_uring_tunables = { URING_BATCH, io_uring_submit };
 
-static struct gc_uring *ring_of(struct gc_sock *s)
+/* s's ring, made if it has none: 0, or -errno. */
+static int ring_open(struct gc_sock *s)
 {
 	unsigned entries = gc_uring_tunables.sq_entries;
 	struct io_uring_params p = { .flags = IORING_SETUP_CQSIZE | IORING_SETUP_SUBMIT_ALL,
@@ -87,10 +88,10 @@ static struct gc_uring *ring_of(struct gc_sock *s)
 	int r;
 
 	if (s->uring)
-		return s->uring;
+		return 0;
 	u = calloc(1, sizeof(*u));
 	if (!u)
-		return NULL;
+		return -ENOMEM;
 	/* SUBMIT_ALL (5.18): an SQE that fails early does not stop the kernel
 	 * from consuming the ones behind it.  SINGLE_ISSUER / DEFER_TASKRUN
 	 * would help too, but liburing 2.3 predates some of them. */
@@ -101,20 +102,20 @@ static struct gc_uring *ring_of(struct gc_sock *s)
 	}
 	if (r < 0) {
 		free(u);
-		errno = -r;
-		return NULL;
+		return r;
 	}
 	u->entries = entries;
 	s->uring = u;
-	return u;
+	return 0;
 }
 
 static int uring_prepare(struct gc_sock *s)
 {
-	errno = ENOMEM;
-	if (ring_of(s))
-		return 0;
-	return gc_seterr(errno, "io_uring_queue_init failed: %s", strerror(errno));
+	int r = ring_open(s);
+
+	if (r < 0)
+		return gc_errf(-r, "io_uring_queue_init failed: %s", strerror(-r));
+	return 0;
 }
 
 static void uring_release(struct gc_sock *s)
@@ -179,7 +180,8 @@ static size_t uring_chunk(struct gc_sock *s, const struct gc_batch *b, struct mm
 			  size_t base, size_t cnt, void *ctx)
 {
 	const bool zc = *(const bool *)ctx;
-	struct gc_uring *u = ring_of(s); /* a new one if the last chunk dropped it */
+	/* a new one if the last chunk dropped it */
+	struct gc_uring *u = ring_open(s) < 0 ? NULL : s->uring;
 	size_t in, results = 0, sent = 0;
 	long notifs = 0; /* signed: robust to any order of result and notification */
 	int err = 0;
@@ -256,7 +258,7 @@ static size_t uring_chunk(struct gc_sock *s, const struct gc_batch *b, struct mm
 
 static size_t uring_send_common(struct gc_sock *s, const struct gc_batch *b, bool zc)
 {
-	struct gc_uring *u = ring_of(s);
+	struct gc_uring *u = ring_open(s) < 0 ? NULL : s->uring;
 
 	if (!u) {
 		for (size_t k = 0; k < b->n; k++)

@@ -53,39 +53,40 @@ static uint16_t fold(uint32_t sum)
 	return (uint16_t)~sum;
 }
 
+/* 0, or -errno with the message naming the field. */
 static int check(const struct gc_lms_dmcast *d, size_t len)
 {
 	const struct gc_lms_info *tp = &d->tp;
 
 	if (!gc_lms_is_mcast(tp->group))
-		return gc_seterr(EINVAL, "d->tp.group: %s is not a multicast address",
-				 gc_lms_ntoa(tp->group));
+		return gc_errf(EINVAL, "d->tp.group: %s is not a multicast address",
+			       gc_lms_ntoa(tp->group));
 	if (tp->src.s_addr == INADDR_ANY || gc_lms_is_mcast(tp->src) || tp->src.s_addr == INADDR_BROADCAST)
-		return gc_seterr(EINVAL, "d->tp.src: %s is not a unicast source address",
-				 gc_lms_ntoa(tp->src));
+		return gc_errf(EINVAL, "d->tp.src: %s is not a unicast source address",
+			       gc_lms_ntoa(tp->src));
 	if (tp->tpaddr.s_addr == INADDR_ANY || gc_lms_is_mcast(tp->tpaddr) ||
 	    tp->tpaddr.s_addr == INADDR_BROADCAST)
-		return gc_seterr(EINVAL,
-				 "d->tp.tpaddr: %s is not a turning point router (the request was not turned?)",
-				 gc_lms_ntoa(tp->tpaddr));
+		return gc_errf(EINVAL,
+			       "d->tp.tpaddr: %s is not a turning point router (the request was not turned?)",
+			       gc_lms_ntoa(tp->tpaddr));
 	/* With GC_LMS_NO_PROVISIONAL the routers run the thesis's forwarding
 	 * and bit 15 is part of the ifindex; without it, it is a request's
 	 * provisional mark, which no dmcast carries. */
 	unsigned ifindex = tp->tpif & ~(unsigned)GC_LMS_NO_PROVISIONAL;
 	if (ifindex == 0 || ifindex > 0xffff)
-		return gc_seterr(EINVAL, "d->tp.tpif: %u%s is not an interface index of 1..65535", ifindex,
-				 tp->tpif & GC_LMS_NO_PROVISIONAL ? " (with GC_LMS_NO_PROVISIONAL)" : "");
+		return gc_errf(EINVAL, "d->tp.tpif: %u%s is not an interface index of 1..65535", ifindex,
+			       tp->tpif & GC_LMS_NO_PROVISIONAL ? " (with GC_LMS_NO_PROVISIONAL)" : "");
 	if (!(tp->tpif & GC_LMS_NO_PROVISIONAL) && (tp->tpif & GC_LMS_PROVISIONAL))
-		return gc_seterr(EINVAL,
-				 "d->tp.tpif: 0x%x has GC_LMS_PROVISIONAL set (a request's mark): a dmcast names the interface, 0x%x (routers running lmsd --no-provisional: add GC_LMS_NO_PROVISIONAL)",
-				 tp->tpif, tp->tpif & ~(unsigned)GC_LMS_PROVISIONAL);
+		return gc_errf(EINVAL,
+			       "d->tp.tpif: 0x%x has GC_LMS_PROVISIONAL set (a request's mark): a dmcast names the interface, 0x%x (routers running lmsd --no-provisional: add GC_LMS_NO_PROVISIONAL)",
+			       tp->tpif, tp->tpif & ~(unsigned)GC_LMS_PROVISIONAL);
 	if (d->dport == 0)
-		return gc_seterr(EINVAL, "d->dport: 0");
+		return gc_errf(EINVAL, "d->dport: 0");
 	if (gc_lms_is_mcast(d->from) || d->from.s_addr == INADDR_BROADCAST)
-		return gc_seterr(EINVAL, "d->from: %s is not a unicast address", gc_lms_ntoa(d->from));
+		return gc_errf(EINVAL, "d->from: %s is not a unicast address", gc_lms_ntoa(d->from));
 	if (len > GC_LMS_DMCAST_MAX)
-		return gc_seterr(EMSGSIZE, "len: %zu bytes, a dmcast carries at most %d", len,
-				 GC_LMS_DMCAST_MAX);
+		return gc_errf(EMSGSIZE, "len: %zu bytes, a dmcast carries at most %d", len,
+			       GC_LMS_DMCAST_MAX);
 	return 0;
 }
 
@@ -137,8 +138,9 @@ GC_EXPORT ssize_t gc_lms_dmcast_build(void *pkt, size_t cap, const struct gc_lms
 		return gc_seterr(EFAULT, "%s: NULL", pkt ? "d" : "pkt");
 	if (!data && len)
 		return gc_seterr(EFAULT, "data: NULL with len %zu", len);
-	if (check(d, len) < 0)
-		return -1;
+	int r = check(d, len);
+	if (r < 0)
+		return gc_err(r);
 	if (cap < GC_LMS_DMCAST_HDRLEN + len)
 		return gc_seterr(ENOBUFS, "cap: %zu bytes, the dmcast needs %zu", cap,
 				 GC_LMS_DMCAST_HDRLEN + len);
@@ -175,8 +177,9 @@ GC_EXPORT ssize_t gc_lms_dmcast(int rawfd, const struct gc_lms_dmcast *d, const 
 		return gc_seterr(EFAULT, "d: NULL");
 	if (!data && len)
 		return gc_seterr(EFAULT, "data: NULL with len %zu", len);
-	if (check(d, len) < 0)
-		return -1;
+	int r = check(d, len);
+	if (r < 0)
+		return gc_err(r);
 	if (rawfd < 0)
 		return gc_seterr(EBADF, "rawfd: %d is not a file descriptor", rawfd);
 	if (getsockopt(rawfd, IPPROTO_IP, IP_HDRINCL, &hdrincl, &hl) != 0) {

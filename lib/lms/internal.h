@@ -7,7 +7,7 @@
 #include <stdbool.h>
 #include <arpa/inet.h>
 #include <groupcast/lms.h>
-#include "core/core.h" /* gc_seterr(), GC_EXPORT, gc_now_ns() */
+#include "core/core.h" /* gc_errf(), gc_err(), GC_EXPORT, gc_now_ns() */
 
 /* The process-wide counters of gc_lms_stats(). */
 struct gc_lms_counters {

@@ -140,7 +140,7 @@ GC_EXPORT int gc_lms_opt_parse(const void *opts, size_t len, struct gc_lms_info 
 	return info->code;
 }
 
-/* 0 if sd is an AF_INET UDP socket, else -1 with gc_seterr() naming sd. */
+/* 0 if sd is an AF_INET UDP socket, else -errno with the message naming sd. */
 static int check_udp4(int sd)
 {
 	int v[3];
@@ -148,33 +148,32 @@ static int check_udp4(int sd)
 	static const int opt[3] = { SO_DOMAIN, SO_TYPE, SO_PROTOCOL };
 
 	if (sd < 0)
-		return gc_seterr(EBADF, "sd: %d is not a file descriptor", sd);
+		return gc_errf(EBADF, "sd: %d is not a file descriptor", sd);
 	for (int i = 0; i < 3; i++) {
 		l = sizeof(v[i]);
 		if (getsockopt(sd, SOL_SOCKET, opt[i], &v[i], &l) != 0)
-			return gc_seterr(errno, "sd: %d: cannot read its socket type", sd);
+			return gc_errf(errno, "sd: %d: cannot read its socket type", sd);
 	}
 	if (v[0] != AF_INET || v[1] != SOCK_DGRAM || v[2] != IPPROTO_UDP)
-		return gc_seterr(EPROTOTYPE,
-				 "sd: %d is not an AF_INET UDP socket (LMS is IPv4 only)", sd);
+		return gc_errf(EPROTOTYPE, "sd: %d is not an AF_INET UDP socket (LMS is IPv4 only)", sd);
 	return 0;
 }
 
 static int membership(int sd, bool join, struct in_addr group, struct in_addr source, unsigned ifindex)
 {
 	const char *what = join ? "join" : "leave";
+	int rc = check_udp4(sd);
 
-	if (check_udp4(sd) < 0)
-		return -1;
+	if (rc < 0)
+		return rc;
 	if (!gc_lms_is_mcast(group))
-		return gc_seterr(EINVAL, "group: %s is not a multicast address", gc_lms_ntoa(group));
+		return gc_errf(EINVAL, "group: %s is not a multicast address", gc_lms_ntoa(group));
 	if (gc_lms_is_mcast(source))
-		return gc_seterr(EINVAL, "source: %s is a multicast address", gc_lms_ntoa(source));
+		return gc_errf(EINVAL, "source: %s is a multicast address", gc_lms_ntoa(source));
 	/* The protocol-independent MCAST_* options take an ifindex for both the
 	 * any-source and the source-specific form. */
 	struct sockaddr_in g = { .sin_family = AF_INET, .sin_addr = group };
 	struct sockaddr_in s = { .sin_family = AF_INET, .sin_addr = source };
-	int rc;
 	if (source.s_addr == INADDR_ANY) {
 		struct group_req r = { .gr_interface = ifindex };
 		memcpy(&r.gr_group, &g, sizeof(g));
@@ -193,33 +192,33 @@ static int membership(int sd, bool join, struct in_addr group, struct in_addr so
 			: e == EADDRNOTAVAIL && !join ? ": not joined"
 			: e == ENODEV ? ": no such interface (or no route to the group)"
 				      : "";
-		return gc_seterr(e, "%s %s (source %s, ifindex %u)%s", what, gc_lms_ntoa(group),
-				 source.s_addr ? gc_lms_ntoa(source) : "any", ifindex, why);
+		return gc_errf(e, "%s %s (source %s, ifindex %u)%s", what, gc_lms_ntoa(group),
+			       source.s_addr ? gc_lms_ntoa(source) : "any", ifindex, why);
 	}
 	if (join) {
 		int off = 0;
 		if (setsockopt(sd, IPPROTO_IP, IP_MULTICAST_ALL, &off, sizeof(off)) != 0)
-			return gc_seterr(errno, "sd: %d: cannot turn IP_MULTICAST_ALL off", sd);
+			return gc_errf(errno, "sd: %d: cannot turn IP_MULTICAST_ALL off", sd);
 	}
 	return 0;
 }
 
 GC_EXPORT int gc_lms_join(int sd, struct in_addr group, struct in_addr source, unsigned ifindex)
 {
-	return membership(sd, true, group, source, ifindex);
+	return (int)gc_err(membership(sd, true, group, source, ifindex));
 }
 
 GC_EXPORT int gc_lms_leave(int sd, struct in_addr group, struct in_addr source, unsigned ifindex)
 {
-	return membership(sd, false, group, source, ifindex);
+	return (int)gc_err(membership(sd, false, group, source, ifindex));
 }
 
 GC_EXPORT int gc_lms_recvopts(int sd, int on)
 {
-	int v = on != 0;
+	int v = on != 0, r = check_udp4(sd);
 
-	if (check_udp4(sd) < 0)
-		return -1;
+	if (r < 0)
+		return (int)gc_err(r);
 	if (setsockopt(sd, IPPROTO_IP, IP_RECVOPTS, &v, sizeof(v)) != 0)
 		return gc_seterr(errno, "sd: %d: IP_RECVOPTS", sd);
 	return 0;
@@ -242,8 +241,9 @@ GC_EXPORT ssize_t gc_lms_request(int sd, const struct sockaddr_in *to, struct in
 	if (to && (to->sin_family != AF_INET || to->sin_port == 0))
 		return gc_seterr(EINVAL, "to: %s",
 				 to->sin_family != AF_INET ? "not an AF_INET address" : "port 0");
-	if (check_udp4(sd) < 0)
-		return -1;
+	int r = check_udp4(sd);
+	if (r < 0)
+		return gc_err(r);
 
 	union {
 		char buf[CMSG_SPACE(GC_LMS_OPTLEN)];

@@ -107,7 +107,7 @@ static int cache_init(struct ltp_cache *c, uint32_t nslots)
 	c->nslots = nslots;
 	c->mem = malloc((size_t)nslots * LTP_PKT_MAX);
 	c->meta = calloc(nslots, sizeof(*c->meta));
-	return c->mem && c->meta ? 0 : -1;
+	return c->mem && c->meta ? 0 : -ENOMEM;
 }
 
 static uint8_t *cache_slot(struct ltp_cache *c, uint32_t seq)
@@ -143,6 +143,7 @@ static uint32_t slots(uint32_t bytes)
 	return n < LTP_MIN_SLOTS ? LTP_MIN_SLOTS : n;
 }
 
+/* 0, or -errno with the message. */
 static int open_socket(struct gc_ltp *l)
 {
 	const struct gc_ltp_opts *c = &l->c;
@@ -150,26 +151,27 @@ static int open_socket(struct gc_ltp *l)
 
 	l->fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (l->fd < 0)
-		return gc_seterr(errno, "socket");
+		return gc_errf(errno, "socket");
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(c->port) };
 	if (setsockopt(l->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
 	    bind(l->fd, (struct sockaddr *)&a, sizeof(a)) != 0)
-		return gc_seterr(errno, "opts->port: %u: bind", c->port);
+		return gc_errf(errno, "opts->port: %u: bind", c->port);
 	if (c->ifaddr.s_addr &&
 	    setsockopt(l->fd, IPPROTO_IP, IP_MULTICAST_IF, &c->ifaddr, sizeof(c->ifaddr)) != 0)
-		return gc_seterr(errno, "opts->ifaddr: %s: IP_MULTICAST_IF", gc_lms_ntoa(c->ifaddr));
+		return gc_errf(errno, "opts->ifaddr: %s: IP_MULTICAST_IF", gc_lms_ntoa(c->ifaddr));
 	if (setsockopt(l->fd, IPPROTO_IP, IP_MULTICAST_TTL, &ttl, sizeof(ttl)) != 0 ||
 	    setsockopt(l->fd, IPPROTO_IP, IP_MULTICAST_LOOP, &zero, sizeof(zero)) != 0)
-		return gc_seterr(errno, "IP_MULTICAST_TTL/LOOP");
+		return gc_errf(errno, "IP_MULTICAST_TTL/LOOP");
 	/* Every role joins G: receivers for the data, repliers and the
 	 * source for the requests routers steer to them (addressed to G). */
 	struct in_addr any = { INADDR_ANY };
+	/* public calls: errno and the message are set */
 	if (gc_lms_join(l->fd, c->group, any, c->ifindex) < 0 || gc_lms_recvopts(l->fd, 1) < 0)
-		return -1;
+		return -errno;
 	if (c->flags & (GC_LTP_SENDER | GC_LTP_REPLIER)) {
 		l->rawfd = gc_lms_raw_socket();
 		if (l->rawfd < 0)
-			return -1;
+			return -errno;
 	}
 	if ((c->flags & GC_LTP_REPLIER) && c->replier_cost) {
 		/* Reports stay on the link: TTL 1, to the all-routers group. */
@@ -178,7 +180,7 @@ static int open_socket(struct gc_ltp *l)
 		    setsockopt(l->hierfd, IPPROTO_IP, IP_MULTICAST_TTL, &one, sizeof(one)) != 0 ||
 		    (c->ifaddr.s_addr &&
 		     setsockopt(l->hierfd, IPPROTO_IP, IP_MULTICAST_IF, &c->ifaddr, sizeof(c->ifaddr)) != 0))
-			return gc_seterr(errno, "replier report socket");
+			return gc_errf(errno, "replier report socket");
 	}
 	return 0;
 }
@@ -262,11 +264,9 @@ GC_EXPORT struct gc_ltp *gc_ltp_create(const struct gc_ltp_opts *opts)
 		gc_ltp_destroy(l);
 		return NULL;
 	}
-	if (open_socket(l) < 0) {
-		int e = errno;
+	if ((rc = open_socket(l)) < 0) {
 		gc_ltp_destroy(l);
-		errno = e;
-		return NULL;
+		return gc_err_ptr(rc);
 	}
 	return l;
 }
@@ -587,6 +587,7 @@ static void handle(struct gc_ltp *l, const uint8_t *p, size_t n, const struct so
 	}
 }
 
+/* 0, or -errno (-EPERM, -EINVAL: no request can go out) with the message. */
 static int send_nak(struct gc_ltp *l, const struct ltp_nak *k)
 {
 	uint8_t p[GC_LTP_HDRLEN + sizeof(k->pair)];
@@ -600,7 +601,7 @@ static int send_nak(struct gc_ltp *l, const struct ltp_nak *k)
 	struct sockaddr_in to = group_addr(l);
 	if (gc_lms_request(l->fd, &to, l->c.source, l->c.group, p, GC_LTP_HDRLEN + blen, 0) < 0) {
 		if (errno == EPERM || errno == EINVAL)
-			return -1;
+			return -errno; /* the message says why */
 	} else {
 		l->st.requests_sent++;
 	}
@@ -649,8 +650,9 @@ GC_EXPORT int gc_ltp_process(struct gc_ltp *l)
 		do {
 			k = ltp_window_due(&l->win, now, naks, 8);
 			for (size_t i = 0; i < k; i++) {
-				if (send_nak(l, &naks[i]) < 0)
-					return -1;
+				int r = send_nak(l, &naks[i]);
+				if (r < 0)
+					return (int)gc_err(r);
 			}
 		} while (k == 8);
 	}

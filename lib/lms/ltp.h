@@ -127,6 +127,7 @@ struct ltp_window {
 	uint64_t nsamples;
 };
 
+/* 0, or -ENOMEM (w freed). */
 int ltp_window_init(struct ltp_window *w, uint32_t nslots, uint32_t slot_size, uint32_t max_ranges,
 		    uint64_t nak_ns, uint32_t max_tries, uint32_t escalate_after, bool unordered,
 		    struct gc_ltp_stats *st);

@@ -50,8 +50,7 @@ int ltp_window_init(struct ltp_window *w, uint32_t nslots, uint32_t slot_size, u
 	w->samples = calloc(LTP_RECOVERY_SAMPLES, sizeof(*w->samples));
 	if (!w->slot || !w->mem || !w->range || (unordered && !w->fifo) || !w->samples) {
 		ltp_window_free(w);
-		errno = ENOMEM;
-		return -1;
+		return -ENOMEM;
 	}
 	for (uint32_t i = 0; i < nslots; i++)
 		w->slot[i].data = w->mem + (size_t)i * slot_size;

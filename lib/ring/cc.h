@@ -98,11 +98,13 @@ struct gc_ring_engine_hooks {
 };
 
 /* Start an engine with a transport or congestion controller other than the
- * defaults (UDP, no congestion control).  hooks may be NULL. */
-struct gc_ring_engine *gc_ring_engine_create_hooks(const struct gc_ring_engine_opts *p,
-						   const struct gc_ring_engine_hooks *hooks);
+ * defaults (UDP, no congestion control).  hooks may be NULL.  0 with *out,
+ * or -errno with the message (gc_ring_engine_create()'s). */
+int gc_ring_engine_create_hooks(const struct gc_ring_engine_opts *p,
+				const struct gc_ring_engine_hooks *hooks, struct gc_ring_engine **out);
 
-/* The controller learned that packet p (as passed to sent()) arrived. */
+/* The controller learned that packet p (as passed to sent()) arrived: 0, or
+ * -EPROTO (the ring broke a rule: the engine stops serving it). */
 int gc_flow_ack(struct gc_flow *c, const struct gc_sent *p);
 /* The controller's budget may have grown: ask it again on the next round. */
 void gc_flow_kick(struct gc_flow *c);

@@ -45,7 +45,7 @@ int gc_flow_init(struct gc_flow *c, const struct gc_ring_engine_hooks *h, uint32
 	c->batch = batch;
 	c->pend = calloc(batch, sizeof(*c->pend));
 	if (!c->pend)
-		return -1;
+		return -ENOMEM;
 	atomic_init(&c->refs, 1);
 	pthread_mutex_init(&c->xlock, NULL);
 	return 0;
@@ -179,10 +179,10 @@ int gc_flow_flush(struct gc_flow *c, unsigned *sent)
 	*sent = 0;
 	pthread_mutex_lock(&c->xlock);
 	if (c->gone) {
-		ret = -2;
+		ret = -ENOTCONN;
 	} else if (c->k.error) {
 		wake_engine(c); /* it stops the connection and says why */
-		ret = -1;
+		ret = -EPROTO;
 	} else if (c->h->cc || c->h->xmit) {
 		/* fixed at engine start: the engine thread owns their state */
 		wake_engine(c);
@@ -195,7 +195,7 @@ int gc_flow_flush(struct gc_flow *c, unsigned *sent)
 			*sent += x;
 			if (d == DRAIN_ERROR) {
 				wake_engine(c);
-				ret = -1;
+				ret = -EPROTO;
 				break;
 			}
 			if (d == DRAIN_BLOCKED) {

@@ -24,7 +24,10 @@
 
 GC_EXPORT struct gc_ring_engine *gc_ring_engine_create(const struct gc_ring_engine_opts *p)
 {
-	return gc_ring_engine_create_hooks(p, NULL);
+	struct gc_ring_engine *e;
+	int r = gc_ring_engine_create_hooks(p, NULL, &e);
+
+	return r < 0 ? gc_err_ptr(r) : e;
 }
 
 /*
@@ -38,62 +41,52 @@ static int params_copy(struct gc_ring_engine_opts *d, const struct gc_ring_engin
 	if (!p)
 		return 0;
 	if (p->sz < sizeof(size_t))
-		return gc_seterr(EINVAL,
-				 "gc_ring_engine_create: params->sz is %zu; set it to "
-				 "sizeof(struct gc_ring_engine_opts) (GC_RING_ENGINE_OPTS_INIT "
-				 "does)",
-				 p->sz);
+		return gc_errf(EINVAL,
+			       "gc_ring_engine_create: params->sz is %zu; set it to "
+			       "sizeof(struct gc_ring_engine_opts) (GC_RING_ENGINE_OPTS_INIT "
+			       "does)",
+			       p->sz);
 	if (p->sz > sizeof(*d)) {
 		const unsigned char *tail = (const unsigned char *)p + sizeof(*d);
 		for (size_t i = 0; i < p->sz - sizeof(*d); i++)
 			if (tail[i])
-				return gc_seterr(E2BIG,
-						 "gc_ring_engine_create: params (sz %zu) sets a "
-						 "field at byte %zu that this library (sz %zu) does "
-						 "not know",
-						 p->sz, sizeof(*d) + i, sizeof(*d));
+				return gc_errf(E2BIG,
+					       "gc_ring_engine_create: params (sz %zu) sets a "
+					       "field at byte %zu that this library (sz %zu) does "
+					       "not know",
+					       p->sz, sizeof(*d) + i, sizeof(*d));
 	}
 	memcpy(d, p, p->sz < sizeof(*d) ? p->sz : sizeof(*d));
 	d->sz = sizeof(*d);
 	return 0;
 }
 
-struct gc_ring_engine *gc_ring_engine_create_hooks(const struct gc_ring_engine_opts *p,
-						   const struct gc_ring_engine_hooks *hooks)
+int gc_ring_engine_create_hooks(const struct gc_ring_engine_opts *p,
+				const struct gc_ring_engine_hooks *hooks, struct gc_ring_engine **out)
 {
 	struct gc_ring_engine_opts d;
+	int r = params_copy(&d, p);
 
-	if (params_copy(&d, p) < 0)
-		return NULL;
+	if (r < 0)
+		return r;
 	const unsigned known = GC_RING_ENGINE_PIN_CPU | GC_RING_ENGINE_LISTEN_GID |
 		GC_RING_ENGINE_SUBMIT_FLUSH;
-	if (d.flags & ~known) {
-		gc_seterr(EINVAL, "gc_ring_engine_create: unknown flags 0x%x", d.flags & ~known);
-		return NULL;
-	}
-	if (d.listen_mode & ~0777u) {
-		gc_seterr(EINVAL, "gc_ring_engine_create: listen_mode 0%o has bits other than 0777",
-			  d.listen_mode);
-		return NULL;
-	}
-	if ((d.n_allow_uids && !d.allow_uids) || (d.n_allow_gids && !d.allow_gids)) {
-		gc_seterr(EFAULT, "gc_ring_engine_create: %s is NULL",
-			  d.n_allow_uids && !d.allow_uids ? "allow_uids" : "allow_gids");
-		return NULL;
-	}
-	if (d.n_allow_uids > 65536 || d.n_allow_gids > 65536) {
-		gc_seterr(EINVAL, "gc_ring_engine_create: more than 65536 %s",
-			  d.n_allow_uids > 65536 ? "allow_uids" : "allow_gids");
-		return NULL;
-	}
-	if ((d.flags & GC_RING_ENGINE_PIN_CPU) && (d.cpu < 0 || d.cpu >= CPU_SETSIZE)) {
-		gc_seterr(EINVAL, "gc_ring_engine_create: cpu %d is not a CPU number", d.cpu);
-		return NULL;
-	}
-	if (d.batch > GC_BATCH_MAX) {
-		gc_seterr(EINVAL, "gc_ring_engine_create: batch %u is above %u", d.batch, GC_BATCH_MAX);
-		return NULL;
-	}
+	if (d.flags & ~known)
+		return gc_errf(EINVAL, "gc_ring_engine_create: unknown flags 0x%x", d.flags & ~known);
+	if (d.listen_mode & ~0777u)
+		return gc_errf(EINVAL, "gc_ring_engine_create: listen_mode 0%o has bits other than 0777",
+			       d.listen_mode);
+	if ((d.n_allow_uids && !d.allow_uids) || (d.n_allow_gids && !d.allow_gids))
+		return gc_errf(EFAULT, "gc_ring_engine_create: %s is NULL",
+			       d.n_allow_uids && !d.allow_uids ? "allow_uids" : "allow_gids");
+	if (d.n_allow_uids > 65536 || d.n_allow_gids > 65536)
+		return gc_errf(EINVAL, "gc_ring_engine_create: more than 65536 %s",
+			       d.n_allow_uids > 65536 ? "allow_uids" : "allow_gids");
+	if ((d.flags & GC_RING_ENGINE_PIN_CPU) && (d.cpu < 0 || d.cpu >= CPU_SETSIZE))
+		return gc_errf(EINVAL, "gc_ring_engine_create: cpu %d is not a CPU number", d.cpu);
+	if (d.batch > GC_BATCH_MAX)
+		return gc_errf(EINVAL, "gc_ring_engine_create: batch %u is above %u", d.batch,
+			       GC_BATCH_MAX);
 	if (!d.batch)
 		d.batch = 64;
 	if (!d.listen_mode)
@@ -103,35 +96,34 @@ struct gc_ring_engine *gc_ring_engine_create_hooks(const struct gc_ring_engine_o
 
 	struct gc_ring_engine *e = calloc(1, sizeof(*e));
 	int sp[2] = { -1, -1 };
-	if (!e) {
-		gc_seterr(ENOMEM, "gc_ring_engine_create: out of memory");
-		return NULL;
-	}
+	if (!e)
+		return gc_errf(ENOMEM, "gc_ring_engine_create: out of memory");
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0) {
-		gc_seterr(errno, "gc_ring_engine_create: socketpair failed");
+		r = gc_errf(errno, "gc_ring_engine_create: socketpair failed");
 		free(e);
-		return NULL;
+		return r;
 	}
-	struct gc_srv *s = gc_srv_new(&d, hooks, sp[0]);
-	if (!s) {
+	struct gc_srv *s;
+	r = gc_srv_new(&d, hooks, sp[0], &s);
+	if (r < 0) {
 		close(sp[0]);
 		close(sp[1]);
 		free(e);
-		return NULL;
+		return r;
 	}
 	pthread_mutex_init(&e->lock, NULL);
 	e->fd = sp[1];
 	e->srv = s;
 	int err = pthread_create(&e->thread, NULL, gc_srv_main, s);
 	if (err) {
-		gc_seterr(err, "gc_ring_engine_create: pthread_create failed");
 		pthread_mutex_destroy(&e->lock);
 		gc_srv_free(s);
 		close(sp[1]);
 		free(e);
-		return NULL;
+		return gc_errf(err, "gc_ring_engine_create: pthread_create failed");
 	}
-	return e;
+	*out = e;
+	return 0;
 }
 
 /*
@@ -146,53 +138,46 @@ static int engine_trusted(int fd, const char *path, bool any_of_ours, uid_t want
 	socklen_t len = sizeof(uc);
 
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &len) < 0)
-		return gc_seterr(errno, "gc_ring_engine_connect: %s: no credentials of the engine", path);
+		return gc_errf(errno, "gc_ring_engine_connect: %s: no credentials of the engine", path);
 	if (any_of_ours ? uc.uid == 0 || uc.uid == geteuid() : uc.uid == want)
 		return 0;
 	if (any_of_ours)
-		return gc_seterr(EPERM,
-				 "gc_ring_engine_connect: the engine at %s runs as uid %u, "
-				 "neither root nor uid %u: not trusted (gc_ring_engine_connect_uid() "
-				 "names another)",
-				 path, (unsigned)uc.uid, (unsigned)geteuid());
-	return gc_seterr(EPERM, "gc_ring_engine_connect: the engine at %s runs as uid %u, not %u",
-			 path, (unsigned)uc.uid, (unsigned)want);
+		return gc_errf(EPERM,
+			       "gc_ring_engine_connect: the engine at %s runs as uid %u, "
+			       "neither root nor uid %u: not trusted (gc_ring_engine_connect_uid() "
+			       "names another)",
+			       path, (unsigned)uc.uid, (unsigned)geteuid());
+	return gc_errf(EPERM, "gc_ring_engine_connect: the engine at %s runs as uid %u, not %u",
+		       path, (unsigned)uc.uid, (unsigned)want);
 }
 
-static struct gc_ring_engine *engine_connect(const char *path, bool any_of_ours, uid_t want)
+static int engine_connect(const char *path, bool any_of_ours, uid_t want, struct gc_ring_engine **out)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 
-	if (!path) {
-		gc_seterr(EFAULT, "gc_ring_engine_connect: path is NULL");
-		return NULL;
-	}
-	if (strlen(path) >= sizeof(sa.sun_path)) {
-		gc_seterr(ENAMETOOLONG, "gc_ring_engine_connect: path is longer than %zu bytes",
-			  sizeof(sa.sun_path) - 1);
-		return NULL;
-	}
+	if (!path)
+		return gc_errf(EFAULT, "gc_ring_engine_connect: path is NULL");
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return gc_errf(ENAMETOOLONG, "gc_ring_engine_connect: path is longer than %zu bytes",
+			       sizeof(sa.sun_path) - 1);
 	strcpy(sa.sun_path, path);
 	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-	if (fd < 0) {
-		gc_seterr(errno, "gc_ring_engine_connect: socket failed");
-		return NULL;
-	}
+	if (fd < 0)
+		return gc_errf(errno, "gc_ring_engine_connect: socket failed");
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
 		int err = errno;
 		close(fd);
 		if (err == EACCES)
-			gc_seterr(err,
-				  "gc_ring_engine_connect: %s: no permission to connect (the "
-				  "engine's socket mode and group decide)",
-				  path);
-		else
-			gc_seterr(err, "gc_ring_engine_connect: no engine at %s", path);
-		return NULL;
+			return gc_errf(err,
+				       "gc_ring_engine_connect: %s: no permission to connect (the "
+				       "engine's socket mode and group decide)",
+				       path);
+		return gc_errf(err, "gc_ring_engine_connect: no engine at %s", path);
 	}
-	if (engine_trusted(fd, path, any_of_ours, want) < 0) {
+	int r = engine_trusted(fd, path, any_of_ours, want);
+	if (r < 0) {
 		close(fd);
-		return NULL;
+		return r;
 	}
 	/* a daemon that stops answering must not hang the application */
 	struct timeval tv = { .tv_sec = 10 };
@@ -201,8 +186,7 @@ static struct gc_ring_engine *engine_connect(const char *path, bool any_of_ours,
 	struct gc_ring_engine *e = calloc(1, sizeof(*e));
 	if (!e) {
 		close(fd);
-		gc_seterr(ENOMEM, "gc_ring_engine_connect: out of memory");
-		return NULL;
+		return gc_errf(ENOMEM, "gc_ring_engine_connect: out of memory");
 	}
 	pthread_mutex_init(&e->lock, NULL);
 	e->fd = fd;
@@ -212,27 +196,33 @@ static struct gc_ring_engine *engine_connect(const char *path, bool any_of_ours,
 	struct gc_req q = { .op = GC_OP_HELLO, .version = GC_PROTO_VERSION };
 	struct gc_rep rep;
 	int rfd = -1;
-	if (gc_client_call(e, "gc_ring_engine_connect", &q, NULL, 0, &rep, &rfd) < 0) {
-		int err = errno;
+	r = gc_client_call(e, "gc_ring_engine_connect", &q, NULL, 0, &rep, &rfd);
+	if (r < 0) {
 		pthread_mutex_destroy(&e->lock);
 		close(fd);
 		free(e);
-		errno = err;
-		return NULL;
+		return r;
 	}
 	if (rfd >= 0)
 		close(rfd);
-	return e;
+	*out = e;
+	return 0;
 }
 
 GC_EXPORT struct gc_ring_engine *gc_ring_engine_connect(const char *path)
 {
-	return engine_connect(path, true, 0);
+	struct gc_ring_engine *e;
+	int r = engine_connect(path, true, 0, &e);
+
+	return r < 0 ? gc_err_ptr(r) : e;
 }
 
 GC_EXPORT struct gc_ring_engine *gc_ring_engine_connect_uid(const char *path, uid_t engine_uid)
 {
-	return engine_connect(path, false, engine_uid);
+	struct gc_ring_engine *e;
+	int r = engine_connect(path, false, engine_uid, &e);
+
+	return r < 0 ? gc_err_ptr(r) : e;
 }
 
 static void ring_unlink(struct gc_ring *r);
@@ -271,7 +261,7 @@ GC_EXPORT int gc_ring_engine_stats(struct gc_ring_engine *e, struct gc_ring_engi
 	if (rfd >= 0)
 		close(rfd);
 	if (r < 0)
-		return -1;
+		return (int)gc_err(r);
 	gc_stats_from_wire(&rep.stats, st);
 	return 0;
 }
@@ -297,14 +287,15 @@ GC_EXPORT void gc_ring_destroy(struct gc_ring *r)
 }
 
 /* Send what r published from this thread, its engine being in this process
- * (r->tab): gc_ring_flush()'s work.  The count sent, or -1 with errno. */
+ * (r->tab): gc_ring_flush()'s work.  The count sent, or -errno with the
+ * message. */
 static int flush_here(struct gc_ring *r, const char *fn)
 {
 	/* By ring id, never by a pointer: the engine may have been stopped,
 	 * or the ring detached, meanwhile (on another thread). */
 	struct gc_flow *c = gc_flowtab_find(r->tab, r->ring_id);
 	if (!c)
-		return gc_seterr(ENOTCONN, "%s: the ring is not attached to an engine", fn);
+		return gc_errf(ENOTCONN, "%s: the ring is not attached to an engine", fn);
 	/* No notify handshake (the fence in gc_ring_publish()): the engine
 	 * parks the ring under the connection's lock, which we take next, so
 	 * either it saw this umod_i before parking or we see it parked. */
@@ -314,8 +305,8 @@ static int flush_here(struct gc_ring *r, const char *fn)
 	unsigned sent = 0;
 	int w = err ? 0 : gc_flow_flush(c, &sent);
 	gc_flow_put(c);
-	if (w == -2)
-		return gc_seterr(ENOTCONN, "%s: the ring is not attached to an engine", fn);
+	if (w == -ENOTCONN)
+		return gc_errf(ENOTCONN, "%s: the ring is not attached to an engine", fn);
 	/* a violation (w < 0), or the engine was woken for the rest (w > 0):
 	 * say so if it stopped the ring, as gc_ring_notify() would */
 	if (!err && w != 0)
@@ -330,7 +321,7 @@ GC_EXPORT int gc_ring_flush(struct gc_ring *r)
 	if (!r)
 		return gc_seterr(EFAULT, "gc_ring_flush: r is NULL");
 	if (r->tab)
-		return flush_here(r, "gc_ring_flush");
+		return (int)gc_err(flush_here(r, "gc_ring_flush"));
 	if (atomic_load(&r->efd) < 0)
 		return gc_seterr(ENOTCONN, "gc_ring_flush: the ring is not attached to an engine");
 	/* a daemon's ring: only the daemon can send */
@@ -435,8 +426,9 @@ GC_EXPORT int gc_ring_attach(struct gc_ring *r, struct gc_ring_engine *e, int sd
 		return gc_seterr(EFAULT, "gc_ring_attach: %s is NULL", r ? "e" : "r");
 	if (r->eng)
 		return gc_seterr(EISCONN, "gc_ring_attach: r is attached already (ring %u)", r->ring_id);
-	if (gc_udp_check(sd, why, sizeof(why)) < 0)
-		return gc_seterr(errno, "gc_ring_attach: sd %d: %s", sd, why);
+	int ret = gc_udp_check(sd, why, sizeof(why));
+	if (ret < 0)
+		return gc_seterr(-ret, "gc_ring_attach: sd %d: %s", sd, why);
 
 	struct gc_req q = { .op = GC_OP_ATTACH,
 			    .version = GC_PROTO_VERSION,
@@ -452,9 +444,10 @@ GC_EXPORT int gc_ring_attach(struct gc_ring *r, struct gc_ring_engine *e, int sd
 		pthread_mutex_unlock(&e->lock);
 		return gc_seterr(ENOTCONN, "gc_ring_attach: the engine handle is stopped");
 	}
-	if (gc_client_call(e, "gc_ring_attach", &q, fds, 3, &rep, &efd) < 0) {
+	ret = gc_client_call(e, "gc_ring_attach", &q, fds, 3, &rep, &efd);
+	if (ret < 0) {
 		pthread_mutex_unlock(&e->lock);
-		return -1;
+		return (int)gc_err(ret);
 	}
 	if (efd < 0) {
 		pthread_mutex_unlock(&e->lock);
@@ -525,11 +518,12 @@ GC_EXPORT int gc_ring_detach(struct gc_ring *r)
 	int rfd = -1, ret = 0;
 
 	pthread_mutex_lock(&e->lock);
-	if (e->fd >= 0 && gc_client_call(e, "gc_ring_detach", &q, NULL, 0, &rep, &rfd) < 0)
-		ret = -1; /* the engine is gone or refused: forget the ring anyway */
+	if (e->fd >= 0)
+		/* the engine is gone or refused (ret < 0): forget the ring anyway */
+		ret = gc_client_call(e, "gc_ring_detach", &q, NULL, 0, &rep, &rfd);
 	if (rfd >= 0)
 		close(rfd);
 	ring_unlink(r);
 	pthread_mutex_unlock(&e->lock);
-	return ret;
+	return (int)gc_err(ret);
 }

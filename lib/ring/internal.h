@@ -32,7 +32,7 @@
 #include <sys/types.h>
 #include <groupcast/ring.h>
 
-#include "core/core.h" /* gc_seterr(), GC_EXPORT, gc_now_ns() */
+#include "core/core.h" /* gc_errf(), gc_err(), GC_EXPORT, gc_now_ns() */
 #include "ring/cc.h"
 #include "ring/shm.h"
 
@@ -57,7 +57,7 @@ struct gc_zone {
  * gc_own_add(): register one (gc_ring_create()); gc_own_share(): the
  * mapping of the file dev/ino of size bytes with a reference, or NULL if
  * it is not ours; gc_own_unshare() gives it back; gc_own_forget() before
- * unmapping: -1 (EBUSY) while an engine uses it.
+ * unmapping: -EBUSY while an engine uses it.
  */
 void gc_own_add(int fd, const void *base, uint64_t size);
 void *gc_own_share(dev_t dev, ino_t ino, uint64_t size);
@@ -112,7 +112,8 @@ struct gc_flow;
 struct gc_flowtab;
 
 /* ring.c, for handle.c: umod_i = user_i (what gc_ring_publish() and
- * gc_ring_flush() share), and EPIPE naming the engine's reason err. */
+ * gc_ring_flush() share), and -EPIPE with the message naming the engine's
+ * reason err. */
 void gc_ring_publish_store(struct gc_ring *r);
 int gc_ring_stopped(const struct gc_ring *r, const char *fn, uint32_t err);
 
@@ -190,18 +191,20 @@ struct gc_rep {
 /* Room for one more descriptor than any message carries, to notice extras. */
 #define GC_PROTO_MAX_FDS 4
 
-/* sendmsg() with nfds descriptors (MSG_NOSIGNAL added to flags). */
+/* sendmsg() with nfds descriptors (MSG_NOSIGNAL added to flags): the bytes
+ * sent or -errno. */
 ssize_t gc_proto_send(int sock, const void *buf, size_t len, const int *fds, int nfds, int flags);
 /* Receive one message and up to GC_PROTO_MAX_FDS descriptors (all others
- * closed); *mflags gets the message's flags (MSG_TRUNC, MSG_CTRUNC). */
+ * closed); *mflags gets the message's flags (MSG_TRUNC, MSG_CTRUNC).  The
+ * bytes received or -errno. */
 ssize_t gc_proto_recv(int sock, void *buf, size_t len, int *fds, int *nfds, int flags, int *mflags);
-/* rep->err = err and rep->msg from fmt; returns -1. */
+/* rep->err = err and rep->msg from fmt; returns -err. */
 int gc_rep_err(struct gc_rep *rep, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* Client side: send q (q->seq is set here) with nfds descriptors, wait for
  * its reply and at most one descriptor (*rfd, -1 if none).  Replies to
- * earlier requests are discarded (e->stale counts them).  Returns 0, or -1
- * with errno and gc_errmsg() set from the reply or the failure. */
+ * earlier requests are discarded (e->stale counts them).  Returns 0, or
+ * -errno with gc_errmsg() set from the reply or the failure. */
 int gc_client_call(struct gc_ring_engine *e, const char *fn, struct gc_req *q, const int *fds,
 		   int nfds, struct gc_rep *rep, int *rfd);
 
@@ -213,7 +216,7 @@ int gc_client_call(struct gc_ring_engine *e, const char *fn, struct gc_req *q, c
  * the header, the op and its sizes, and what each descriptor is (ATTACH:
  * two memfds on tmpfs sealed against shrinking and large enough for the
  * layout, and a connected UDP socket).  It maps nothing and keeps nothing.
- * Returns 0 with *q filled, or -1 with rep->err and rep->msg set (rep->seq
+ * Returns 0 with *q filled, or -errno with rep->err and rep->msg set (rep->seq
  * and rep->op as far as they could be read).  fuzz/ring_req_fuzz.c feeds it.
  */
 int gc_srv_decode(const void *buf, size_t n, int mflags, const int *fds, int nfds, struct gc_req *q,
@@ -239,7 +242,8 @@ struct gc_kring {
 };
 
 /* The layout of a ring memfd of `entries` records is checked by the caller
- * (shm_size bytes mapped at shm).  Reads kern_i as the starting position. */
+ * (shm_size bytes mapped at shm).  Reads kern_i as the starting position.
+ * 0, -EINVAL (sizes) or -ERANGE (kern_i not below entries). */
 int gc_kring_init(struct gc_kring *k, void *shm, uint64_t shm_size, uint32_t entries,
 		  uint32_t ack_entries, uint64_t zone_size, uint32_t max_len);
 /* How many records are published and not taken ([kern_i, umod_i)). */
@@ -255,13 +259,14 @@ int gc_kring_take(struct gc_kring *k, uint32_t max, struct gc_sent *out, uint32_
 int gc_kring_done(struct gc_kring *k, uint32_t pos);
 void gc_kring_wake(struct gc_kring *k);
 /* Nothing to take: set kern_notify and stop polling, unless packets came in
- * meanwhile.  Returns 1 if parked, 0 if there is work, -1 on a violation. */
+ * meanwhile.  Returns 1 if parked, 0 if there is work, -EPROTO on a violation. */
 int gc_kring_park(struct gc_kring *k);
 void gc_kring_unpark(struct gc_kring *k);
 /* Acknowledge a sent packet: kern_acked (if the slot still holds it) and
  * user_seq into the acknowledgement log. */
 int gc_kring_ack(struct gc_kring *k, const struct gc_sent *p);
-/* Stop serving the ring (code: enum gc_ring_violation); returns -1. */
+/* Stop serving the ring (code: enum gc_ring_violation); returns -EPROTO,
+ * what every gc_kring_*() returns for a ring that broke a rule. */
 int gc_kring_stop(struct gc_kring *k, int code, uint32_t pos, uint64_t val);
 /* Account datagrams the transport refused. */
 void gc_kring_errors(struct gc_kring *k, uint64_t n, int err);
@@ -282,7 +287,8 @@ struct gc_udp_out {
 	int last_errno;
 };
 
-/* Check that fd is a connected UDP socket; why names the problem. */
+/* Check that fd is a connected UDP socket: 0, or -errno and why names the
+ * problem. */
 int gc_udp_check(int fd, char *why, size_t whylen);
 int gc_udp_init(struct gc_udp *u, int fd);
 /* Send p[0..n) from zone.  Returns how many packets were consumed (sent, or

@@ -57,7 +57,7 @@ static inline uint32_t radd(const struct gc_kring *k, uint32_t x, uint32_t d)
 int gc_kring_stop(struct gc_kring *k, int code, uint32_t pos, uint64_t val)
 {
 	if (k->error)
-		return -1;
+		return -EPROTO;
 	k->error = (uint32_t)code;
 	/* relaxed: the application reads the error after it sees kern_notify or
 	 * wakes up; error is stored last with release so the details come first */
@@ -66,7 +66,7 @@ int gc_kring_stop(struct gc_kring *k, int code, uint32_t pos, uint64_t val)
 	atomic_store_explicit(&k->sh->error, (uint32_t)code, memory_order_release);
 	/* ask for a notify, so that the next gc_ring_submit() reports EPIPE */
 	atomic_store_explicit(&k->sh->kern_notify, 1, memory_order_release);
-	return -1;
+	return -EPROTO;
 }
 
 int gc_kring_init(struct gc_kring *k, void *shm, uint64_t shm_size, uint32_t entries,
@@ -75,10 +75,8 @@ int gc_kring_init(struct gc_kring *k, void *shm, uint64_t shm_size, uint32_t ent
 	memset(k, 0, sizeof(*k));
 	if (entries < 2 || entries > GC_RING_MAX_ENTRIES || ack_entries == 0 ||
 	    ack_entries > GC_RING_MAX_ENTRIES ||
-	    shm_size < gc_shm_ack_off(entries) + (uint64_t)ack_entries * sizeof(uint64_t)) {
-		errno = EINVAL;
-		return -1;
-	}
+	    shm_size < gc_shm_ack_off(entries) + (uint64_t)ack_entries * sizeof(uint64_t))
+		return -EINVAL;
 	k->sh = shm;
 	k->pkts = (struct gc_pkt *)((unsigned char *)shm + GC_SHM_PKT_OFF);
 	k->acks = (_Atomic uint64_t *)((unsigned char *)shm + gc_shm_ack_off(entries));
@@ -90,10 +88,8 @@ int gc_kring_init(struct gc_kring *k, void *shm, uint64_t shm_size, uint32_t ent
 	/* Start where a previous engine stopped (kern_i), or at 0 for a new ring.
 	 * The value is untrusted; any position < N is a valid start. */
 	uint32_t start = atomic_load_explicit(&k->sh->kern_i, memory_order_relaxed);
-	if (start >= entries) {
-		errno = ERANGE;
-		return -1;
-	}
+	if (start >= entries)
+		return -ERANGE;
 	k->dev = k->kern = k->user = k->umod = start;
 	/* the acknowledgement log goes on too, if its indexes make sense */
 	uint64_t tail = atomic_load_explicit(&k->sh->ack_tail, memory_order_relaxed);
@@ -157,11 +153,11 @@ int gc_kring_plan(struct gc_kring *k, uint32_t *avail)
 {
 	*avail = 0;
 	if (k->error)
-		return -1;
+		return -EPROTO;
 	/* acquire: pairs with the application's release in gc_ring_publish() */
 	uint32_t um = atomic_load_explicit(&k->sh->umod_i, memory_order_acquire);
 	if (load_user(k) < 0)
-		return -1;
+		return -EPROTO;
 	return published(k, um, avail);
 }
 
@@ -169,7 +165,7 @@ int gc_kring_claim(struct gc_kring *k, uint32_t want, struct gc_sent *out, uint3
 {
 	*nout = *ntaken = 0;
 	if (k->error)
-		return -1;
+		return -EPROTO;
 	if (want == 0)
 		return 0;
 	if (want > k->n - 1)
@@ -189,7 +185,7 @@ int gc_kring_claim(struct gc_kring *k, uint32_t want, struct gc_sent *out, uint3
 	uint32_t avail;
 	if (load_user(k) < 0 || published(k, um, &avail) < 0) {
 		atomic_store_explicit(&k->sh->kern_i, start, memory_order_relaxed);
-		return -1;
+		return -EPROTO;
 	}
 	uint32_t got = avail < want ? avail : want;
 	if (got < want) {
@@ -236,7 +232,7 @@ int gc_kring_take(struct gc_kring *k, uint32_t max, struct gc_sent *out, uint32_
 
 	*nout = *ntaken = 0;
 	if (gc_kring_plan(k, &avail) < 0)
-		return -1;
+		return -EPROTO;
 	if (avail == 0)
 		return 0;
 	return gc_kring_claim(k, avail < max ? avail : max, out, nout, ntaken);
@@ -288,12 +284,12 @@ int gc_kring_park(struct gc_kring *k)
 	uint32_t avail;
 
 	if (k->error)
-		return -1;
+		return -EPROTO;
 	atomic_store_explicit(&k->sh->kern_notify, 1, memory_order_relaxed);
 	/* seq_cst fence: the notify handshake (see the top of the file) */
 	atomic_thread_fence(memory_order_seq_cst);
 	if (gc_kring_plan(k, &avail) < 0)
-		return -1;
+		return -EPROTO;
 	if (avail) {
 		atomic_store_explicit(&k->sh->kern_notify, 0, memory_order_relaxed);
 		return 0;
@@ -312,7 +308,7 @@ void gc_kring_unpark(struct gc_kring *k)
 int gc_kring_ack(struct gc_kring *k, const struct gc_sent *p)
 {
 	if (k->error)
-		return -1;
+		return -EPROTO;
 	if (p->pos < k->n) {
 		_Atomic uint32_t *f = &k->pkts[p->pos].flags;
 		uint32_t cur = atomic_load_explicit(f, memory_order_relaxed);

@@ -17,20 +17,20 @@
 #include "ring/srv.h"
 
 /* path is free for us: nothing there, or a stale socket file (removed);
- * else -1 with EADDRINUSE. */
+ * else -EADDRINUSE (or lstat()'s -errno), with the message. */
 static int claim_path(const char *path, const struct sockaddr_un *sa)
 {
 	struct stat st;
 
 	if (lstat(path, &st) < 0)
-		return errno == ENOENT ? 0 : gc_seterr(errno, "gc_ring_engine_create: listen: %s", path);
+		return errno == ENOENT ? 0 : gc_errf(errno, "gc_ring_engine_create: listen: %s", path);
 	/* a live engine answers; a stale socket file does not */
 	int probe = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	int live = probe >= 0 && connect(probe, (const struct sockaddr *)sa, sizeof(*sa)) == 0;
 	if (probe >= 0)
 		close(probe);
 	if (live || !S_ISSOCK(st.st_mode))
-		return gc_seterr(EADDRINUSE, "gc_ring_engine_create: listen: %s is in use", path);
+		return gc_errf(EADDRINUSE, "gc_ring_engine_create: listen: %s is in use", path);
 	unlink(path);
 	return 0;
 }
@@ -46,43 +46,49 @@ static int listen_at(struct gc_srv *s, const char *tmp, const char *path)
 	struct sockaddr_un sa = { .sun_family = AF_UNIX }, fin = { .sun_family = AF_UNIX };
 
 	if (strlen(tmp) >= sizeof(sa.sun_path))
-		return gc_seterr(ENAMETOOLONG,
-				 "gc_ring_engine_create: listen: %s with the private "
-				 "directory beside it (%s) is longer than %zu bytes",
-				 path, tmp, sizeof(sa.sun_path) - 1);
+		return gc_errf(ENAMETOOLONG,
+			       "gc_ring_engine_create: listen: %s with the private "
+			       "directory beside it (%s) is longer than %zu bytes",
+			       path, tmp, sizeof(sa.sun_path) - 1);
 	strcpy(sa.sun_path, tmp);
 	strcpy(fin.sun_path, path);
 	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
-		return gc_seterr(errno, "gc_ring_engine_create: socket failed");
+		return gc_errf(errno, "gc_ring_engine_create: socket failed");
 	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 128) < 0) {
 		int err = errno;
 		close(fd);
-		return gc_seterr(err, "gc_ring_engine_create: listen on %s failed", path);
+		return gc_errf(err, "gc_ring_engine_create: listen on %s failed", path);
 	}
 	if ((s->p.flags & GC_RING_ENGINE_LISTEN_GID) &&
 	    fchownat(AT_FDCWD, tmp, (uid_t)-1, s->p.listen_gid, AT_SYMLINK_NOFOLLOW) < 0) {
 		int err = errno;
 		close(fd);
-		return gc_seterr(err, "gc_ring_engine_create: listen: cannot give %s group %u",
-				 path, (unsigned)s->p.listen_gid);
+		return gc_errf(err, "gc_ring_engine_create: listen: cannot give %s group %u", path,
+			       (unsigned)s->p.listen_gid);
 	}
 	/* NOFOLLOW: whoever owns the directory around ours could swap names */
 	if (fchmodat(AT_FDCWD, tmp, s->p.listen_mode, AT_SYMLINK_NOFOLLOW) < 0) {
 		int err = errno;
 		close(fd);
-		return gc_seterr(err, "gc_ring_engine_create: listen: cannot set mode 0%o on %s",
-				 s->p.listen_mode, path);
+		return gc_errf(err, "gc_ring_engine_create: listen: cannot set mode 0%o on %s",
+			       s->p.listen_mode, path);
 	}
-	int r = link(tmp, path);
-	if (r < 0 && errno == EEXIST && claim_path(path, &fin) == 0)
-		r = link(tmp, path);
+	int r = link(tmp, path), err = r < 0 ? errno : 0;
+	if (r < 0 && err == EEXIST) {
+		int c = claim_path(path, &fin);
+		if (c == 0) {
+			r = link(tmp, path);
+			err = r < 0 ? errno : 0;
+		} else {
+			err = -c;
+		}
+	}
 	if (r < 0) {
-		int err = errno;
 		close(fd);
 		if (err == EEXIST)
-			return gc_seterr(EADDRINUSE, "gc_ring_engine_create: listen: %s is in use", path);
-		return gc_seterr(err, "gc_ring_engine_create: listen: cannot link the socket to %s", path);
+			return gc_errf(EADDRINUSE, "gc_ring_engine_create: listen: %s is in use", path);
+		return gc_errf(err, "gc_ring_engine_create: listen: cannot link the socket to %s", path);
 	}
 	return fd;
 }
@@ -93,32 +99,31 @@ int gc_srv_listen(struct gc_srv *s, const char *path)
 	const char *slash = strrchr(path, '/');
 
 	if (strlen(path) >= sizeof(((struct sockaddr_un *)0)->sun_path))
-		return gc_seterr(ENAMETOOLONG,
-				 "gc_ring_engine_create: listen path is longer than %zu bytes",
-				 sizeof(((struct sockaddr_un *)0)->sun_path) - 1);
+		return gc_errf(ENAMETOOLONG, "gc_ring_engine_create: listen path is longer than %zu bytes",
+			       sizeof(((struct sockaddr_un *)0)->sun_path) - 1);
 	if (!*path || (slash && !slash[1]))
-		return gc_seterr(EINVAL, "gc_ring_engine_create: listen path '%s' names no file", path);
+		return gc_errf(EINVAL, "gc_ring_engine_create: listen path '%s' names no file", path);
 	/* the private directory: beside path (the same filesystem, for link()) */
 	int dl = slash ? (int)(slash - path) + 1 : 0;
 	snprintf(dir, sizeof(dir), "%.*s.gc-engine-XXXXXX", dl, path);
 	if (!mkdtemp(dir)) /* mode 0700 */
-		return gc_seterr(errno,
-				 "gc_ring_engine_create: listen: cannot create a private "
-				 "directory beside %s",
-				 path);
+		return gc_errf(errno,
+			       "gc_ring_engine_create: listen: cannot create a private "
+			       "directory beside %s",
+			       path);
 	snprintf(tmp, sizeof(tmp), "%s/s", dir);
 	s->uid = geteuid();
 	int fd = listen_at(s, tmp, path);
 	unlink(tmp);
 	rmdir(dir);
 	if (fd < 0)
-		return -1;
+		return fd;
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &s->listen_tag };
 	s->listen_path = strdup(path);
 	if (!s->listen_path || epoll_ctl(s->ep, EPOLL_CTL_ADD, fd, &ev) < 0) {
 		close(fd);
 		unlink(path);
-		return gc_seterr(ENOMEM, "gc_ring_engine_create: listen: out of memory");
+		return gc_errf(ENOMEM, "gc_ring_engine_create: listen: out of memory");
 	}
 	s->lfd = fd;
 	/* remember which file is ours: srv_free() removes only that one */

@@ -100,7 +100,8 @@ ssize_t gc_proto_send(int sock, const void *buf, size_t len, const int *fds, int
 		c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfds);
 		memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)nfds);
 	}
-	return sendmsg(sock, &mh, flags | MSG_NOSIGNAL);
+	ssize_t n = sendmsg(sock, &mh, flags | MSG_NOSIGNAL);
+	return n < 0 ? -errno : n;
 }
 
 ssize_t gc_proto_recv(int sock, void *buf, size_t len, int *fds, int *nfds, int flags, int *mflags)
@@ -117,7 +118,7 @@ ssize_t gc_proto_recv(int sock, void *buf, size_t len, int *fds, int *nfds, int 
 	*nfds = 0;
 	ssize_t n = recvmsg(sock, &mh, flags | MSG_CMSG_CLOEXEC);
 	if (n < 0)
-		return n;
+		return -errno;
 	*mflags = mh.msg_flags;
 	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
 		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
@@ -137,7 +138,7 @@ ssize_t gc_proto_recv(int sock, void *buf, size_t len, int *fds, int *nfds, int 
 
 /* ---- client side -------------------------------------------------------- */
 
-/* Read one reply of any kind: -1 with gc_seterr(), else its length. */
+/* Read one reply of any kind: its length, or -errno with the message. */
 static ssize_t recv_rep(struct gc_ring_engine *e, const char *fn, struct gc_rep *rep, int *rfd, int flags)
 {
 	int got[GC_PROTO_MAX_FDS], ngot = 0, mflags = 0;
@@ -146,22 +147,22 @@ static ssize_t recv_rep(struct gc_ring_engine *e, const char *fn, struct gc_rep 
 	memset(rep, 0, sizeof(*rep));
 	ssize_t n = gc_proto_recv(e->fd, rep, sizeof(*rep), got, &ngot, flags, &mflags);
 	if (n < 0)
-		return gc_seterr(errno == EAGAIN ? ETIMEDOUT : errno, "%s: no reply from the engine", fn);
+		return gc_errf(n == -EAGAIN ? ETIMEDOUT : (int)-n, "%s: no reply from the engine", fn);
 	for (int i = ngot > 1 ? 1 : ngot; i < ngot; i++)
 		close(got[i]);
 	if (ngot)
 		*rfd = got[0];
 	if (n == 0)
-		return gc_seterr(ECONNRESET, "%s: the engine closed the connection", fn);
+		return gc_errf(ECONNRESET, "%s: the engine closed the connection", fn);
 	if ((size_t)n < GC_REP_HEAD)
-		return gc_seterr(EPROTO, "%s: malformed reply from the engine (%zd bytes)", fn, n);
+		return gc_errf(EPROTO, "%s: malformed reply from the engine (%zd bytes)", fn, n);
 	if (rep->version != GC_PROTO_VERSION)
-		return gc_seterr(EPROTONOSUPPORT,
-				 "%s: the engine answered in protocol version %u "
-				 "(%zd bytes); this library speaks version %u",
-				 fn, rep->version, n, GC_PROTO_VERSION);
+		return gc_errf(EPROTONOSUPPORT,
+			       "%s: the engine answered in protocol version %u "
+			       "(%zd bytes); this library speaks version %u",
+			       fn, rep->version, n, GC_PROTO_VERSION);
 	if (n != (ssize_t)sizeof(*rep) || (mflags & (MSG_TRUNC | MSG_CTRUNC)))
-		return gc_seterr(EPROTO, "%s: malformed reply from the engine (%zd bytes)", fn, n);
+		return gc_errf(EPROTO, "%s: malformed reply from the engine (%zd bytes)", fn, n);
 	rep->msg[sizeof(rep->msg) - 1] = '\0';
 	return n;
 }
@@ -169,8 +170,8 @@ static ssize_t recv_rep(struct gc_ring_engine *e, const char *fn, struct gc_rep 
 /* A notice answers no request: the engine refused us and hung up. */
 static int notice(const char *fn, const struct gc_rep *rep)
 {
-	return gc_seterr(rep->err ? rep->err : EPROTO, "%s: the engine refused the connection: %s",
-			 fn, rep->err ? rep->msg : "(no reason given)");
+	return gc_errf(rep->err > 0 ? rep->err : EPROTO, "%s: the engine refused the connection: %s",
+		       fn, rep->err ? rep->msg : "(no reason given)");
 }
 
 static uint32_t next_seq(struct gc_ring_engine *e)
@@ -192,15 +193,16 @@ int gc_client_call(struct gc_ring_engine *e, const char *fn, struct gc_req *q, c
 {
 	*rfd = -1;
 	q->seq = next_seq(e);
-	if (gc_proto_send(e->fd, q, sizeof(*q), fds, nfds, 0) != (ssize_t)sizeof(*q)) {
-		int err = errno ? errno : EPROTO;
+	ssize_t sent = gc_proto_send(e->fd, q, sizeof(*q), fds, nfds, 0);
+	if (sent != (ssize_t)sizeof(*q)) {
+		int err = sent < 0 ? (int)-sent : EPROTO;
 		/* refused at accept: the reason may be waiting for us */
 		bool refused = (err == EPIPE || err == ECONNRESET) &&
 			recv_rep(e, fn, rep, rfd, MSG_DONTWAIT) > 0 && rep->seq == 0;
 		drop_fd(rfd);
 		if (refused)
 			return notice(fn, rep);
-		return gc_seterr(err, "%s: sending the request to the engine failed", fn);
+		return gc_errf(err, "%s: sending the request to the engine failed", fn);
 	}
 	/* Replies come in the order of the requests, so one that is not ours
 	 * answers a request we gave up on (timed out): skip it.  Bounded: we
@@ -210,20 +212,20 @@ int gc_client_call(struct gc_ring_engine *e, const char *fn, struct gc_req *q, c
 		/* An engine that hangs up on a request it did not read (it
 		 * refused us at accept) resets the connection, and the first
 		 * read reports that before the notice queued ahead of it. */
-		if (n < 0 && errno == ECONNRESET) {
+		if (n == -ECONNRESET) {
 			n = recv_rep(e, fn, rep, rfd, MSG_DONTWAIT);
 			if (n < 0 || rep->seq != 0) {
 				drop_fd(rfd);
-				return gc_seterr(ECONNRESET, "%s: the engine reset the connection", fn);
+				return gc_errf(ECONNRESET, "%s: the engine reset the connection", fn);
 			}
 		}
 		int r;
 		if (n < 0)
-			r = -1;
+			r = (int)n;
 		else if (rep->seq == 0)
 			r = notice(fn, rep);
 		else if (rep->seq == q->seq && rep->err)
-			r = gc_seterr(rep->err, "%s: %s", fn, rep->msg);
+			r = gc_errf(rep->err > 0 ? rep->err : EPROTO, "%s: %s", fn, rep->msg);
 		else if (rep->seq == q->seq)
 			return 0;
 		else {
@@ -243,8 +245,8 @@ int gc_client_call(struct gc_ring_engine *e, const char *fn, struct gc_req *q, c
 		drop_fd(rfd);
 		return r;
 	}
-	return gc_seterr(EPROTO, "%s: the engine sent 1024 replies to other requests (want %u)", fn,
-			 q->seq);
+	return gc_errf(EPROTO, "%s: the engine sent 1024 replies to other requests (want %u)", fn,
+		       q->seq);
 }
 
 /* ---- server side: decoding a request ------------------------------------ */
@@ -257,7 +259,7 @@ int gc_rep_err(struct gc_rep *rep, int err, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(rep->msg, sizeof(rep->msg), fmt, ap);
 	va_end(ap);
-	return -1;
+	return -err;
 }
 
 /*
@@ -320,13 +322,14 @@ static int decode_attach(const struct gc_req *q, const int *fds, int nfds, struc
 		return gc_rep_err(rep, EINVAL, "zone size %llu is not in [1, %llu]",
 				  (unsigned long long)q->zone_size, (unsigned long long)GC_ZONE_MAX);
 	uint64_t need = gc_shm_size(q->entries, q->ack_entries, (uint64_t)gc_page_size());
-	if (check_memfd(fds[0], need, "ring", rep) < 0 ||
-	    check_memfd(fds[1], q->zone_size, "zone", rep) < 0)
-		return -1;
-	errno = 0;
-	if (fds[2] < 0 || gc_udp_check(fds[2], why, sizeof(why)) < 0)
-		return gc_rep_err(rep, errno ? errno : EBADF, "the socket is %s",
-				  fds[2] < 0 ? "missing" : why);
+	int r = check_memfd(fds[0], need, "ring", rep);
+	if (r < 0 || (r = check_memfd(fds[1], q->zone_size, "zone", rep)) < 0)
+		return r;
+	if (fds[2] < 0)
+		return gc_rep_err(rep, EBADF, "the socket is missing");
+	r = gc_udp_check(fds[2], why, sizeof(why));
+	if (r < 0)
+		return gc_rep_err(rep, -r, "the socket is %s", why);
 	return 0;
 }
 

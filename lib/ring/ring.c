@@ -50,11 +50,10 @@ GC_EXPORT const char *gc_ring_violation_name(int v)
 
 int gc_ring_stopped(const struct gc_ring *r, const char *fn, uint32_t err)
 {
-	return gc_seterr(EPIPE, "%s: the engine stopped serving the ring: %s (position %u, value %llu)",
-			 fn, gc_ring_violation_name((int)err),
-			 atomic_load_explicit(&r->sh->error_pos, memory_order_relaxed),
-			 (unsigned long long)atomic_load_explicit(&r->sh->error_val,
-								  memory_order_relaxed));
+	return gc_errf(EPIPE, "%s: the engine stopped serving the ring: %s (position %u, value %llu)",
+		       fn, gc_ring_violation_name((int)err),
+		       atomic_load_explicit(&r->sh->error_pos, memory_order_relaxed),
+		       (unsigned long long)atomic_load_explicit(&r->sh->error_val, memory_order_relaxed));
 }
 
 GC_EXPORT struct gc_ring *gc_ring_create(unsigned entries, struct gc_zone *z)
@@ -77,8 +76,9 @@ GC_EXPORT struct gc_ring *gc_ring_create(unsigned entries, struct gc_zone *z)
 	void *map;
 	r->fd = gc_memfd_sealed("gc-ring", size, &map);
 	if (r->fd < 0) {
+		int err = r->fd;
 		free(r);
-		return NULL;
+		return gc_err_ptr(err);
 	}
 	r->sh = map;
 	r->pkts = (struct gc_pkt *)((unsigned char *)map + GC_SHM_PKT_OFF);
@@ -173,13 +173,13 @@ GC_EXPORT int gc_ring_notify(struct gc_ring *r)
 	uint32_t err = atomic_load_explicit(&r->sh->error, memory_order_acquire);
 	uint64_t one = 1;
 	if (efd < 0)
-		ret = gc_seterr(ENOTCONN, "gc_ring_notify: the ring is not attached to an engine");
+		ret = gc_errf(ENOTCONN, "gc_ring_notify: the ring is not attached to an engine");
 	else if (err)
 		ret = gc_ring_stopped(r, "gc_ring_notify", err);
 	else if (write(efd, &one, sizeof(one)) != (ssize_t)sizeof(one) && errno != EAGAIN)
-		ret = gc_seterr(errno, "gc_ring_notify: write to the ring's eventfd failed");
+		ret = gc_errf(errno, "gc_ring_notify: write to the ring's eventfd failed");
 	atomic_fetch_sub_explicit(&r->efd_users, 1, memory_order_release);
-	return ret;
+	return (int)gc_err(ret);
 }
 
 GC_EXPORT int gc_ring_rewind(struct gc_ring *r, unsigned to, unsigned *first)
@@ -329,7 +329,7 @@ GC_EXPORT int gc_ring_wait(struct gc_ring *r, unsigned nfree, int timeout_ms)
 		/* acquire: the error details were stored before it */
 		uint32_t err = atomic_load_explicit(&r->sh->error, memory_order_acquire);
 		if (err)
-			return gc_ring_stopped(r, "gc_ring_wait", err);
+			return (int)gc_err(gc_ring_stopped(r, "gc_ring_wait", err));
 		if (gc_ring_space(r) >= nfree)
 			return 0;
 		if (!r->eng)

@@ -254,7 +254,7 @@ static int conn_start(struct gc_srv *s, struct gc_flow *c)
 	/* edge-triggered: every write to the eventfd is one event; the engine
 	 * never needs to read the counter */
 	if (epoll_ctl(s->ep, EPOLL_CTL_ADD, c->efd, &ev) < 0)
-		return -1;
+		return -errno;
 	c->cc = s->h.cc && s->h.cc->init ? s->h.cc->init(s->h.cc_arg, c) : NULL;
 	c->state = CONN_PARKED;
 	set_state(s, c, CONN_ACTIVE); /* look once: packets may be queued already */
@@ -442,8 +442,9 @@ static int srv_attach(struct gc_srv *s, struct gc_client *cl, const struct gc_re
 	c->sock = fds[2];
 	fds[2] = -1; /* the connection keeps the socket */
 	c->id = ++s->next_id;
-	if (conn_start(s, c) < 0) {
-		gc_rep_err(rep, errno, "epoll_ctl failed");
+	int r = conn_start(s, c);
+	if (r < 0) {
+		gc_rep_err(rep, -r, "epoll_ctl failed");
 		fds[2] = c->sock;
 		c->sock = -1;
 		goto fail;
@@ -468,7 +469,7 @@ fail:
 	if (c->zone)
 		zmap_put(cl, c->zone);
 	gc_flow_put(c);
-	return -1;
+	return -rep->err;
 }
 
 static int srv_detach(struct gc_srv *s, struct gc_client *cl, uint32_t id, struct gc_rep *rep)
@@ -495,9 +496,9 @@ static int request(struct gc_srv *s, struct gc_client *cl)
 
 	ssize_t n = gc_proto_recv(cl->fd, buf, sizeof(buf), fds, &nfds, MSG_DONTWAIT, &mflags);
 	if (n < 0)
-		return errno == EAGAIN || errno == EINTR ? 0 : -1;
+		return n == -EAGAIN || n == -EINTR ? 0 : (int)n;
 	if (n == 0)
-		return -1; /* the client went away */
+		return -ECONNRESET; /* the client went away */
 	memset(&rep, 0, sizeof(rep));
 	if (gc_srv_decode(buf, (size_t)n, mflags, fds, nfds, &q, &rep) < 0) {
 		/* refused: rep says why */
@@ -521,17 +522,20 @@ static int request(struct gc_srv *s, struct gc_client *cl)
 			close(fds[i]);
 	/* Never block on a client: one that cannot take its reply is dropped. */
 	ssize_t w = gc_proto_send(cl->fd, &rep, sizeof(rep), &rfd, rfd >= 0 ? 1 : 0, MSG_DONTWAIT);
-	return w == (ssize_t)sizeof(rep) ? 0 : -1;
+	if (w < 0)
+		return (int)w;
+	return w == (ssize_t)sizeof(rep) ? 0 : -EMSGSIZE;
 }
 
 /* ---- clients ------------------------------------------------------------ */
 
-static struct gc_client *client_new(struct gc_srv *s, int fd, bool local)
+/* 0, or -errno (nothing is registered then). */
+static int client_new(struct gc_srv *s, int fd, bool local)
 {
 	struct gc_client *cl = calloc(1, sizeof(*cl));
 
 	if (!cl)
-		return NULL;
+		return -ENOMEM;
 	cl->tag.kind = TAG_CLIENT;
 	cl->fd = fd;
 	cl->local = local;
@@ -546,14 +550,15 @@ static struct gc_client *client_new(struct gc_srv *s, int fd, bool local)
 					 : GC_MAX_MAP_DEFAULT;
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &cl->tag };
 	if (epoll_ctl(s->ep, EPOLL_CTL_ADD, fd, &ev) < 0) {
+		int err = errno;
 		free(cl);
-		return NULL;
+		return -err;
 	}
 	cl->next = s->clients;
 	s->clients = cl;
 	s->nclients++;
 	s->nremote += !local;
-	return cl;
+	return 0;
 }
 
 static void client_free(struct gc_srv *s, struct gc_client *cl)
@@ -581,9 +586,10 @@ static void client_free(struct gc_srv *s, struct gc_client *cl)
 
 int gc_flow_ack(struct gc_flow *c, const struct gc_sent *p)
 {
-	if (gc_kring_ack(&c->k, p) < 0) {
+	int r = gc_kring_ack(&c->k, p);
+	if (r < 0) {
 		conn_violation(c->srv, c);
-		return -1;
+		return r;
 	}
 	return 0;
 }
@@ -613,7 +619,7 @@ static void accept_clients(struct gc_srv *s)
 				 "(max_clients)",
 				 s->nremote);
 			gc_srv_refuse(s, fd, EUSERS, why);
-		} else if (!client_new(s, fd, false)) {
+		} else if (client_new(s, fd, false) < 0) {
 			close(fd);
 		}
 	}
@@ -756,15 +762,14 @@ void gc_srv_free(struct gc_srv *s)
 	free(s);
 }
 
-struct gc_srv *gc_srv_new(const struct gc_ring_engine_opts *p,
-			  const struct gc_ring_engine_hooks *hooks, int fd)
+int gc_srv_new(const struct gc_ring_engine_opts *p, const struct gc_ring_engine_hooks *hooks,
+	       int fd, struct gc_srv **out)
 {
 	struct gc_srv *s = calloc(1, sizeof(*s));
+	int r;
 
-	if (!s) {
-		gc_seterr(ENOMEM, "gc_ring_engine_create: out of memory");
-		return NULL;
-	}
+	if (!s)
+		return gc_errf(ENOMEM, "gc_ring_engine_create: out of memory");
 	s->p = *p;
 	s->p.listen = NULL;
 	/* the caller's arrays need not outlive this call */
@@ -790,38 +795,41 @@ struct gc_srv *gc_srv_new(const struct gc_ring_engine_opts *p,
 	s->listen_tag.kind = TAG_LISTEN;
 	s->tab = gc_flowtab_new();
 	if ((p->n_allow_uids && !s->allow_uids) || (p->n_allow_gids && !s->allow_gids) || !s->tab) {
-		gc_seterr(ENOMEM, "gc_ring_engine_create: out of memory");
+		r = gc_errf(ENOMEM, "gc_ring_engine_create: out of memory");
 		goto fail;
 	}
 	s->ep = epoll_create1(EPOLL_CLOEXEC);
+	r = s->ep < 0 ? -errno : 0;
 	s->stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (s->ep < 0 || s->stopfd < 0) {
-		gc_seterr(errno, "gc_ring_engine_create: epoll or eventfd failed");
+	if (s->stopfd < 0)
+		r = -errno;
+	if (r < 0) {
+		r = gc_errf(-r, "gc_ring_engine_create: epoll or eventfd failed");
 		goto fail;
 	}
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &s->stop_tag };
 	if (epoll_ctl(s->ep, EPOLL_CTL_ADD, s->stopfd, &ev) < 0) {
-		gc_seterr(errno, "gc_ring_engine_create: epoll_ctl failed");
+		r = gc_errf(errno, "gc_ring_engine_create: epoll_ctl failed");
 		goto fail;
 	}
 	if (s->h.event) {
 		s->event_tag.kind = TAG_EVENT;
 		struct epoll_event eev = { .events = EPOLLIN, .data.ptr = &s->event_tag };
 		if (epoll_ctl(s->ep, EPOLL_CTL_ADD, s->h.event_fd, &eev) < 0) {
-			gc_seterr(errno, "gc_ring_engine_create: epoll_ctl on the event fd failed");
+			r = gc_errf(errno, "gc_ring_engine_create: epoll_ctl on the event fd failed");
 			goto fail;
 		}
 	}
-	if (p->listen && gc_srv_listen(s, p->listen) < 0)
+	if (p->listen && (r = gc_srv_listen(s, p->listen)) < 0)
 		goto fail;
-	errno = 0;
-	if (!client_new(s, fd, true)) {
-		gc_seterr(errno ? errno : ENOMEM,
-			  "gc_ring_engine_create: registering the local client failed");
+	r = client_new(s, fd, true);
+	if (r < 0) {
+		r = gc_errf(-r, "gc_ring_engine_create: registering the local client failed");
 		goto fail;
 	}
-	return s;
+	*out = s;
+	return 0;
 fail:
 	gc_srv_free(s);
-	return NULL;
+	return r;
 }

@@ -173,8 +173,8 @@ enum gc_drain gc_flow_drain(struct gc_flow *c, uint64_t now, struct gc_ring_engi
  * gc_ring_flush()'s engine half, on an application thread: under c->xlock,
  * drain a parked ring until it is empty.  Returns 0 (done, or the engine is
  * polling the ring anyway), 1 (the engine thread was woken for the rest),
- * -1 (the ring broke a rule; the engine was woken to stop it) or -2 (the
- * connection is gone: detached, or its engine stopped).  *sent counts the
+ * -EPROTO (the ring broke a rule; the engine was woken to stop it) or
+ * -ENOTCONN (the connection is gone: detached, or its engine stopped).  *sent counts the
  * datagrams sent here (added to the engine's statistics).
  */
 int gc_flow_flush(struct gc_flow *c, unsigned *sent);
@@ -202,6 +202,7 @@ pid_t gc_flowtab_engine(struct gc_flowtab *t);
 
 /* ---- listen.c: the listening socket --------------------------------------- */
 
+/* Listen at path: 0, or -errno with the message. */
 int gc_srv_listen(struct gc_srv *s, const char *path);
 /* Is the peer of fd served?  why says why not. */
 bool gc_srv_peer_allowed(const struct gc_srv *s, int fd, char *why, size_t len);
@@ -213,9 +214,10 @@ void gc_srv_unlisten(struct gc_srv *s);
 /* ---- server.c: the engine thread ------------------------------------------ */
 
 /* A server with its local client on fd (the starting process's end of a
- * socketpair), listening at p->listen if set; p is checked by the caller. */
-struct gc_srv *gc_srv_new(const struct gc_ring_engine_opts *p,
-			  const struct gc_ring_engine_hooks *hooks, int fd);
+ * socketpair), listening at p->listen if set; p is checked by the caller.
+ * 0 with *out, or -errno with the message. */
+int gc_srv_new(const struct gc_ring_engine_opts *p, const struct gc_ring_engine_hooks *hooks,
+	       int fd, struct gc_srv **out);
 void *gc_srv_main(void *arg);
 /* Ask the engine thread to return (from any thread). */
 void gc_srv_stop(struct gc_srv *s);

@@ -20,7 +20,7 @@ long gc_page_size(void)
 /*
  * The futex words live in a ring's memfd, mapped by the application and by
  * the engine (maybe in another process): shared futexes, not PRIVATE.
- * Returns 0 when woken (or the value differed), -1 with ETIMEDOUT or EINTR.
+ * Returns 0 when woken (or the value differed), -ETIMEDOUT or -EINTR.
  */
 int gc_futex_wait(_Atomic uint32_t *word, uint32_t val, int timeout_ms)
 {
@@ -33,7 +33,7 @@ int gc_futex_wait(_Atomic uint32_t *word, uint32_t val, int timeout_ms)
 	}
 	if (syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT, val, tp, NULL, 0) == 0)
 		return 0;
-	return errno == EAGAIN ? 0 : -1;
+	return errno == EAGAIN ? 0 : -errno;
 }
 
 void gc_futex_wake(_Atomic uint32_t *word)

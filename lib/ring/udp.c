@@ -29,8 +29,7 @@
 static int why(char *buf, size_t len, int err, const char *msg)
 {
 	snprintf(buf, len, "%s", msg);
-	errno = err;
-	return -1;
+	return -err;
 }
 
 int gc_udp_check(int fd, char *buf, size_t len)

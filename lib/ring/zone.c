@@ -96,27 +96,28 @@ int gc_own_forget(const void *base, const char *fn)
 	pthread_mutex_unlock(&own_lock);
 	/* the engine lets go when the ring is detached (synchronously), so
 	 * this guards the rule rather than happening */
-	return busy ? gc_seterr(EBUSY, "%s: an engine still uses the memory", fn) : 0;
+	return busy ? gc_errf(EBUSY, "%s: an engine still uses the memory", fn) : 0;
 }
 
-/* A sealed memfd of size bytes, mapped read-write at *map. */
+/* A sealed memfd of size bytes, mapped read-write at *map: its descriptor,
+ * or -errno with the message. */
 int gc_memfd_sealed(const char *name, size_t size, void **map)
 {
 	int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
 
 	if (fd < 0)
-		return gc_seterr(errno, "memfd_create(%s) failed", name);
+		return gc_errf(errno, "memfd_create(%s) failed", name);
 	if (ftruncate(fd, (off_t)size) < 0 ||
 	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
 		int err = errno;
 		close(fd);
-		return gc_seterr(err, "%s: sizing or sealing a %zu-byte memfd failed", name, size);
+		return gc_errf(err, "%s: sizing or sealing a %zu-byte memfd failed", name, size);
 	}
 	*map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (*map == MAP_FAILED) {
 		int err = errno;
 		close(fd);
-		return gc_seterr(err, "%s: mmap of %zu bytes failed", name, size);
+		return gc_errf(err, "%s: mmap of %zu bytes failed", name, size);
 	}
 	return fd;
 }
@@ -149,8 +150,9 @@ GC_EXPORT struct gc_zone *gc_zone_create(size_t nbufs, size_t buf_size)
 	void *map;
 	z->fd = gc_memfd_sealed("gc-zone", z->size, &map);
 	if (z->fd < 0) {
+		int err = z->fd;
 		free(z);
-		return NULL;
+		return gc_err_ptr(err);
 	}
 	z->base = map;
 	return z;

@@ -1233,11 +1233,11 @@ static void test_bad_option_length_ignored(void)
 	uint64_t now = 1300000 * MS;
 	open_pair(now);
 	uint8_t ob[8] = { DCCP_OPT_TIMESTAMP, 7, 1, 2, 3, 4, 5, 0 };
-	uint64_t before = S.err.n[DCCP_E_OPT_SIZE];
+	uint64_t before = S.err.n[DCCP_DROP_OPT_SIZE];
 	struct pkt p = client_pkt(DCCP_DATAACK, ob, sizeof(ob), "data", 4);
 	deliver_s(&p, now + MS);
 	EXPECT_EQ(S.st.received, 1u);
-	EXPECT_EQ(S.err.n[DCCP_E_OPT_SIZE], before + 1);
+	EXPECT_EQ(S.err.n[DCCP_DROP_OPT_SIZE], before + 1);
 	EXPECT(!S.ts_pending);
 	uint64_t seq;
 	uint32_t echo, el;

@@ -109,14 +109,14 @@ static void test_decode(void)
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		op = opt_of(bad[i], false);
-		EXPECT_EQ(dccp_feat_decode(&op, &f, &c), DCCP_E_FEAT_INVALID);
+		EXPECT_EQ(dccp_feat_decode(&op, &f, &c), DCCP_DROP_FEAT_INVALID);
 	}
 	const uint8_t unk[] = { 34, 4, 126, 1 };
 	op = opt_of(unk, true);
-	EXPECT_EQ(dccp_feat_decode(&op, &f, &c), DCCP_E_FEAT_UNKNOWN);
+	EXPECT_EQ(dccp_feat_decode(&op, &f, &c), DCCP_DROP_FEAT_UNKNOWN);
 	EXPECT(f.feat == 126 && f.mandatory);
-	EXPECT_EQ(c.n[DCCP_E_FEAT_INVALID], 7);
-	EXPECT_EQ(c.n[DCCP_E_FEAT_UNKNOWN], 1);
+	EXPECT_EQ(c.n[DCCP_DROP_FEAT_INVALID], 7);
+	EXPECT_EQ(c.n[DCCP_DROP_FEAT_UNKNOWN], 1);
 }
 
 static void test_reconcile(void)

@@ -9,8 +9,8 @@
 
 /* Build a packet of type with the option bytes o[0..n) (padded) and parse
  * its options with flags. */
-static enum dccp_err parse_with(uint8_t type, const uint8_t *o, size_t n, unsigned flags,
-				struct dccp_opts *out, struct dccp_counters *c)
+static enum dccp_drop parse_with(uint8_t type, const uint8_t *o, size_t n, unsigned flags,
+				 struct dccp_opts *out, struct dccp_counters *c)
 {
 	static uint8_t pkt[2048];
 	uint8_t area[1024];
@@ -62,12 +62,12 @@ static void test_roundtrip(void)
 	struct dccp_counters c = { 0 };
 	/* a Response: not established yet, so the Ack Vector is refused but the cookie kept */
 	CHECK_EQ(parse_with(DCCP_RESPONSE, area, b.len, 0, &o, &c), DCCP_OK);
-	EXPECT_EQ(c.n[DCCP_E_OPT_EARLY], 1);
+	EXPECT_EQ(c.n[DCCP_DROP_OPT_EARLY], 1);
 	/* a DataAck of an established connection: everything */
 	memset(&c, 0, sizeof(c));
 	CHECK_EQ(parse_with(DCCP_DATAACK, area, b.len, DCCP_PF_ESTABLISHED, &o, &c), DCCP_OK);
-	for (int e = 0; e < DCCP_E_COUNT; e++)
-		EXPECT_EQ(c.n[e], e == DCCP_E_OPT_EARLY); /* the Init Cookie, once established */
+	for (int e = 0; e < DCCP_DROP_COUNT; e++)
+		EXPECT_EQ(c.n[e], e == DCCP_DROP_OPT_EARLY); /* the Init Cookie, once established */
 	EXPECT(o.slow_receiver);
 	EXPECT(o.has_ndp && o.ndp_count == 300);
 	EXPECT(o.has_ts && o.ts == 0xdeadbeef);
@@ -244,15 +244,15 @@ static void test_rejections(void)
 	/* length byte 1: this option and everything after it are ignored */
 	const uint8_t len1[] = { 41, 1, 2, 3, 41, 6, 0, 0, 0, 9 };
 	EXPECT_EQ(parse_with(DCCP_ACK, len1, sizeof(len1), 0, &o, &c), DCCP_OK);
-	EXPECT(!o.has_ts && c.n[DCCP_E_OPT_LEN] == 1);
+	EXPECT(!o.has_ts && c.n[DCCP_DROP_OPT_LEN] == 1);
 	/* length past the options area (the packet's Data Offset) */
 	const uint8_t past[] = { 41, 6, 0, 0, 0, 9, 36, 200, 1 };
 	EXPECT_EQ(parse_with(DCCP_ACK, past, sizeof(past), 0, &o, &c), DCCP_OK);
-	EXPECT(o.has_ts && o.ts == 9 && c.n[DCCP_E_OPT_LEN] == 2 && o.n == 1);
+	EXPECT(o.has_ts && o.ts == 9 && c.n[DCCP_DROP_OPT_LEN] == 2 && o.n == 1);
 	/* a truncated option at the very end */
 	const uint8_t trunc[] = { 0, 0, 0, 41 };
 	EXPECT_EQ(parse_with(DCCP_ACK, trunc, sizeof(trunc), 0, &o, &c), DCCP_OK);
-	EXPECT_EQ(c.n[DCCP_E_OPT_LEN], 3);
+	EXPECT_EQ(c.n[DCCP_DROP_OPT_LEN], 3);
 	/* wrong sizes are ignored, the next option still counts */
 	const uint8_t size[] = { 41, 5,	 1, 2,	 3, 44, 7, 1, 2,  3, 4, 5, 43, 3,
 				 1,  42, 7, 0,	 0, 0,	0, 0, 37, 9, 1, 2, 3,  4,
@@ -260,27 +260,27 @@ static void test_rejections(void)
 	EXPECT_EQ(parse_with(DCCP_ACK, size, sizeof(size), 0, &o, &c), DCCP_OK);
 	EXPECT(o.has_ts && o.ts == 1 && !o.has_data_csum && !o.has_elapsed && !o.has_ts_echo &&
 	       !o.has_ndp && !o.has_loss_rate);
-	EXPECT_EQ(c.n[DCCP_E_OPT_SIZE], 6);
+	EXPECT_EQ(c.n[DCCP_DROP_OPT_SIZE], 6);
 	/* Mandatory last: Option Error */
 	const uint8_t mlast[] = { 2, 0, 0, 1 };
-	EXPECT_EQ(parse_with(DCCP_ACK, mlast, sizeof(mlast), 0, &o, &c), DCCP_E_OPT_MANDATORY);
+	EXPECT_EQ(parse_with(DCCP_ACK, mlast, sizeof(mlast), 0, &o, &c), DCCP_DROP_OPT_MANDATORY);
 	EXPECT(o.reset_code == DCCP_RESET_OPTION_ERROR && o.reset_data[0] == 1);
 	/* Mandatory Mandatory: Option Error */
 	const uint8_t mm[] = { 1, 1, 41, 6, 0, 0, 0, 1 };
-	EXPECT_EQ(parse_with(DCCP_ACK, mm, sizeof(mm), 0, &o, &c), DCCP_E_OPT_MANDATORY);
+	EXPECT_EQ(parse_with(DCCP_ACK, mm, sizeof(mm), 0, &o, &c), DCCP_DROP_OPT_MANDATORY);
 	EXPECT_EQ(o.reset_code, DCCP_RESET_OPTION_ERROR);
 	/* Mandatory before an option we do not know: Mandatory Error naming it */
 	const uint8_t munk[] = { 1, 100, 4, 0xab, 0xcd };
-	EXPECT_EQ(parse_with(DCCP_ACK, munk, sizeof(munk), 0, &o, &c), DCCP_E_OPT_MANDATORY);
+	EXPECT_EQ(parse_with(DCCP_ACK, munk, sizeof(munk), 0, &o, &c), DCCP_DROP_OPT_MANDATORY);
 	EXPECT(o.reset_code == DCCP_RESET_MANDATORY_ERROR && o.reset_data[0] == 100 &&
 	       o.reset_data[1] == 0xab && o.reset_data[2] == 0xcd);
-	EXPECT_EQ(c.n[DCCP_E_OPT_UNKNOWN], 1);
+	EXPECT_EQ(c.n[DCCP_DROP_OPT_UNKNOWN], 1);
 	/* Mandatory before a reserved one-byte option, or before a bad length */
 	const uint8_t m3[] = { 1, 3 };
-	EXPECT_EQ(parse_with(DCCP_ACK, m3, sizeof(m3), 0, &o, &c), DCCP_E_OPT_MANDATORY);
+	EXPECT_EQ(parse_with(DCCP_ACK, m3, sizeof(m3), 0, &o, &c), DCCP_DROP_OPT_MANDATORY);
 	EXPECT(o.reset_code == DCCP_RESET_MANDATORY_ERROR && o.reset_data[0] == 3);
 	const uint8_t mlen[] = { 1, 41, 0 };
-	EXPECT_EQ(parse_with(DCCP_ACK, mlen, sizeof(mlen), 0, &o, &c), DCCP_E_OPT_MANDATORY);
+	EXPECT_EQ(parse_with(DCCP_ACK, mlen, sizeof(mlen), 0, &o, &c), DCCP_DROP_OPT_MANDATORY);
 	EXPECT_EQ(o.reset_code, DCCP_RESET_MANDATORY_ERROR);
 	/* Mandatory Padding is two Paddings; Mandatory before a known option is fine */
 	const uint8_t mpad[] = { 1, 0, 1, 41, 6, 0, 0, 0, 5 };
@@ -291,36 +291,36 @@ static void test_rejections(void)
 	memset(&c, 0, sizeof(c));
 	EXPECT_EQ(parse_with(DCCP_DATA, ondata, sizeof(ondata), DCCP_PF_ESTABLISHED, &o, &c), DCCP_OK);
 	EXPECT(o.n == 1 && o.ts == 6 && o.reset_code == 0);
-	EXPECT_EQ(c.n[DCCP_E_OPT_ON_DATA], 3);
+	EXPECT_EQ(c.n[DCCP_DROP_OPT_ON_DATA], 3);
 	/* Ack Vector before the connection is established, and on a Request */
 	const uint8_t av[] = { 38, 3, 0 };
 	memset(&c, 0, sizeof(c));
 	EXPECT_EQ(parse_with(DCCP_ACK, av, sizeof(av), 0, &o, &c), DCCP_OK);
-	EXPECT(o.n == 0 && c.n[DCCP_E_OPT_EARLY] == 1);
+	EXPECT(o.n == 0 && c.n[DCCP_DROP_OPT_EARLY] == 1);
 	EXPECT_EQ(parse_with(DCCP_ACK, av, sizeof(av), DCCP_PF_ESTABLISHED, &o, &c), DCCP_OK);
 	EXPECT_EQ(o.n, 1);
 	EXPECT_EQ(parse_with(DCCP_REQUEST, av, sizeof(av), DCCP_PF_ESTABLISHED, &o, &c), DCCP_OK);
-	EXPECT(o.n == 0 && c.n[DCCP_E_OPT_NO_ACKNO] == 1);
+	EXPECT(o.n == 0 && c.n[DCCP_DROP_OPT_NO_ACKNO] == 1);
 	/* Ack Vector State 2 is reserved */
 	const uint8_t av2[] = { 39, 4, 0, 0x80 };
 	EXPECT_EQ(parse_with(DCCP_ACK, av2, sizeof(av2), DCCP_PF_ESTABLISHED, &o, &c), DCCP_OK);
-	EXPECT(o.n == 0 && c.n[DCCP_E_OPT_VALUE] == 1);
+	EXPECT(o.n == 0 && c.n[DCCP_DROP_OPT_VALUE] == 1);
 	/* Elapsed Time and Confirm need an Acknowledgement Number; Init Cookie not on Requests */
 	const uint8_t noack[] = { 43, 4, 0, 1, 33, 3, 1, 36, 3, 9 };
 	EXPECT_EQ(parse_with(DCCP_REQUEST, noack, sizeof(noack), 0, &o, &c), DCCP_OK);
-	EXPECT(o.n == 0 && c.n[DCCP_E_OPT_NO_ACKNO] == 3 && c.n[DCCP_E_OPT_EARLY] == 2);
+	EXPECT(o.n == 0 && c.n[DCCP_DROP_OPT_NO_ACKNO] == 3 && c.n[DCCP_DROP_OPT_EARLY] == 2);
 	/* Loss Intervals: Skip Length > 3, and non-zero on a second option */
 	const uint8_t lis[] = { 193, 12, 4, 0, 0, 1, 0,	  0,  1, 0, 0, 1, 193, 12, 0, 0, 0, 1,
 				0,   0,	 1, 0, 0, 1, 193, 12, 1, 0, 0, 1, 0,   0,  1, 0, 0, 1 };
 	EXPECT_EQ(parse_with(DCCP_ACK, lis, sizeof(lis), 0, &o, &c), DCCP_OK);
-	EXPECT(o.n == 1 && c.n[DCCP_E_OPT_VALUE] == 3);
+	EXPECT(o.n == 1 && c.n[DCCP_DROP_OPT_VALUE] == 3);
 	const uint8_t lisz[] = { 193, 11, 0, 0, 0, 1, 0, 0, 1, 0, 0 };
 	EXPECT_EQ(parse_with(DCCP_ACK, lisz, sizeof(lisz), 0, &o, &c), DCCP_OK);
-	EXPECT(o.n == 0 && c.n[DCCP_E_OPT_SIZE] == 1);
+	EXPECT(o.n == 0 && c.n[DCCP_DROP_OPT_SIZE] == 1);
 	/* Change with no value */
 	const uint8_t ch[] = { 32, 3, 1 };
 	EXPECT_EQ(parse_with(DCCP_ACK, ch, sizeof(ch), 0, &o, &c), DCCP_OK);
-	EXPECT(o.n == 0 && c.n[DCCP_E_OPT_SIZE] == 2);
+	EXPECT(o.n == 0 && c.n[DCCP_DROP_OPT_SIZE] == 2);
 	/* more options than kept: counted, the first DCCP_OPTS_MAX kept */
 	uint8_t many[6 * 70];
 	for (int i = 0; i < 70; i++) {
@@ -328,12 +328,12 @@ static void test_rejections(void)
 		memcpy(many + 6 * i, t, 6);
 	}
 	EXPECT_EQ(parse_with(DCCP_ACK, many, sizeof(many), 0, &o, &c), DCCP_OK);
-	EXPECT(o.n == DCCP_OPTS_MAX && o.ts == 69 && c.n[DCCP_E_OPT_TOO_MANY] == 70 - DCCP_OPTS_MAX);
+	EXPECT(o.n == DCCP_OPTS_MAX && o.ts == 69 && c.n[DCCP_DROP_OPT_TOO_MANY] == 70 - DCCP_OPTS_MAX);
 	/* a Mandatory option past the ones kept cannot be processed: Mandatory Error */
 	const uint8_t tail[] = { 1, 41, 6, 0, 0, 0, 1 };
 	memcpy(many + 6 * DCCP_OPTS_MAX, tail, sizeof(tail));
 	EXPECT_EQ(parse_with(DCCP_ACK, many, 6 * DCCP_OPTS_MAX + sizeof(tail), 0, &o, &c),
-		  DCCP_E_OPT_MANDATORY);
+		  DCCP_DROP_OPT_MANDATORY);
 	EXPECT(o.reset_code == DCCP_RESET_MANDATORY_ERROR && o.reset_data[0] == 41);
 	/* DCCP-Listen: options ignored altogether (RFC 5596) */
 	const uint8_t lst[] = { 1, 100, 2 };

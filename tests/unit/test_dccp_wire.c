@@ -101,7 +101,7 @@ static void test_types(void)
 			EXPECT_EQ(g.opt_len, sizeof(opts));
 			EXPECT_EQ(g.data_len, sizeof(data));
 			EXPECT(memcmp(pkt + g.data_off, data, sizeof(data)) == 0);
-			for (int e = 0; e < DCCP_E_COUNT; e++)
+			for (int e = 0; e < DCCP_DROP_COUNT; e++)
 				EXPECT_EQ(c.n[e], 0);
 		}
 	}
@@ -130,14 +130,14 @@ static void test_checksum(void)
 			struct dccp_hdr g;
 			struct dccp_counters c = { 0 };
 			pkt[bit / 8] ^= (uint8_t)(1 << (bit % 8));
-			enum dccp_err e = dccp_parse(pkt, (size_t)n, &ph4, &g, &c);
+			enum dccp_drop e = dccp_parse(pkt, (size_t)n, &ph4, &g, &c);
 			pkt[bit / 8] ^= (uint8_t)(1 << (bit % 8));
 			if (bit / 8 >= cov)
 				EXPECT_EQ(e, DCCP_OK);
 			else if (bit / 8 >= 4 && bit / 8 <= 8) /* Data Offset, CsCov, Type: other checks may fire first */
 				EXPECT(e != DCCP_OK);
 			else
-				EXPECT_EQ(e, DCCP_E_CHECKSUM);
+				EXPECT_EQ(e, DCCP_DROP_CHECKSUM);
 		}
 	}
 	/* the pseudo-header is part of it: another address fails */
@@ -147,8 +147,8 @@ static void test_checksum(void)
 	other.dst[15] ^= 1;
 	struct dccp_hdr g;
 	CHECK_EQ(dccp_parse(pkt, (size_t)n, &ph6, &g, NULL), DCCP_OK);
-	CHECK_EQ(dccp_parse(pkt, (size_t)n, &other, &g, NULL), DCCP_E_CHECKSUM);
-	CHECK_EQ(dccp_parse(pkt, (size_t)n, &ph4, &g, NULL), DCCP_E_CHECKSUM);
+	CHECK_EQ(dccp_parse(pkt, (size_t)n, &other, &g, NULL), DCCP_DROP_CHECKSUM);
+	CHECK_EQ(dccp_parse(pkt, (size_t)n, &ph4, &g, NULL), DCCP_DROP_CHECKSUM);
 }
 
 static void test_malformed(void)
@@ -160,34 +160,34 @@ static void test_malformed(void)
 	ssize_t n = dccp_build(pkt, sizeof(pkt), &h, NULL, 0, "abcdefgh", 8, NULL);
 	CHECK(n == 32);
 
-	CHECK_EQ(dccp_parse(pkt, 11, NULL, &g, &c), DCCP_E_SHORT);
-	CHECK_EQ(dccp_parse(pkt, 0, NULL, &g, &c), DCCP_E_SHORT);
+	CHECK_EQ(dccp_parse(pkt, 11, NULL, &g, &c), DCCP_DROP_SHORT);
+	CHECK_EQ(dccp_parse(pkt, 0, NULL, &g, &c), DCCP_DROP_SHORT);
 	pkt[8] = 11 << 1 | 1; /* reserved type */
-	CHECK_EQ(dccp_parse(pkt, (size_t)n, NULL, &g, &c), DCCP_E_TYPE_RESERVED);
+	CHECK_EQ(dccp_parse(pkt, (size_t)n, NULL, &g, &c), DCCP_DROP_TYPE_RESERVED);
 	pkt[8] = DCCP_SYNC << 1; /* X=0 on a Sync */
-	CHECK_EQ(dccp_parse(pkt, (size_t)n, NULL, &g, &c), DCCP_E_SHORT_SEQNO);
+	CHECK_EQ(dccp_parse(pkt, (size_t)n, NULL, &g, &c), DCCP_DROP_SHORT_SEQNO);
 	pkt[8] = DCCP_REQUEST << 1;
-	CHECK_EQ(dccp_parse(pkt, (size_t)n, NULL, &g, &c), DCCP_E_SHORT_SEQNO);
+	CHECK_EQ(dccp_parse(pkt, (size_t)n, NULL, &g, &c), DCCP_DROP_SHORT_SEQNO);
 	pkt[8] = DCCP_ACK << 1 | 1;
 	pkt[4] = 5; /* 20 bytes < 24 for an Ack with X=1 */
-	CHECK_EQ(dccp_parse(pkt, (size_t)n, NULL, &g, &c), DCCP_E_DOFF_SMALL);
+	CHECK_EQ(dccp_parse(pkt, (size_t)n, NULL, &g, &c), DCCP_DROP_DOFF_SMALL);
 	pkt[4] = 9; /* 36 bytes > 32 */
-	CHECK_EQ(dccp_parse(pkt, (size_t)n, NULL, &g, &c), DCCP_E_DOFF_LARGE);
+	CHECK_EQ(dccp_parse(pkt, (size_t)n, NULL, &g, &c), DCCP_DROP_DOFF_LARGE);
 	pkt[4] = 6;
 	pkt[5] = 4; /* CsCov 4: 12 bytes of data, only 8 */
-	CHECK_EQ(dccp_parse(pkt, (size_t)n, NULL, &g, &c), DCCP_E_CSCOV);
+	CHECK_EQ(dccp_parse(pkt, (size_t)n, NULL, &g, &c), DCCP_DROP_CSCOV);
 	pkt[5] = 3; /* 8 bytes: fine */
 	CHECK_EQ(dccp_parse(pkt, (size_t)n, NULL, &g, &c), DCCP_OK);
-	CHECK_EQ(dccp_parse(pkt, (size_t)n, &ph4, &g, &c), DCCP_E_CHECKSUM); /* built without one */
-	EXPECT_EQ(c.n[DCCP_E_SHORT], 2);
-	EXPECT_EQ(c.n[DCCP_E_TYPE_RESERVED], 1);
-	EXPECT_EQ(c.n[DCCP_E_SHORT_SEQNO], 2);
-	EXPECT_EQ(c.n[DCCP_E_DOFF_SMALL], 1);
-	EXPECT_EQ(c.n[DCCP_E_DOFF_LARGE], 1);
-	EXPECT_EQ(c.n[DCCP_E_CSCOV], 1);
-	EXPECT_EQ(c.n[DCCP_E_CHECKSUM], 1);
-	for (int e = 0; e < DCCP_E_COUNT; e++)
-		EXPECT(strcmp(dccp_err_name((enum dccp_err)e), "?") != 0);
+	CHECK_EQ(dccp_parse(pkt, (size_t)n, &ph4, &g, &c), DCCP_DROP_CHECKSUM); /* built without one */
+	EXPECT_EQ(c.n[DCCP_DROP_SHORT], 2);
+	EXPECT_EQ(c.n[DCCP_DROP_TYPE_RESERVED], 1);
+	EXPECT_EQ(c.n[DCCP_DROP_SHORT_SEQNO], 2);
+	EXPECT_EQ(c.n[DCCP_DROP_DOFF_SMALL], 1);
+	EXPECT_EQ(c.n[DCCP_DROP_DOFF_LARGE], 1);
+	EXPECT_EQ(c.n[DCCP_DROP_CSCOV], 1);
+	EXPECT_EQ(c.n[DCCP_DROP_CHECKSUM], 1);
+	for (int e = 0; e < DCCP_DROP_COUNT; e++)
+		EXPECT(strcmp(dccp_drop_name((enum dccp_drop)e), "?") != 0);
 
 	/* the builder refuses what the parser would */
 	struct dccp_hdr b = { .type = DCCP_REQUEST, .x = 0 };
@@ -235,7 +235,7 @@ static void test_udp(void)
 	dgram[6] = z[0], dgram[7] = z[1];
 	EXPECT_EQ(dccp_udp_check(dgram, (size_t)n + 7, &ph4, &c), -1); /* Length past the datagram */
 	EXPECT_EQ(dccp_udp_check(dgram, 7, &ph4, &c), -1);
-	EXPECT_EQ(c.n[DCCP_E_UDP], 5);
+	EXPECT_EQ(c.n[DCCP_DROP_UDP], 5);
 	/* UDP Length 19 < 8 + 12 */
 	uint8_t small[19] = { 0 };
 	dccp_udp_wrap(small, 1, 2, 11, &ph6);

@@ -103,7 +103,7 @@ static void acks(void)
 
 	memset(&the_cc, 0, sizeof(the_cc));
 	the_cc.budget = UINT32_MAX;
-	e = gc_ring_engine_create_hooks(&quiet, &h);
+	CHECK_OK(gc_err(gc_ring_engine_create_hooks(&quiet, &h, &e)));
 	CHECK(z && r && e);
 	CHECK_OK(gc_ring_attach(r, e, sd));
 	for (uint64_t seq = 0; seq < TOTAL; seq++) {
@@ -198,7 +198,7 @@ static void budget(void)
 	memset(&the_cc, 0, sizeof(the_cc));
 	the_cc.budget = 3;
 	the_cc.wait_until = gc_now_ns() + 150 * 1000000ull;
-	e = gc_ring_engine_create_hooks(NULL, &h);
+	CHECK_OK(gc_err(gc_ring_engine_create_hooks(NULL, &h, &e)));
 	CHECK(z && r && e);
 	memcpy(gc_zone_buf(z, 0), "cc", 2);
 	CHECK_OK(gc_ring_attach(r, e, sd));

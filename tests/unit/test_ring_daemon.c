@@ -91,7 +91,7 @@ static void client(int id, int ready_fd, int go_fd)
 		if (other == r->ring_id)
 			continue;
 		q.ring_id = other;
-		CHECK_ERR(gc_client_call(e, "t", &q, NULL, 0, &rep, &rfd), ENOENT);
+		CHECK_ERR(gc_err(gc_client_call(e, "t", &q, NULL, 0, &rep, &rfd)), ENOENT);
 	}
 	struct gc_ring_engine_stats st;
 	CHECK_OK(gc_ring_engine_stats(e, &st));

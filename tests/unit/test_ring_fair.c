@@ -54,7 +54,8 @@ static void run(unsigned b_fill)
 	snprintf(path, sizeof(path), "/tmp/gc-ring-fair-%d.sock", (int)getpid());
 	struct gc_ring_engine_opts p = GC_RING_ENGINE_OPTS_INIT(.listen = path, .quiet = 1);
 	struct gc_ring_engine_hooks h = { .xmit = xmit };
-	struct gc_ring_engine *eng = gc_ring_engine_create_hooks(&p, &h);
+	struct gc_ring_engine *eng = NULL;
+	CHECK_OK(gc_err(gc_ring_engine_create_hooks(&p, &h, &eng)));
 	struct gc_ring_engine *ca = gc_ring_engine_connect(path);
 	struct gc_ring_engine *cb = gc_ring_engine_connect(path);
 	struct rx *rx = rx_open(AF_INET, 1);

@@ -163,7 +163,7 @@ static int raw_attach(uint32_t entries, uint64_t zone_size, int ringfd, int zone
 
 	if (rfd >= 0)
 		close(rfd);
-	return ret;
+	return (int)gc_err(ret);
 }
 
 static void refusals(void)
@@ -219,15 +219,15 @@ static void refusals(void)
 	struct gc_req q = { .op = 99, .version = GC_PROTO_VERSION };
 	struct gc_rep rep;
 	int rfd;
-	CHECK_ERR(gc_client_call(eng, "t", &q, NULL, 0, &rep, &rfd), EINVAL);
+	CHECK_ERR(gc_err(gc_client_call(eng, "t", &q, NULL, 0, &rep, &rfd)), EINVAL);
 	q.version = 7;
-	CHECK_ERR(gc_client_call(eng, "t", &q, NULL, 0, &rep, &rfd), EPROTONOSUPPORT);
+	CHECK_ERR(gc_err(gc_client_call(eng, "t", &q, NULL, 0, &rep, &rfd)), EPROTONOSUPPORT);
 	CHECK(strstr(gc_errmsg(), "version 7") != NULL);
 	q = (struct gc_req){ .op = GC_OP_DETACH, .version = GC_PROTO_VERSION, .ring_id = 424242 };
-	CHECK_ERR(gc_client_call(eng, "t", &q, NULL, 0, &rep, &rfd), ENOENT);
+	CHECK_ERR(gc_err(gc_client_call(eng, "t", &q, NULL, 0, &rep, &rfd)), ENOENT);
 	q.op = GC_OP_STATS;
 	int two[2] = { sd, sd };
-	CHECK_ERR(gc_client_call(eng, "t", &q, two, 2, &rep, &rfd), EINVAL);
+	CHECK_ERR(gc_err(gc_client_call(eng, "t", &q, two, 2, &rep, &rfd)), EINVAL);
 	/* a message of the wrong size */
 	char junk[7] = "garbage";
 	CHECK(send(eng->fd, junk, sizeof(junk), 0) == sizeof(junk));

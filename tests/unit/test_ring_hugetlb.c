@@ -94,7 +94,7 @@ static int raw_attach(struct gc_ring_engine *e, uint32_t entries, uint64_t zone_
 
 	if (rfd >= 0)
 		close(rfd);
-	return r;
+	return (int)gc_err(r);
 }
 
 int main(void)

@@ -119,7 +119,8 @@ static void waiting(void)
 	struct gc_zone *z = gc_zone_create(1, 4096);
 	struct gc_ring *r = gc_ring_create(8, z);
 	struct gc_ring_engine_hooks h = { .xmit = hold_xmit };
-	struct gc_ring_engine *e = gc_ring_engine_create_hooks(NULL, &h);
+	struct gc_ring_engine *e = NULL;
+	CHECK_OK(gc_err(gc_ring_engine_create_hooks(NULL, &h, &e)));
 	pthread_t t;
 
 	CHECK(z && r && e);

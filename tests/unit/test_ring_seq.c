@@ -216,7 +216,7 @@ static void real_daemon(void)
 	q = (struct gc_req){ .op = GC_OP_STATS, .version = 1 };
 	struct gc_rep rep;
 	int rfd;
-	CHECK_ERR(gc_client_call(c, "t", &q, NULL, 0, &rep, &rfd), EPROTONOSUPPORT);
+	CHECK_ERR(gc_err(gc_client_call(c, "t", &q, NULL, 0, &rep, &rfd)), EPROTONOSUPPORT);
 	CHECK(strstr(gc_errmsg(), "protocol version 1") != NULL);
 	/* and a request without a number is malformed */
 	q = (struct gc_req){ .op = GC_OP_STATS, .version = GC_PROTO_VERSION };

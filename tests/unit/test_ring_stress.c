@@ -101,8 +101,7 @@ int main(int argc, char **argv)
 	cap_sent = ops + 16;
 	sent = malloc(cap_sent * sizeof(*sent));
 	CHECK(z && r && sent);
-	e = gc_ring_engine_create_hooks(&p, &h);
-	CHECK(e != NULL);
+	CHECK_OK(gc_err(gc_ring_engine_create_hooks(&p, &h, &e)));
 	CHECK_OK(gc_ring_attach(r, e, sd));
 
 	for (uint64_t op = 0; op < ops; op++) {
