@@ -32,8 +32,8 @@
  * gc_err(ret): at the boundary: ret >= 0 is returned as is; ret < 0 sets
  * errno to -ret and returns -1.
  * gc_err_ptr(ret): the same for functions that return a pointer: NULL.
- * gc_seterr(): gc_errf() and errno at once, returning -1, for exported
- * functions that refuse an argument before calling anything.
+ * gc_seterr(): gc_errf() and errno at once, returning -1: only in an
+ * exported function (ctest errors checks it), e.g. refusing an argument.
  */
 int gc_errf(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int gc_seterr(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
