@@ -27,44 +27,18 @@ GC_EXPORT struct gc_ring_engine *gc_ring_engine_create(const struct gc_ring_engi
 	return gc_ring_engine_create_hooks(p, NULL);
 }
 
-/*
- * The caller's params as this library's struct: the fields its sz covers,
- * zero (the defaults) for the rest.  A caller built against a newer header
- * may pass a larger struct, if what we do not know of it is zero.
- */
-static int params_copy(struct gc_ring_engine_opts *d, const struct gc_ring_engine_opts *p)
-{
-	memset(d, 0, sizeof(*d));
-	if (!p)
-		return 0;
-	if (p->sz < sizeof(size_t))
-		return gc_seterr(EINVAL,
-				 "gc_ring_engine_create: params->sz is %zu; set it to "
-				 "sizeof(struct gc_ring_engine_opts) (GC_RING_ENGINE_OPTS_INIT "
-				 "does)",
-				 p->sz);
-	if (p->sz > sizeof(*d)) {
-		const unsigned char *tail = (const unsigned char *)p + sizeof(*d);
-		for (size_t i = 0; i < p->sz - sizeof(*d); i++)
-			if (tail[i])
-				return gc_seterr(E2BIG,
-						 "gc_ring_engine_create: params (sz %zu) sets a "
-						 "field at byte %zu that this library (sz %zu) does "
-						 "not know",
-						 p->sz, sizeof(*d) + i, sizeof(*d));
-	}
-	memcpy(d, p, p->sz < sizeof(*d) ? p->sz : sizeof(*d));
-	d->sz = sizeof(*d);
-	return 0;
-}
+/* sized (groupcast/common.h); 1.0 ends at max_map_bytes */
+static const struct gc_sized engine_opts_t =
+	GC_SIZED(gc_ring_engine_opts, GC_RING_ENGINE_OPTS_INIT, max_map_bytes, max_map_bytes);
 
 struct gc_ring_engine *gc_ring_engine_create_hooks(const struct gc_ring_engine_opts *p,
 						   const struct gc_ring_engine_hooks *hooks)
 {
 	struct gc_ring_engine_opts d;
 
-	if (params_copy(&d, p) < 0)
-		return NULL;
+	int r = gc_sized_in(&engine_opts_t, "gc_ring_engine_create", "opts", &d, p);
+	if (r < 0)
+		return gc_err_ptr(r);
 	const unsigned known = GC_RING_ENGINE_PIN_CPU | GC_RING_ENGINE_LISTEN_GID |
 		GC_RING_ENGINE_SUBMIT_FLUSH;
 	if (d.flags & ~known) {
