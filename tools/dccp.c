@@ -280,7 +280,7 @@ int cmd_dccp(int argc, char **argv)
 	}
 	if (argc < 2)
 		cli_usage_error("expected 'listen' or 'send'");
-	struct dccp_args a = { .o = { .size = sizeof(struct gc_dccp_opts), .ccid = 2 },
+	struct dccp_args a = { .o = GC_DCCP_OPTS_INIT(.ccid = 2),
 			       .count = 1000,
 			       .size = 1000,
 			       .timeout_s = 30 };

@@ -347,7 +347,7 @@ int cmd_ltp(int argc, char **argv)
 	bool send = !strcmp(sub, "send");
 	if (!send && strcmp(sub, "recv"))
 		cli_usage_error("'%s': expected send or recv", sub);
-	struct ltp_args a = { .payload = 1400, .size = 0, .timeout_ms = 60000 };
+	struct ltp_args a = { .c = GC_LTP_OPTS_INIT(), .payload = 1400, .size = 0, .timeout_ms = 60000 };
 	bool have_group = false, have_port = false, have_source = false;
 	optind = 2;
 	int ch;

@@ -45,7 +45,9 @@ enum {
 	GC_LTP_NO_PROVISIONAL = 1 << 4,
 };
 
+/* A sized struct (groupcast/common.h): fill it with GC_LTP_OPTS_INIT(). */
 struct gc_ltp_opts {
+	size_t sz;	       /* sizeof(struct gc_ltp_opts) */
 	int flags;	       /* GC_LTP_* */
 	struct in_addr group;  /* G */
 	struct in_addr source; /* S: the sender's address (receivers accept data only from it) */
@@ -74,6 +76,10 @@ struct gc_ltp_opts {
 	uint32_t replier_cost; /* 0: no reports (the router's configuration names repliers) */
 	uint32_t report_ms;    /* report interval; the router forgets it after 3; 0: 100 */
 };
+#define GC_LTP_OPTS_INIT(...)                                 \
+	{                                                     \
+		.sz = sizeof(struct gc_ltp_opts), __VA_ARGS__ \
+	}
 
 struct gc_ltp;
 

@@ -33,17 +33,16 @@ GC_EXPORT const char *gc_dccp_state_name(int state)
 	return state_names[state];
 }
 
+/* sized (groupcast/common.h); 1.0 ends at timeout_ms */
+static const struct gc_sized dccp_opts_t =
+	GC_SIZED(gc_dccp_opts, GC_DCCP_OPTS_INIT, timeout_ms, timeout_ms);
+
 static int check_opts(const char *fn, const struct gc_dccp_opts *o, struct gc_dccp_opts *out)
 {
-	memset(out, 0, sizeof(*out));
-	if (o) {
-		if (o->size < offsetof(struct gc_dccp_opts, ccid) + sizeof(int) || o->size > 4096)
-			return gc_seterr(EINVAL,
-					 "%s: opts->size %zu: set it to sizeof(struct gc_dccp_opts)",
-					 fn, o->size);
-		memcpy(out, o, o->size < sizeof(*out) ? o->size : sizeof(*out));
-	}
-	out->size = sizeof(*out);
+	int r = gc_sized_in(&dccp_opts_t, fn, "opts", out, o);
+	if (r < 0)
+		return (int)gc_err(r);
+	out->sz = sizeof(*out);
 	if (!out->ccid)
 		out->ccid = 2;
 	if (out->ccid != 2 && out->ccid != 3)
