@@ -226,7 +226,7 @@ static void send_dccp(const struct args *a)
 			exit(1);
 		}
 	}
-	struct gc_dccp_stats st;
+	struct gc_dccp_stats st = GC_DCCP_STATS_INIT();
 	if (gc_dccp_stats(c, &st) == 0)
 		fprintf(stderr,
 			"{\"sent\":%" PRIu64 ",\"acked\":%" PRIu64 ",\"dead\":%" PRIu64

@@ -76,7 +76,7 @@ static socklen_t parse_where(const struct dccp_args *a, struct sockaddr_storage 
 
 static void print_stats_send(struct gc_dccp *c, uint64_t queued, uint64_t ring_acks)
 {
-	struct gc_dccp_stats st;
+	struct gc_dccp_stats st = GC_DCCP_STATS_INIT();
 	if (gc_dccp_stats(c, &st) != 0)
 		cli_fail("stats: %s", gc_errmsg());
 	printf("{\"queued\":%llu,\"sent\":%llu,\"acked\":%llu,\"dead\":%llu,\"lost\":%llu,"
@@ -238,7 +238,7 @@ static int do_listen(const struct dccp_args *a)
 					break;
 				}
 		}
-		struct gc_dccp_stats st;
+		struct gc_dccp_stats st = GC_DCCP_STATS_INIT();
 		if (gc_dccp_stats(c, &st) == 0) {
 			state = gc_dccp_state_name(st.state);
 			invalid = st.invalid;

@@ -91,7 +91,7 @@ static void print_info(const struct gc_lms_info *in)
 
 static void print_stats(void)
 {
-	struct gc_lms_stats st;
+	struct gc_lms_stats st = GC_LMS_STATS_INIT();
 	gc_lms_stats(&st);
 	printf("{\"stats\":{\"requests_sent\":%llu,\"dmcasts_sent\":%llu,\"requests_received\":%llu,"
 	       "\"dmcasts_received\":%llu,\"plain_received\":%llu,\"bad_options\":%llu}}\n",

@@ -116,7 +116,7 @@ static void write_samples(const struct gc_ltp *l, const char *path)
 
 static void print_stats(const struct gc_ltp *l)
 {
-	struct gc_ltp_stats s;
+	struct gc_ltp_stats s = GC_LTP_STATS_INIT();
 	gc_ltp_stats(l, &s);
 	printf("\"stats\":{\"data_sent\":%llu,\"bytes_sent\":%llu,\"heartbeats_sent\":%llu,"
 	       "\"data_received\":%llu,\"bytes_delivered\":%llu,\"duplicates\":%llu,"

@@ -114,7 +114,9 @@ enum gc_dccp_state {
 /* "OPEN", "CLOSED"...; "?" for unknown values. */
 const char *gc_dccp_state_name(int state);
 
+/* A sized struct (groupcast/common.h) the library fills: GC_DCCP_STATS_INIT(). */
 struct gc_dccp_stats {
+	size_t sz; /* sizeof(struct gc_dccp_stats) */
 	int state; /* enum gc_dccp_state */
 	int ccid;
 	uint32_t cwnd;		/* CCID 2: window, packets */
@@ -132,6 +134,10 @@ struct gc_dccp_stats {
 	uint64_t syncs;		/* Syncs sent */
 	uint64_t invalid;	/* packets dropped by the §7.5 checks or parsing */
 };
+#define GC_DCCP_STATS_INIT(...) \
+	{ \
+		.sz = sizeof(struct gc_dccp_stats), __VA_ARGS__ \
+	}
 int gc_dccp_stats(struct gc_dccp *c, struct gc_dccp_stats *st);
 
 /* Send what the ring holds (up to timeout_ms), close (CLOSE/CLOSEREQ),

@@ -227,8 +227,10 @@ int gc_lms_raw_socket(void);
  */
 ssize_t gc_lms_dmcast(int rawfd, const struct gc_lms_dmcast *d, const void *data, size_t len, int flags);
 
-/* What this process did through this API (all threads; counters only grow). */
+/* What this process did through this API (all threads; counters only grow).
+ * A sized struct (groupcast/common.h) the library fills: GC_LMS_STATS_INIT(). */
 struct gc_lms_stats {
+	size_t sz;		    /* sizeof(struct gc_lms_stats) */
 	uint64_t requests_sent;	    /* gc_lms_request() successes */
 	uint64_t dmcasts_sent;	    /* gc_lms_dmcast() successes */
 	uint64_t requests_received; /* gc_lms_recv() datagrams with a request option */
@@ -236,7 +238,12 @@ struct gc_lms_stats {
 	uint64_t plain_received;    /* gc_lms_recv() datagrams without an LMS option */
 	uint64_t bad_options;	    /* option areas gc_lms_opt_parse() rejected (EBADMSG) */
 };
-/* Copy the counters into *st.  Returns 0, or -1 with EFAULT. */
+#define GC_LMS_STATS_INIT(...) \
+	{ \
+		.sz = sizeof(struct gc_lms_stats), __VA_ARGS__ \
+	}
+/* Copy the counters into *st.  Returns 0, or -1 with EFAULT (st NULL) or
+ * EINVAL (st->sz below the 1.0 size). */
 int gc_lms_stats(struct gc_lms_stats *st);
 
 #ifdef __cplusplus

@@ -717,12 +717,15 @@ GC_EXPORT ssize_t gc_ltp_recv(struct gc_ltp *l, void *buf, size_t len, struct gc
 	return m->type == GC_LTP_DATA ? (ssize_t)dlen : 0;
 }
 
+/* sized (groupcast/common.h); 1.0 ends at reports_sent */
+static const struct gc_sized ltp_stats_t =
+	GC_SIZED(gc_ltp_stats, GC_LTP_STATS_INIT, reports_sent, reports_sent);
+
 GC_EXPORT int gc_ltp_stats(const struct gc_ltp *l, struct gc_ltp_stats *st)
 {
 	if (!l || !st)
 		return gc_seterr(EFAULT, "%s: NULL", l ? "st" : "l");
-	*st = l->st;
-	return 0;
+	return (int)gc_err(gc_sized_out(&ltp_stats_t, "gc_ltp_stats", "st", st, &l->st));
 }
 
 GC_EXPORT size_t gc_ltp_recovery_samples(const struct gc_ltp *l, uint32_t *us, size_t max)

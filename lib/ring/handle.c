@@ -231,6 +231,10 @@ GC_EXPORT int gc_ring_engine_destroy(struct gc_ring_engine *e)
 	return 0;
 }
 
+/* sized (groupcast/common.h); 1.0 ends at limited */
+static const struct gc_sized engine_stats_t =
+	GC_SIZED(gc_ring_engine_stats, GC_RING_ENGINE_STATS_INIT, limited, limited);
+
 GC_EXPORT int gc_ring_engine_stats(struct gc_ring_engine *e, struct gc_ring_engine_stats *st)
 {
 	if (!e || !st)
@@ -246,8 +250,9 @@ GC_EXPORT int gc_ring_engine_stats(struct gc_ring_engine *e, struct gc_ring_engi
 		close(rfd);
 	if (r < 0)
 		return -1;
-	gc_stats_from_wire(&rep.stats, st);
-	return 0;
+	struct gc_ring_engine_stats now;
+	gc_stats_from_wire(&rep.stats, &now);
+	return (int)gc_err(gc_sized_out(&engine_stats_t, "gc_ring_engine_stats", "st", st, &now));
 }
 
 /* ---- a ring's attachment ------------------------------------------------ */

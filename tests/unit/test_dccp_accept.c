@@ -143,7 +143,7 @@ int main(void)
 	EXPECT_EQ(client_read(cfd[0], &c, 300), 0u);
 	EXPECT(c.state == DCCP_S_OPEN);
 	EXPECT_EQ(c.st.resets_rx, 0u);
-	struct gc_dccp_stats st;
+	struct gc_dccp_stats st = GC_DCCP_STATS_INIT();
 	CHECK_OK(gc_dccp_stats(s, &st));
 	EXPECT_EQ(st.received, 5u);
 	EXPECT_EQ(st.rx_lost, 0u);

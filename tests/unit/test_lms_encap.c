@@ -263,7 +263,7 @@ static void test_send_loopback(void)
 	}
 	d.from = A("127.0.0.1");
 	verify(got, (size_t)n, &d, "repair #3", 9);
-	struct gc_lms_stats st;
+	struct gc_lms_stats st = GC_LMS_STATS_INIT();
 	CHECK_OK(gc_lms_stats(&st));
 	CHECK_EQ(st.dmcasts_sent, 2);
 	close(cap);

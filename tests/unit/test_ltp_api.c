@@ -29,7 +29,7 @@ static void refused(struct gc_ltp_opts c, const char *field)
 int main(void)
 {
 	struct gc_ltp_opts c;
-	struct gc_ltp_stats st;
+	struct gc_ltp_stats st = GC_LTP_STATS_INIT();
 	struct gc_ltp_msg m;
 	char buf[16];
 

@@ -41,7 +41,7 @@ static enum gc_engine default_engine;
 /* sd carries no state from an earlier socket with its fd number. */
 static void is_fresh(int sd, int line)
 {
-	struct gc_stats st;
+	struct gc_stats st = GC_STATS_INIT();
 
 	if (gc_getgroup_size(sd) != 0)
 		check_fail(__FILE__, line, "group size %zd", gc_getgroup_size(sd));

@@ -133,7 +133,7 @@ static void rings(void)
 	CHECK_ERR(gc_ring_detach(NULL), EFAULT);
 	CHECK_ERR(gc_ring_status(r, NULL), EFAULT);
 	CHECK_ERR(gc_ring_status(NULL, NULL), EFAULT);
-	struct gc_ring_status st;
+	struct gc_ring_status st = GC_RING_STATUS_INIT();
 	CHECK_OK(gc_ring_status(r, &st));
 	CHECK_EQ(st.user_i, 4);
 	CHECK_EQ(st.umod_i, 2);
@@ -177,7 +177,7 @@ static void engines(void)
 								 .cpu = 0);
 	struct gc_ring_engine *e = gc_ring_engine_create(&p);
 	CHECK(e != NULL);
-	struct gc_ring_engine_stats st;
+	struct gc_ring_engine_stats st = GC_RING_ENGINE_STATS_INIT();
 	CHECK_OK(gc_ring_engine_stats(e, &st));
 	CHECK_EQ(st.clients, 1);
 	CHECK_EQ(st.rings, 0);
