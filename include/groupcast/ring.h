@@ -276,16 +276,10 @@ struct gc_ring_engine;
 #define GC_RING_ENGINE_SUBMIT_FLUSH 0x4u
 
 /*
- * The struct grows at its end from one release to the next; sz says which
- * version the caller was compiled with (libbpf's and libxdp's opts rule).
- * Fill it with GC_RING_ENGINE_OPTS_INIT(), which sets sz:
+ * A sized struct (groupcast/common.h): fill it with
+ * GC_RING_ENGINE_OPTS_INIT(), which sets sz:
  *
  *   struct gc_ring_engine_opts p = GC_RING_ENGINE_OPTS_INIT(.listen = path);
- *
- * The library reads the fields sz covers and takes the defaults for the
- * rest.  sz below sizeof(size_t) is EINVAL; a larger struct than this
- * library knows is accepted only if the part it does not know is zero
- * (E2BIG otherwise: a field was set that this library would ignore).
  */
 struct gc_ring_engine_opts {
 	size_t sz;	    /* sizeof(struct gc_ring_engine_opts) */

@@ -8,7 +8,7 @@
  * libgroupcast.so.MAJOR.  Within a major version the ABI only grows: every
  * exported function has the symbol version of the release that added it
  * (groupcast.map, one node per release), structs are only appended to, and
- * structs a caller passes in that may grow carry their size.  A change that
+ * structs that may grow carry their size (groupcast/common.h).  A change that
  * breaks this bumps MAJOR.
  */
 #ifndef GROUPCAST_VERSION_H
