@@ -182,8 +182,8 @@ static void late_choice(struct gc_ring *r, struct slot *meta, const struct args 
 static void send_dccp(const struct args *a)
 {
 	struct sockaddr_in sin = addr_of(a->addr, a->port);
-	struct gc_dccp_opts o = GC_DCCP_OPTS_INIT(.ccid = a->ccid, .encap = a->encap, .mps = a->size,
-						  .ring_slots = 256);
+	struct gc_dccp_opts o = GC_DCCP_OPTS_INIT(.ccid = a->ccid, .encap = a->encap,
+						  .mps = a->size, .ring_slots = 256);
 	struct gc_dccp *c = gc_dccp_connect((struct sockaddr *)&sin, sizeof(sin), &o);
 	if (!c) {
 		fprintf(stderr, "dccp_traffic: gc_dccp_connect: %s\n", gc_errmsg());

@@ -550,8 +550,8 @@ static struct gc_dccp_opts dccp_opts(void)
 	for (size_t i = 0; i < o.nsizes; i++)
 		if (o.sizes[i] > mps)
 			mps = o.sizes[i];
-	return (struct gc_dccp_opts)GC_DCCP_OPTS_INIT(
-		.ccid = 2, .encap = GC_DCCP_UDP, .mps = (uint32_t)mps, .ring_slots = o.entries);
+	return (struct gc_dccp_opts)GC_DCCP_OPTS_INIT(.ccid = 2, .encap = GC_DCCP_UDP,
+						      .mps = (uint32_t)mps, .ring_slots = o.entries);
 }
 
 static struct sockaddr_in dccp_addr(void)

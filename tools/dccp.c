@@ -280,10 +280,9 @@ int cmd_dccp(int argc, char **argv)
 	}
 	if (argc < 2)
 		cli_usage_error("expected 'listen' or 'send'");
-	struct dccp_args a = { .o = GC_DCCP_OPTS_INIT(.ccid = 2),
-			       .count = 1000,
-			       .size = 1000,
-			       .timeout_s = 30 };
+	struct dccp_args a = {
+		.o = GC_DCCP_OPTS_INIT(.ccid = 2), .count = 1000, .size = 1000, .timeout_s = 30
+	};
 	if (!strcmp(argv[1], "listen"))
 		a.listen = true, a.count = 0;
 	else if (strcmp(argv[1], "send"))

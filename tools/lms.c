@@ -230,18 +230,17 @@ static int lms_dmcast(struct lms_args *a, uint8_t *buf)
 {
 	if (!a->tp || !a->src || !a->group || !a->dport)
 		cli_usage_error("dmcast needs --tp, --tpif, --src, --group and --dport");
-	struct gc_lms_dmcast d = GC_LMS_DMCAST_INIT(
-		.flags = a->no_provisional ? GC_LMS_DMCAST_NO_PROVISIONAL : 0,
-		.tp = { .code = GC_LMS_DMCAST,
-			.tpif = (unsigned)a->tpif,
-			.tpaddr = cli_ip4("--tp", a->tp),
-			.src = cli_ip4("--src", a->src),
-			.group = cli_ip4("--group", a->group) },
-		.from = a->from ? cli_ip4("--from", a->from) : (struct in_addr){ INADDR_ANY },
-		.sport = (uint16_t)a->sport,
-		.dport = (uint16_t)a->dport,
-		.ttl = (uint8_t)a->ttl,
-		.id = (uint16_t)a->id, );
+	struct gc_lms_dmcast d =
+		GC_LMS_DMCAST_INIT(.flags = a->no_provisional ? GC_LMS_DMCAST_NO_PROVISIONAL : 0,
+				   .tp = { .code = GC_LMS_DMCAST,
+					   .tpif = (unsigned)a->tpif,
+					   .tpaddr = cli_ip4("--tp", a->tp),
+					   .src = cli_ip4("--src", a->src),
+					   .group = cli_ip4("--group", a->group) },
+				   .from = a->from ? cli_ip4("--from", a->from)
+						   : (struct in_addr){ INADDR_ANY },
+				   .sport = (uint16_t)a->sport, .dport = (uint16_t)a->dport,
+				   .ttl = (uint8_t)a->ttl, .id = (uint16_t)a->id, );
 	size_t len = payload(a, buf);
 	static uint8_t pkt[LMS_BUF + GC_LMS_DMCAST_HDRLEN];
 	ssize_t plen = gc_lms_dmcast_build(pkt, sizeof(pkt), &d, buf, len);

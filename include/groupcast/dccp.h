@@ -134,8 +134,8 @@ struct gc_dccp_stats {
 	uint64_t syncs;		/* Syncs sent */
 	uint64_t invalid;	/* packets dropped by the §7.5 checks or parsing */
 };
-#define GC_DCCP_STATS_INIT(...) \
-	{ \
+#define GC_DCCP_STATS_INIT(...)                                 \
+	{                                                       \
 		.sz = sizeof(struct gc_dccp_stats), __VA_ARGS__ \
 	}
 int gc_dccp_stats(struct gc_dccp *c, struct gc_dccp_stats *st);

@@ -199,8 +199,8 @@ struct gc_stats {
 	uint64_t user_fallback; /* kernel engine: datagrams it left to a user engine */
 	int32_t last_errno;	/* errno of the most recent failed datagram, or 0 */
 };
-#define GC_STATS_INIT(...) \
-	{ \
+#define GC_STATS_INIT(...)                                 \
+	{                                                  \
 		.sz = sizeof(struct gc_stats), __VA_ARGS__ \
 	}
 int gc_stats(int sd, struct gc_stats *st);

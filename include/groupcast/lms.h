@@ -238,8 +238,8 @@ struct gc_lms_stats {
 	uint64_t plain_received;    /* gc_lms_recv() datagrams without an LMS option */
 	uint64_t bad_options;	    /* option areas gc_lms_opt_parse() rejected (EBADMSG) */
 };
-#define GC_LMS_STATS_INIT(...) \
-	{ \
+#define GC_LMS_STATS_INIT(...)                                 \
+	{                                                      \
 		.sz = sizeof(struct gc_lms_stats), __VA_ARGS__ \
 	}
 /* Copy the counters into *st.  Returns 0, or -1 with EFAULT (st NULL) or

@@ -119,7 +119,7 @@ ssize_t gc_ltp_recv(struct gc_ltp *l, void *buf, size_t len, struct gc_ltp_msg *
 
 /* A sized struct (groupcast/common.h) the library fills: GC_LTP_STATS_INIT(). */
 struct gc_ltp_stats {
-	size_t sz;						     /* sizeof(struct gc_ltp_stats) */
+	size_t sz;					     /* sizeof(struct gc_ltp_stats) */
 	uint64_t data_sent, bytes_sent, heartbeats_sent;     /* sender */
 	uint64_t data_received, bytes_delivered, duplicates; /* receiver */
 	uint64_t repairs_received, repairs_unneeded;	     /* repairs: all, already had */
@@ -131,8 +131,8 @@ struct gc_ltp_stats {
 	uint64_t recovered, recovery_us_sum, recovery_us_max;	 /* gap seen -> repair arrived */
 	uint64_t reports_sent;					 /* LMS-HIER replier reports */
 };
-#define GC_LTP_STATS_INIT(...) \
-	{ \
+#define GC_LTP_STATS_INIT(...)                                 \
+	{                                                      \
 		.sz = sizeof(struct gc_ltp_stats), __VA_ARGS__ \
 	}
 int gc_ltp_stats(const struct gc_ltp *l, struct gc_ltp_stats *st);

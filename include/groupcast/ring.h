@@ -258,8 +258,8 @@ struct gc_ring_status {
 	uint64_t acks;	      /* acknowledgements logged */
 	uint64_t acks_lost;   /* acknowledgements dropped from a full log */
 };
-#define GC_RING_STATUS_INIT(...) \
-	{ \
+#define GC_RING_STATUS_INIT(...)                                 \
+	{                                                        \
 		.sz = sizeof(struct gc_ring_status), __VA_ARGS__ \
 	}
 int gc_ring_status(const struct gc_ring *r, struct gc_ring_status *st);
@@ -378,8 +378,8 @@ struct gc_ring_engine_stats {
 	uint64_t refused;    /* clients disconnected at accept: not allowed, or too many */
 	uint64_t limited;    /* attach requests refused by a per-client limit */
 };
-#define GC_RING_ENGINE_STATS_INIT(...) \
-	{ \
+#define GC_RING_ENGINE_STATS_INIT(...)                                 \
+	{                                                              \
 		.sz = sizeof(struct gc_ring_engine_stats), __VA_ARGS__ \
 	}
 int gc_ring_engine_stats(struct gc_ring_engine *e, struct gc_ring_engine_stats *st);

@@ -83,10 +83,10 @@ struct gc_sized {
 	size_t size;	  /* sizeof: dst of gc_sized_in() */
 };
 #define GC_OFFSETOFEND(type, field) (offsetof(type, field) + sizeof(((type *)0)->field))
-#define GC_SIZED(name, init, last_v1, last)                                        \
-	{                                                                          \
-		#name, #init, GC_OFFSETOFEND(struct name, last_v1),                \
-			GC_OFFSETOFEND(struct name, last), sizeof(struct name)     \
+#define GC_SIZED(type, INIT, last_v1, last)                                               \
+	{                                                                                 \
+		.name = #type, .init = #INIT, .v1 = GC_OFFSETOFEND(struct type, last_v1), \
+		.known = GC_OFFSETOFEND(struct type, last), .size = sizeof(struct type),  \
 	}
 int gc_sized_in(const struct gc_sized *t, const char *fn, const char *arg, void *dst, const void *src);
 int gc_sized_out(const struct gc_sized *t, const char *fn, const char *arg, void *dst, const void *src);

@@ -453,9 +453,9 @@ static void repair(struct gc_ltp *l, const struct gc_lms_info *tp, const uint8_t
 	ssize_t n;
 	if (tp) {
 		/* GC_LTP_NO_PROVISIONAL: bit 15 of tpif is the ifindex's */
-		struct gc_lms_dmcast d = GC_LMS_DMCAST_INIT(
-				.flags = l->c.flags & GC_LTP_NO_PROVISIONAL ? GC_LMS_DMCAST_NO_PROVISIONAL : 0,
-				.tp = *tp, .sport = l->c.port, .dport = l->c.port);
+		unsigned fl = l->c.flags & GC_LTP_NO_PROVISIONAL ? GC_LMS_DMCAST_NO_PROVISIONAL : 0;
+		struct gc_lms_dmcast d = GC_LMS_DMCAST_INIT(.flags = fl, .tp = *tp,
+							    .sport = l->c.port, .dport = l->c.port);
 		n = gc_lms_dmcast(l->rawfd, &d, p, len, 0);
 	} else {
 		struct sockaddr_in to = group_addr(l);

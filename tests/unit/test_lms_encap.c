@@ -24,9 +24,12 @@ static const char VECTOR[] =
 
 static struct gc_lms_dmcast vector_dmcast(void)
 {
-	struct gc_lms_dmcast d = GC_LMS_DMCAST_INIT(
-		.tp = { .tpif = 7, .tpaddr = A("10.9.8.7"), .src = A("10.0.0.1"), .group = A("239.1.2.3") },
-		.from = A("10.9.8.1"), .sport = 5000, .dport = 5001, .ttl = 5, .id = 0x1234, );
+	struct gc_lms_dmcast d = GC_LMS_DMCAST_INIT(.tp = { .tpif = 7,
+							    .tpaddr = A("10.9.8.7"),
+							    .src = A("10.0.0.1"),
+							    .group = A("239.1.2.3") },
+						    .from = A("10.9.8.1"), .sport = 5000,
+						    .dport = 5001, .ttl = 5, .id = 0x1234, );
 	return d;
 }
 

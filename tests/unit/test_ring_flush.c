@@ -105,7 +105,8 @@ static struct gc_pkt *put_seq(struct fixture *f, uint64_t seq)
 static void in_thread(void)
 {
 	struct fixture f;
-	struct gc_ring_engine_stats st0 = GC_RING_ENGINE_STATS_INIT(), st1 = GC_RING_ENGINE_STATS_INIT();
+	struct gc_ring_engine_stats st0 = GC_RING_ENGINE_STATS_INIT(),
+				    st1 = GC_RING_ENGINE_STATS_INIT();
 
 	setup(&f, 64, gc_ring_engine_create(NULL));
 	CHECK(ring_parked(f.r, 2000));
@@ -245,7 +246,8 @@ static int our_cpus(cpu_set_t *saved, int cpus[2])
  * gc_ring_submit() returns, and the engine thread is never notified. */
 static void paced_inline(struct fixture *f, uint64_t *seq, unsigned n)
 {
-	struct gc_ring_engine_stats st0 = GC_RING_ENGINE_STATS_INIT(), st1 = GC_RING_ENGINE_STATS_INIT();
+	struct gc_ring_engine_stats st0 = GC_RING_ENGINE_STATS_INIT(),
+				    st1 = GC_RING_ENGINE_STATS_INIT();
 	uint64_t first = *seq;
 
 	CHECK(ring_parked(f->r, 2000));
@@ -263,7 +265,8 @@ static void paced_inline(struct fixture *f, uint64_t *seq, unsigned n)
  * thread (notified) rather than sent by the caller. */
 static void paced_handed_over(struct fixture *f, uint64_t *seq)
 {
-	struct gc_ring_engine_stats st0 = GC_RING_ENGINE_STATS_INIT(), st1 = GC_RING_ENGINE_STATS_INIT();
+	struct gc_ring_engine_stats st0 = GC_RING_ENGINE_STATS_INIT(),
+				    st1 = GC_RING_ENGINE_STATS_INIT();
 
 	CHECK(ring_parked(f->r, 2000));
 	CHECK_OK(gc_ring_engine_stats(f->e, &st0));
@@ -282,7 +285,8 @@ static void submit_paced(void)
 {
 	cpu_set_t saved;
 	int cpus[2], ncpu = our_cpus(&saved, cpus);
-	struct gc_ring_engine_stats st0 = GC_RING_ENGINE_STATS_INIT(), st1 = GC_RING_ENGINE_STATS_INIT();
+	struct gc_ring_engine_stats st0 = GC_RING_ENGINE_STATS_INIT(),
+				    st1 = GC_RING_ENGINE_STATS_INIT();
 	struct fixture f;
 	uint64_t seq = 0;
 

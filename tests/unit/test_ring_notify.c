@@ -17,7 +17,8 @@ static void parked(void)
 	struct gc_zone *z = gc_zone_create(4, 4096);
 	struct gc_ring *r = gc_ring_create(16, z);
 	struct gc_ring_engine *e = gc_ring_engine_create(NULL);
-	struct gc_ring_engine_stats st0 = GC_RING_ENGINE_STATS_INIT(), st1 = GC_RING_ENGINE_STATS_INIT();
+	struct gc_ring_engine_stats st0 = GC_RING_ENGINE_STATS_INIT(),
+				    st1 = GC_RING_ENGINE_STATS_INIT();
 	uint64_t off = gc_zone_offset(z, gc_zone_buf(z, 0));
 
 	CHECK(z && r && e);
