@@ -23,7 +23,6 @@
  */
 #include "check.h"
 
-#include <dirent.h>
 #include <net/if.h>
 #include <pthread.h>
 #include <stddef.h>
@@ -53,19 +52,6 @@ static size_t get_sz(void)
 	size_t sz;
 	memcpy(&sz, u.b, sizeof(sz));
 	return sz;
-}
-
-static int open_fds(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *de;
-	int n = 0;
-
-	CHECK(d != NULL);
-	while ((de = readdir(d)) != NULL)
-		n += de->d_name[0] != '.';
-	closedir(d);
-	return n;
 }
 
 static void msg_has(const char *what, const char *a, const char *b)
