@@ -22,8 +22,8 @@
  *    _opts, and gc_lms_dmcast): bytes past what this library knows must be
  *    zero (E2BIG names the first that is not), so a field set for a newer
  *    library is never silently ignored; fields sz does not cover, and zero
- *    fields, take their defaults.  Fill a struct with its macro (or
- *    memset it to 0 and set sz): padding bytes count too.
+ *    fields, take their defaults.  Fill a struct with its macro, or
+ *    memset it to 0 and set sz.
  *    A struct the library fills (the stats, gc_ring_status): it writes
  *    what it knows, zeroes the rest up to sz, and leaves sz as it was.
  *    Sized: gc_ring_engine_opts, gc_dccp_opts, gc_ltp_opts, gc_lms_dmcast

@@ -67,11 +67,13 @@ static inline void *gc_err_ptr(int ret)
  * struct, zeroed first: fields the caller's sz does not cover are 0).  src
  * NULL: all zero (where the API takes NULL for the defaults; check NULL
  * before where it does not).  -EINVAL if src->sz is below the 1.0 size,
- * -E2BIG if a byte past what this library knows is not zero; dst is then
- * all zero.
+ * -E2BIG if a byte past sizeof(this library's struct) is not zero; dst is
+ * then all zero.  The caller's padding after the last known field is not
+ * looked at (a compiler need not zero it), so a field appended later must
+ * start at or past the previous release's sizeof, never in its padding.
  * gc_sized_out(): copy this library's filled struct src out to the caller's
  * dst: min(dst->sz, known) bytes, the caller's sz kept, [known, dst->sz)
- * zeroed.  -EFAULT if dst is NULL, -EINVAL if dst->sz is below the 1.0 size
+ * zeroed (padding included).  -EFAULT if dst is NULL, -EINVAL if dst->sz is below the 1.0 size
  * (nothing written).
  * Both record the message (fn: arg->sz ...) with gc_errf().
  */

@@ -24,13 +24,15 @@ int gc_sized_in(const struct gc_sized *t, const char *fn, const char *arg, void 
 	int r = check_sz(t, fn, arg, sz);
 	if (r < 0)
 		return r;
+	/* past sizeof: a newer header's fields (the padding before is not
+	 * one: fields are never appended into it, core.h) */
 	const unsigned char *s = src;
-	for (size_t i = t->known; i < sz; i++)
+	for (size_t i = t->size; i < sz; i++)
 		if (s[i])
 			return gc_errf(E2BIG,
 				       "%s: %s->sz %zu: byte %zu is not zero, past the %zu bytes of "
 				       "struct %s this library knows (a field it would ignore)",
-				       fn, arg, sz, i, t->known, t->name);
+				       fn, arg, sz, i, t->size, t->name);
 	memcpy(dst, src, sz < t->known ? sz : t->known);
 	return 0;
 }

@@ -8,7 +8,8 @@
  *     (a) a nonzero byte past the known part: E2BIG, the message names the
  *         argument and the byte, and nothing was made (no descriptor left
  *         open, no packet built);
- *     (b) the same struct with that part zero: taken;
+ *     (b) the same struct with that part zero: taken (and garbage in the
+ *         padding after the last field: taken);
  *     (c) sz below the 1.0 size: EINVAL naming the argument's sz;
  *     (d) sz exactly this header's size, and exactly the 1.0 size: taken;
  *   structs the library fills (the stats, gc_ring_status):
@@ -108,6 +109,15 @@ static void in_struct(const char *name, const void *good, size_t size, size_t v1
 	load(good, v1, size + EXTRA);
 	if (make(u.b) != 0)
 		check_fail(__FILE__, __LINE__, "%s: larger struct, zero tail: %s", name, gc_errmsg());
+	/* the padding after the last field (a compiler need not zero it) is
+	 * not a field: not looked at */
+	if (v1 < size) {
+		load(good, v1, size + EXTRA);
+		memset(u.b + v1, 0xff, size - v1);
+		if (make(u.b) != 0)
+			check_fail(__FILE__, __LINE__, "%s: padding [%zu, %zu) set: %s", name, v1,
+				   size, gc_errmsg());
+	}
 	/* (c) below the 1.0 size */
 	size_t below[] = { 0, sizeof(size_t), v1 - 1 };
 	for (size_t i = 0; i < sizeof(below) / sizeof(below[0]); i++) {
