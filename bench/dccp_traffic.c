@@ -182,9 +182,8 @@ static void late_choice(struct gc_ring *r, struct slot *meta, const struct args 
 static void send_dccp(const struct args *a)
 {
 	struct sockaddr_in sin = addr_of(a->addr, a->port);
-	struct gc_dccp_opts o = {
-		.size = sizeof(o), .ccid = a->ccid, .encap = a->encap, .mps = a->size, .ring_slots = 256
-	};
+	struct gc_dccp_opts o = GC_DCCP_OPTS_INIT(.ccid = a->ccid, .encap = a->encap,
+						  .mps = a->size, .ring_slots = 256);
 	struct gc_dccp *c = gc_dccp_connect((struct sockaddr *)&sin, sizeof(sin), &o);
 	if (!c) {
 		fprintf(stderr, "dccp_traffic: gc_dccp_connect: %s\n", gc_errmsg());
@@ -227,7 +226,7 @@ static void send_dccp(const struct args *a)
 			exit(1);
 		}
 	}
-	struct gc_dccp_stats st;
+	struct gc_dccp_stats st = GC_DCCP_STATS_INIT();
 	if (gc_dccp_stats(c, &st) == 0)
 		fprintf(stderr,
 			"{\"sent\":%" PRIu64 ",\"acked\":%" PRIu64 ",\"dead\":%" PRIu64
@@ -250,9 +249,8 @@ static void recv_main(const struct args *a)
 	uint64_t deadline = p3_now_ns(CLOCK_MONOTONIC) + (uint64_t)a->timeout_s * 1000000000u;
 	unsigned got = 0;
 	if (a->proto == P_DCCP) {
-		struct gc_dccp_opts o = {
-			.size = sizeof(o), .ccid = a->ccid, .encap = a->encap, .mps = a->size
-		};
+		struct gc_dccp_opts o =
+			GC_DCCP_OPTS_INIT(.ccid = a->ccid, .encap = a->encap, .mps = a->size);
 		struct gc_dccp_listener *l = gc_dccp_listen((struct sockaddr *)&sin, sizeof(sin), &o);
 		if (!l) {
 			fprintf(stderr, "dccp_traffic: gc_dccp_listen: %s\n", gc_errmsg());

@@ -387,7 +387,7 @@ static void ring_buffers(struct ringctx *c, size_t size)
 /* Waits (1 s at most) until the engine has parked r and asks to be notified. */
 static void ring_parked(struct gc_ring *r)
 {
-	struct gc_ring_status st;
+	struct gc_ring_status st = GC_RING_STATUS_INIT();
 	for (int i = 0; i < 5000; i++) {
 		gc_ring_status(r, &st);
 		if (st.kern_notify)
@@ -466,7 +466,7 @@ static uint64_t ring_send(struct ringctx *c, size_t size, uint64_t n, unsigned k
 			if (gc_ring_wait(r, o.entries / 2, 10000) < 0)
 				die("wait%s", "");
 			if (ns(CLOCK_MONOTONIC) - t0 > 500000000ull) {
-				struct gc_ring_status st;
+				struct gc_ring_status st = GC_RING_STATUS_INIT();
 				gc_ring_status(r, &st);
 				fprintf(stderr,
 					"ring_p1: slow wait (%llu ms): dev %u kern %u umod %u user %u notify %u sent %llu i %llu\n",
@@ -550,11 +550,8 @@ static struct gc_dccp_opts dccp_opts(void)
 	for (size_t i = 0; i < o.nsizes; i++)
 		if (o.sizes[i] > mps)
 			mps = o.sizes[i];
-	return (struct gc_dccp_opts){ .size = sizeof(struct gc_dccp_opts),
-				      .ccid = 2,
-				      .encap = GC_DCCP_UDP,
-				      .mps = (uint32_t)mps,
-				      .ring_slots = o.entries };
+	return (struct gc_dccp_opts)GC_DCCP_OPTS_INIT(.ccid = 2, .encap = GC_DCCP_UDP,
+						      .mps = (uint32_t)mps, .ring_slots = o.entries);
 }
 
 static struct sockaddr_in dccp_addr(void)
@@ -708,7 +705,7 @@ static void run_dccp(size_t size, unsigned k, struct res *res)
 	if (o.warmup)
 		ring_send(&c, size, o.warmup, k, 4, &work);
 	ring_parked(c.r); /* from a parked ring, as ring_setup() */
-	struct gc_dccp_stats s0, s1;
+	struct gc_dccp_stats s0 = GC_DCCP_STATS_INIT(), s1 = GC_DCCP_STATS_INIT();
 	gc_dccp_stats(d, &s0);
 	struct clocks t0 = clocks_start();
 	res->notifies = ring_send(&c, size, o.packets, k, 4, &work);
@@ -758,7 +755,7 @@ static void run_single(const char *method, size_t size, unsigned k, int mode, st
 		p.flags |= GC_RING_ENGINE_SUBMIT_FLUSH;
 	struct gc_ring_engine *e = gc_ring_engine_create(&p);
 	struct ringctx c;
-	struct gc_ring_engine_stats s0, s1;
+	struct gc_ring_engine_stats s0 = GC_RING_ENGINE_STATS_INIT(), s1 = GC_RING_ENGINE_STATS_INIT();
 	if (!e)
 		die("engine%s", "");
 	ring_setup(&c, e, o.port, size);
@@ -863,7 +860,7 @@ static void run_multi(const char *method, size_t size, unsigned k, int mode, str
 	}
 	/* the daemon's counters, through a control connection of our own */
 	struct gc_ring_engine *ctl = ring ? gc_ring_engine_connect(o.sock) : NULL;
-	struct gc_ring_engine_stats s0 = { 0 }, s1 = { 0 };
+	struct gc_ring_engine_stats s0 = GC_RING_ENGINE_STATS_INIT(), s1 = GC_RING_ENGINE_STATS_INIT();
 	if (ring && (!ctl || gc_ring_engine_stats(ctl, &s0) < 0))
 		die("daemon stats%s", "");
 	uint64_t d0 = ring ? task_cpu(daemon) : 0, w0 = ns(CLOCK_MONOTONIC), b0 = machine_busy();

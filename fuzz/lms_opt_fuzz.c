@@ -68,7 +68,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		REQUIRE(gc_lms_opt_build(opt, rc, &info) == GC_LMS_OPTLEN);
 		REQUIRE(at_boundary(area, size, opt));
 
-		struct gc_lms_dmcast d = { .tp = info, .dport = 1 };
+		struct gc_lms_dmcast d = GC_LMS_DMCAST_INIT(.tp = info, .dport = 1);
 		uint8_t pkt[GC_LMS_DMCAST_HDRLEN + 4];
 		if (gc_lms_dmcast_build(pkt, sizeof(pkt), &d, "abcd", 4) == (ssize_t)sizeof(pkt)) {
 			struct gc_lms_info back;

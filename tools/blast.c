@@ -423,7 +423,7 @@ int cmd_blast(int argc, char **argv)
 			enum gc_engine resolved = gc_get_engine(sd);
 			if (!b.sg && !b.replace && gc_setgroup(sd, b.mem, b.n) != 0)
 				cli_fail("gc_setgroup(%zu members): %s", b.n, gc_errmsg());
-			struct gc_stats st0 = { 0 }, st1 = { 0 };
+			struct gc_stats st0 = GC_STATS_INIT(), st1 = GC_STATS_INIT();
 			bool have_stats = gc_stats(sd, &st0) == 0;
 			uint64_t busy0 = 0, tot0 = 0, busy1 = 0, tot1 = 0;
 			if (statfd >= 0)

@@ -76,7 +76,7 @@ static socklen_t parse_where(const struct dccp_args *a, struct sockaddr_storage 
 
 static void print_stats_send(struct gc_dccp *c, uint64_t queued, uint64_t ring_acks)
 {
-	struct gc_dccp_stats st;
+	struct gc_dccp_stats st = GC_DCCP_STATS_INIT();
 	if (gc_dccp_stats(c, &st) != 0)
 		cli_fail("stats: %s", gc_errmsg());
 	printf("{\"queued\":%llu,\"sent\":%llu,\"acked\":%llu,\"dead\":%llu,\"lost\":%llu,"
@@ -238,7 +238,7 @@ static int do_listen(const struct dccp_args *a)
 					break;
 				}
 		}
-		struct gc_dccp_stats st;
+		struct gc_dccp_stats st = GC_DCCP_STATS_INIT();
 		if (gc_dccp_stats(c, &st) == 0) {
 			state = gc_dccp_state_name(st.state);
 			invalid = st.invalid;
@@ -280,10 +280,9 @@ int cmd_dccp(int argc, char **argv)
 	}
 	if (argc < 2)
 		cli_usage_error("expected 'listen' or 'send'");
-	struct dccp_args a = { .o = { .size = sizeof(struct gc_dccp_opts), .ccid = 2 },
-			       .count = 1000,
-			       .size = 1000,
-			       .timeout_s = 30 };
+	struct dccp_args a = {
+		.o = GC_DCCP_OPTS_INIT(.ccid = 2), .count = 1000, .size = 1000, .timeout_s = 30
+	};
 	if (!strcmp(argv[1], "listen"))
 		a.listen = true, a.count = 0;
 	else if (strcmp(argv[1], "send"))

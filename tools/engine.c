@@ -228,7 +228,7 @@ int cmd_engine(int argc, char **argv)
 			break;
 		if (sig < 0) /* the interval elapsed */
 			next += interval * 1000000000u;
-		struct gc_ring_engine_stats st;
+		struct gc_ring_engine_stats st = GC_RING_ENGINE_STATS_INIT();
 		if (gc_ring_engine_stats(e, &st) != 0) {
 			cli_warn("gc_ring_engine_stats: %s", gc_errmsg());
 			rc = CLI_EXIT_FAIL;
@@ -238,7 +238,7 @@ int cmd_engine(int argc, char **argv)
 	}
 
 	/* The last stats before stopping: the rings are gone afterwards. */
-	struct gc_ring_engine_stats st;
+	struct gc_ring_engine_stats st = GC_RING_ENGINE_STATS_INIT();
 	bool have_st = gc_ring_engine_stats(e, &st) == 0;
 	if (gc_ring_engine_destroy(e) != 0) {
 		cli_warn("gc_ring_engine_destroy: %s", gc_errmsg());

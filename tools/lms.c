@@ -91,7 +91,7 @@ static void print_info(const struct gc_lms_info *in)
 
 static void print_stats(void)
 {
-	struct gc_lms_stats st;
+	struct gc_lms_stats st = GC_LMS_STATS_INIT();
 	gc_lms_stats(&st);
 	printf("{\"stats\":{\"requests_sent\":%llu,\"dmcasts_sent\":%llu,\"requests_received\":%llu,"
 	       "\"dmcasts_received\":%llu,\"plain_received\":%llu,\"bad_options\":%llu}}\n",
@@ -230,18 +230,17 @@ static int lms_dmcast(struct lms_args *a, uint8_t *buf)
 {
 	if (!a->tp || !a->src || !a->group || !a->dport)
 		cli_usage_error("dmcast needs --tp, --tpif, --src, --group and --dport");
-	struct gc_lms_dmcast d = {
-		.tp = { .code = GC_LMS_DMCAST,
-			.tpif = (unsigned)a->tpif | (a->no_provisional ? GC_LMS_NO_PROVISIONAL : 0),
-			.tpaddr = cli_ip4("--tp", a->tp),
-			.src = cli_ip4("--src", a->src),
-			.group = cli_ip4("--group", a->group) },
-		.from = a->from ? cli_ip4("--from", a->from) : (struct in_addr){ INADDR_ANY },
-		.sport = (uint16_t)a->sport,
-		.dport = (uint16_t)a->dport,
-		.ttl = (uint8_t)a->ttl,
-		.id = (uint16_t)a->id,
-	};
+	struct gc_lms_dmcast d =
+		GC_LMS_DMCAST_INIT(.flags = a->no_provisional ? GC_LMS_DMCAST_NO_PROVISIONAL : 0,
+				   .tp = { .code = GC_LMS_DMCAST,
+					   .tpif = (unsigned)a->tpif,
+					   .tpaddr = cli_ip4("--tp", a->tp),
+					   .src = cli_ip4("--src", a->src),
+					   .group = cli_ip4("--group", a->group) },
+				   .from = a->from ? cli_ip4("--from", a->from)
+						   : (struct in_addr){ INADDR_ANY },
+				   .sport = (uint16_t)a->sport, .dport = (uint16_t)a->dport,
+				   .ttl = (uint8_t)a->ttl, .id = (uint16_t)a->id, );
 	size_t len = payload(a, buf);
 	static uint8_t pkt[LMS_BUF + GC_LMS_DMCAST_HDRLEN];
 	ssize_t plen = gc_lms_dmcast_build(pkt, sizeof(pkt), &d, buf, len);
@@ -333,8 +332,7 @@ int cmd_lms(int argc, char **argv)
 		case 'w': a.timeout_ms = cli_u64("--timeout-ms", optarg, 1, 3600000); break;
 		case 'L': a.leave_after = cli_u64("--leave-after", optarg, 1, UINT32_MAX); break;
 		case 'P': a.tp = optarg; break;
-		/* 0 and > 65535 go through: the library's own checks name them
-		 * (bit 31 is GC_LMS_NO_PROVISIONAL, set by --no-provisional) */
+		/* 0 and > 65535 go through: the library's own checks name them */
 		case 'f': a.tpif = cli_u64("--tpif", optarg, 0, INT32_MAX); break;
 		case 'S': a.sport = cli_u64("--sport", optarg, 0, 65535); break;
 		case 'D': a.dport = cli_u64("--dport", optarg, 0, 65535); break;

@@ -116,7 +116,7 @@ static void write_samples(const struct gc_ltp *l, const char *path)
 
 static void print_stats(const struct gc_ltp *l)
 {
-	struct gc_ltp_stats s;
+	struct gc_ltp_stats s = GC_LTP_STATS_INIT();
 	gc_ltp_stats(l, &s);
 	printf("\"stats\":{\"data_sent\":%llu,\"bytes_sent\":%llu,\"heartbeats_sent\":%llu,"
 	       "\"data_received\":%llu,\"bytes_delivered\":%llu,\"duplicates\":%llu,"
@@ -347,7 +347,7 @@ int cmd_ltp(int argc, char **argv)
 	bool send = !strcmp(sub, "send");
 	if (!send && strcmp(sub, "recv"))
 		cli_usage_error("'%s': expected send or recv", sub);
-	struct ltp_args a = { .payload = 1400, .size = 0, .timeout_ms = 60000 };
+	struct ltp_args a = { .c = GC_LTP_OPTS_INIT(), .payload = 1400, .size = 0, .timeout_ms = 60000 };
 	bool have_group = false, have_port = false, have_source = false;
 	optind = 2;
 	int ch;

@@ -117,7 +117,7 @@ static void ringsend_parse(struct ringsend *rs, int argc, char **argv)
  * gone: the engine went away without saying so in the ring. */
 static int print_status(const struct ringsend *rs, struct gc_ring *r, uint64_t t0, bool gone)
 {
-	struct gc_ring_status st;
+	struct gc_ring_status st = GC_RING_STATUS_INIT();
 	if (gc_ring_status(r, &st) != 0)
 		cli_fail("gc_ring_status: %s", gc_errmsg());
 	if (gone && st.error == GC_RING_OK)
@@ -159,7 +159,7 @@ static void ring_wait(const struct ringsend *rs, struct gc_ring *r, struct gc_ri
 			return;
 		if (errno != ETIMEDOUT)
 			ring_failed(rs, r, t0, "gc_ring_wait");
-		struct gc_ring_engine_stats es;
+		struct gc_ring_engine_stats es = GC_RING_ENGINE_STATS_INIT();
 		if (gc_ring_engine_stats(e, &es) != 0) {
 			cli_warn("the engine stopped serving the ring: %s", gc_errmsg());
 			print_status(rs, r, t0, true);
@@ -243,7 +243,7 @@ int cmd_ringsend(int argc, char **argv)
 	/* Every slot free again: the engine took and sent everything (dev_i == user_i). */
 	ring_wait(&rs, r, e, n - 1, t0);
 	/* The counters follow dev_i; give them a moment, bounded. */
-	struct gc_ring_status st;
+	struct gc_ring_status st = GC_RING_STATUS_INIT();
 	for (int k = 0; k < 1000; k++) {
 		if (gc_ring_status(r, &st) != 0 || st.error != GC_RING_OK ||
 		    st.sent + st.dead + st.send_errors >= rs.count)

@@ -44,12 +44,12 @@ enum gc_dccp_encap {
 #define GC_DCCP_UDP_PORT 6511 /* RFC 6773 §3.8 default port */
 
 /*
- * Options.  Set size = sizeof(struct gc_dccp_opts); zero fields take the
- * defaults in brackets; NULL opts: all defaults.  Fields are only ever
- * appended.
+ * Options: a sized struct (groupcast/common.h), filled with
+ * GC_DCCP_OPTS_INIT(); zero fields take the defaults in brackets; NULL
+ * opts: all defaults.
  */
 struct gc_dccp_opts {
-	size_t size;
+	size_t sz;	     /* sizeof(struct gc_dccp_opts) */
 	int ccid;	     /* 2 or 3 [2]: the CCID of both half-connections */
 	int encap;	     /* GC_DCCP_NATIVE or GC_DCCP_UDP [NATIVE] */
 	uint32_t service;    /* Service Code [0] */
@@ -62,6 +62,10 @@ struct gc_dccp_opts {
 				that loses no Acks [0: cwnd / 32, gc_dccp(3)] */
 	uint32_t timeout_ms; /* connect: handshake deadline [10000] */
 };
+#define GC_DCCP_OPTS_INIT(...)                                 \
+	{                                                      \
+		.sz = sizeof(struct gc_dccp_opts), __VA_ARGS__ \
+	}
 
 struct gc_dccp;		 /* one connection */
 struct gc_dccp_listener; /* a passive socket: answers Requests with cookies */
@@ -110,7 +114,9 @@ enum gc_dccp_state {
 /* "OPEN", "CLOSED"...; "?" for unknown values. */
 const char *gc_dccp_state_name(int state);
 
+/* A sized struct (groupcast/common.h) the library fills: GC_DCCP_STATS_INIT(). */
 struct gc_dccp_stats {
+	size_t sz; /* sizeof(struct gc_dccp_stats) */
 	int state; /* enum gc_dccp_state */
 	int ccid;
 	uint32_t cwnd;		/* CCID 2: window, packets */
@@ -128,6 +134,10 @@ struct gc_dccp_stats {
 	uint64_t syncs;		/* Syncs sent */
 	uint64_t invalid;	/* packets dropped by the §7.5 checks or parsing */
 };
+#define GC_DCCP_STATS_INIT(...)                                 \
+	{                                                       \
+		.sz = sizeof(struct gc_dccp_stats), __VA_ARGS__ \
+	}
 int gc_dccp_stats(struct gc_dccp *c, struct gc_dccp_stats *st);
 
 /* Send what the ring holds (up to timeout_ms), close (CLOSE/CLOSEREQ),

@@ -188,19 +188,21 @@ int gc_set_limit(int sd, size_t limit);
 /* sd's limit, or -1 with errno. */
 ssize_t gc_get_limit(int sd);
 
-/* Per-socket counters since the socket's state was created.  64 bytes, no
- * holes: counters first, then last_errno, then room for counters to come
- * (zero today), so that the struct never changes size within an ABI. */
+/* Per-socket counters since the socket's state was created.  A sized struct
+ * (groupcast/common.h) the library fills: set it up with GC_STATS_INIT(). */
 struct gc_stats {
+	size_t sz;		/* sizeof(struct gc_stats) */
 	uint64_t group_sends;	/* gc_send() and gc_sendgroup() calls that reached an engine */
 	uint64_t datagrams;	/* datagrams handed to the kernel */
 	uint64_t bytes;		/* their payload bytes */
 	uint64_t failed;	/* datagrams that failed or were refused (reported per member) */
 	uint64_t user_fallback; /* kernel engine: datagrams it left to a user engine */
 	int32_t last_errno;	/* errno of the most recent failed datagram, or 0 */
-	uint32_t reserved0;	/* 0 */
-	uint64_t reserved[2];	/* 0 */
 };
+#define GC_STATS_INIT(...)                                 \
+	{                                                  \
+		.sz = sizeof(struct gc_stats), __VA_ARGS__ \
+	}
 int gc_stats(int sd, struct gc_stats *st);
 
 /*

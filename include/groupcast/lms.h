@@ -63,12 +63,6 @@ extern "C" {
  * The interface is tpif & ~GC_LMS_PROVISIONAL; a dmcast to it must not carry
  * the bit. */
 #define GC_LMS_PROVISIONAL 0x8000
-/* In a dmcast's tp.tpif (gc_lms_dmcast_build(), gc_lms_dmcast()) only, never
- * on the wire: the routers run lmsd --no-provisional (the thesis's
- * forwarding), so tpif & ~GC_LMS_NO_PROVISIONAL is the whole 16-bit ifindex
- * and bit 15 is part of it, not a provisional mark.  Without it a tpif with
- * bit 15 set is refused.  Pass tpif | GC_LMS_NO_PROVISIONAL. */
-#define GC_LMS_NO_PROVISIONAL 0x80000000u
 
 /*
  * The option on the wire (thesis: struct ipmopt_lms), every field in network
@@ -170,11 +164,19 @@ ssize_t gc_lms_request(int sd, const struct sockaddr_in *to, struct in_addr src,
 ssize_t gc_lms_recv(int sd, void *buf, size_t len, int flags, struct sockaddr_in *from,
 		    struct gc_lms_info *info);
 
-/* A dmcast: the inner multicast packet and where it goes. */
+/* In struct gc_lms_dmcast's flags: the routers run lmsd --no-provisional
+ * (the thesis's forwarding), so tp.tpif is the whole 16-bit ifindex and bit
+ * 15 is part of it, not a provisional mark.  Without it a tp.tpif with bit
+ * 15 set is refused. */
+#define GC_LMS_DMCAST_NO_PROVISIONAL 0x1u
+
+/* A dmcast: the inner multicast packet and where it goes.  A sized struct
+ * (groupcast/common.h): fill it with GC_LMS_DMCAST_INIT(). */
 struct gc_lms_dmcast {
+	size_t sz;	       /* sizeof(struct gc_lms_dmcast) */
+	unsigned flags;	       /* GC_LMS_DMCAST_NO_PROVISIONAL */
 	struct gc_lms_info tp; /* from the request: tpif, tpaddr (outer destination),
-				* src S (inner source), group G (inner destination);
-				* tpif may carry GC_LMS_NO_PROVISIONAL */
+				* src S (inner source), group G (inner destination) */
 	struct in_addr from;   /* outer source: this replier; INADDR_ANY: the kernel
 				* fills in the address of the outgoing interface */
 	uint16_t sport;	       /* inner UDP source port: S's data port */
@@ -182,6 +184,10 @@ struct gc_lms_dmcast {
 	uint8_t ttl;	       /* inner TTL; 0: GC_LMS_DEFAULT_TTL */
 	uint16_t id;	       /* outer IP identification; 0: the kernel picks one */
 };
+#define GC_LMS_DMCAST_INIT(...)                                 \
+	{                                                       \
+		.sz = sizeof(struct gc_lms_dmcast), __VA_ARGS__ \
+	}
 
 /*
  * Build the dmcast for data[0..len) into pkt[0..cap): outer IPv4 header
@@ -193,9 +199,10 @@ struct gc_lms_dmcast {
  * receivers accept it.  Returns the packet's length (len + 64).  Errors:
  *   EINVAL   tp.group not multicast; tp.src unspecified or multicast;
  *            tp.tpaddr unspecified, multicast or broadcast; tp.tpif 0,
- *            > 65535 or with GC_LMS_PROVISIONAL set (with
- *            GC_LMS_NO_PROVISIONAL: the rest 0 or > 65535); dport 0; from
- *            multicast
+ *            > 65535 or (without GC_LMS_DMCAST_NO_PROVISIONAL in flags)
+ *            with GC_LMS_PROVISIONAL set; flags unknown; dport 0; from
+ *            multicast; sz below the 1.0 size (groupcast/common.h)
+ *   E2BIG    *d is larger than this library's struct and sets a byte past it
  *   EMSGSIZE len > GC_LMS_DMCAST_MAX
  *   ENOBUFS  cap < len + 64
  *   EFAULT   NULL pointers
@@ -220,8 +227,10 @@ int gc_lms_raw_socket(void);
  */
 ssize_t gc_lms_dmcast(int rawfd, const struct gc_lms_dmcast *d, const void *data, size_t len, int flags);
 
-/* What this process did through this API (all threads; counters only grow). */
+/* What this process did through this API (all threads; counters only grow).
+ * A sized struct (groupcast/common.h) the library fills: GC_LMS_STATS_INIT(). */
 struct gc_lms_stats {
+	size_t sz;		    /* sizeof(struct gc_lms_stats) */
 	uint64_t requests_sent;	    /* gc_lms_request() successes */
 	uint64_t dmcasts_sent;	    /* gc_lms_dmcast() successes */
 	uint64_t requests_received; /* gc_lms_recv() datagrams with a request option */
@@ -229,7 +238,12 @@ struct gc_lms_stats {
 	uint64_t plain_received;    /* gc_lms_recv() datagrams without an LMS option */
 	uint64_t bad_options;	    /* option areas gc_lms_opt_parse() rejected (EBADMSG) */
 };
-/* Copy the counters into *st.  Returns 0, or -1 with EFAULT. */
+#define GC_LMS_STATS_INIT(...)                                 \
+	{                                                      \
+		.sz = sizeof(struct gc_lms_stats), __VA_ARGS__ \
+	}
+/* Copy the counters into *st.  Returns 0, or -1 with EFAULT (st NULL) or
+ * EINVAL (st->sz below the 1.0 size). */
 int gc_lms_stats(struct gc_lms_stats *st);
 
 #ifdef __cplusplus

@@ -45,7 +45,9 @@ enum {
 	GC_LTP_NO_PROVISIONAL = 1 << 4,
 };
 
+/* A sized struct (groupcast/common.h): fill it with GC_LTP_OPTS_INIT(). */
 struct gc_ltp_opts {
+	size_t sz;	       /* sizeof(struct gc_ltp_opts) */
 	int flags;	       /* GC_LTP_* */
 	struct in_addr group;  /* G */
 	struct in_addr source; /* S: the sender's address (receivers accept data only from it) */
@@ -74,6 +76,10 @@ struct gc_ltp_opts {
 	uint32_t replier_cost; /* 0: no reports (the router's configuration names repliers) */
 	uint32_t report_ms;    /* report interval; the router forgets it after 3; 0: 100 */
 };
+#define GC_LTP_OPTS_INIT(...)                                 \
+	{                                                     \
+		.sz = sizeof(struct gc_ltp_opts), __VA_ARGS__ \
+	}
 
 struct gc_ltp;
 
@@ -111,7 +117,9 @@ struct gc_ltp_msg {
  * datagram (or loss) of a finished stream. */
 ssize_t gc_ltp_recv(struct gc_ltp *l, void *buf, size_t len, struct gc_ltp_msg *m);
 
+/* A sized struct (groupcast/common.h) the library fills: GC_LTP_STATS_INIT(). */
 struct gc_ltp_stats {
+	size_t sz;					     /* sizeof(struct gc_ltp_stats) */
 	uint64_t data_sent, bytes_sent, heartbeats_sent;     /* sender */
 	uint64_t data_received, bytes_delivered, duplicates; /* receiver */
 	uint64_t repairs_received, repairs_unneeded;	     /* repairs: all, already had */
@@ -123,6 +131,10 @@ struct gc_ltp_stats {
 	uint64_t recovered, recovery_us_sum, recovery_us_max;	 /* gap seen -> repair arrived */
 	uint64_t reports_sent;					 /* LMS-HIER replier reports */
 };
+#define GC_LTP_STATS_INIT(...)                                 \
+	{                                                      \
+		.sz = sizeof(struct gc_ltp_stats), __VA_ARGS__ \
+	}
 int gc_ltp_stats(const struct gc_ltp *l, struct gc_ltp_stats *st);
 /* Copy up to max of the most recent recovery latencies (microseconds, at
  * most 65536 kept) into us.  Returns how many. */

@@ -239,7 +239,9 @@ enum gc_ring_violation {
 /* A short name for an enum gc_ring_violation value ("bad_offset", ...). */
 const char *gc_ring_violation_name(int v);
 
+/* A sized struct (groupcast/common.h) the library fills: GC_RING_STATUS_INIT(). */
 struct gc_ring_status {
+	size_t sz; /* sizeof(struct gc_ring_status) */
 	/* the shared indexes, as last written */
 	uint32_t dev_i, kern_i, umod_i, user_i;
 	uint32_t kern_notify; /* 1: the engine asks for gc_ring_notify() */
@@ -256,6 +258,10 @@ struct gc_ring_status {
 	uint64_t acks;	      /* acknowledgements logged */
 	uint64_t acks_lost;   /* acknowledgements dropped from a full log */
 };
+#define GC_RING_STATUS_INIT(...)                                 \
+	{                                                        \
+		.sz = sizeof(struct gc_ring_status), __VA_ARGS__ \
+	}
 int gc_ring_status(const struct gc_ring *r, struct gc_ring_status *st);
 
 /* ---- the engine --------------------------------------------------------- */
@@ -270,16 +276,10 @@ struct gc_ring_engine;
 #define GC_RING_ENGINE_SUBMIT_FLUSH 0x4u
 
 /*
- * The struct grows at its end from one release to the next; sz says which
- * version the caller was compiled with (libbpf's and libxdp's opts rule).
- * Fill it with GC_RING_ENGINE_OPTS_INIT(), which sets sz:
+ * A sized struct (groupcast/common.h): fill it with
+ * GC_RING_ENGINE_OPTS_INIT(), which sets sz:
  *
  *   struct gc_ring_engine_opts p = GC_RING_ENGINE_OPTS_INIT(.listen = path);
- *
- * The library reads the fields sz covers and takes the defaults for the
- * rest.  sz below sizeof(size_t) is EINVAL; a larger struct than this
- * library knows is accepted only if the part it does not know is zero
- * (E2BIG otherwise: a field was set that this library would ignore).
  */
 struct gc_ring_engine_opts {
 	size_t sz;	    /* sizeof(struct gc_ring_engine_opts) */
@@ -362,7 +362,9 @@ int gc_ring_attach(struct gc_ring *r, struct gc_ring_engine *e, int sd);
 /* Stop sending from r; packets the engine has not taken stay in the ring. */
 int gc_ring_detach(struct gc_ring *r);
 
+/* A sized struct (groupcast/common.h) the library fills: GC_RING_ENGINE_STATS_INIT(). */
 struct gc_ring_engine_stats {
+	size_t sz;	     /* sizeof(struct gc_ring_engine_stats) */
 	uint64_t clients;    /* connected clients (the starter counts as one) */
 	uint64_t rings;	     /* rings served now */
 	uint64_t rounds;     /* passes over the active rings */
@@ -376,6 +378,10 @@ struct gc_ring_engine_stats {
 	uint64_t refused;    /* clients disconnected at accept: not allowed, or too many */
 	uint64_t limited;    /* attach requests refused by a per-client limit */
 };
+#define GC_RING_ENGINE_STATS_INIT(...)                                 \
+	{                                                              \
+		.sz = sizeof(struct gc_ring_engine_stats), __VA_ARGS__ \
+	}
 int gc_ring_engine_stats(struct gc_ring_engine *e, struct gc_ring_engine_stats *st);
 
 #ifdef __cplusplus

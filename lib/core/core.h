@@ -8,12 +8,14 @@
  *
  *   export.h   GC_EXPORT
  *   err.c      gc_errf(), gc_err(), gc_seterr(), gc_errmsg()
+ *   opts.c     gc_sized_in(), gc_sized_out(): sized structs across the API
  *   version.c  gc_version()
  */
 #ifndef GC_CORE_H
 #define GC_CORE_H
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -52,6 +54,44 @@ static inline void *gc_err_ptr(int ret)
 	errno = ret < 0 ? -ret : EINVAL;
 	return NULL;
 }
+
+/*
+ * opts.c: a sized struct crossing the API (the rule is in
+ * include/groupcast/common.h).  Each module describes its struct once, in
+ * its .c file, with GC_SIZED(name, INIT, last field in 1.0, last field now):
+ *
+ *   static const struct gc_sized dccp_opts_t =
+ *           GC_SIZED(gc_dccp_opts, GC_DCCP_OPTS_INIT, timeout_ms, timeout_ms);
+ *
+ * gc_sized_in(): copy the caller's struct src into dst (this library's
+ * struct, zeroed first: fields the caller's sz does not cover are 0).  src
+ * NULL: all zero (where the API takes NULL for the defaults; check NULL
+ * before where it does not).  -EINVAL if src->sz is below the 1.0 size,
+ * -E2BIG if a byte past sizeof(this library's struct) is not zero; dst is
+ * then all zero.  The caller's padding after the last known field is not
+ * looked at (a compiler need not zero it), so a field appended later must
+ * start at or past the previous release's sizeof, never in its padding.
+ * gc_sized_out(): copy this library's filled struct src out to the caller's
+ * dst: min(dst->sz, known) bytes, the caller's sz kept, [known, dst->sz)
+ * zeroed (padding included).  -EFAULT if dst is NULL, -EINVAL if dst->sz is below the 1.0 size
+ * (nothing written).
+ * Both record the message (fn: arg->sz ...) with gc_errf().
+ */
+struct gc_sized {
+	const char *name; /* "gc_dccp_opts" */
+	const char *init; /* "GC_DCCP_OPTS_INIT" */
+	size_t v1;	  /* its size in 1.0 (to the end of its last field then) */
+	size_t known;	  /* what this library reads and writes (to the end of its last field) */
+	size_t size;	  /* sizeof: dst of gc_sized_in() */
+};
+#define GC_OFFSETOFEND(type, field) (offsetof(type, field) + sizeof(((type *)0)->field))
+#define GC_SIZED(type, INIT, last_v1, last)                                               \
+	{                                                                                 \
+		.name = #type, .init = #INIT, .v1 = GC_OFFSETOFEND(struct type, last_v1), \
+		.known = GC_OFFSETOFEND(struct type, last), .size = sizeof(struct type),  \
+	}
+int gc_sized_in(const struct gc_sized *t, const char *fn, const char *arg, void *dst, const void *src);
+int gc_sized_out(const struct gc_sized *t, const char *fn, const char *arg, void *dst, const void *src);
 
 /*
  * The library's one clock, in nanoseconds.  gc_now_ns(): CLOCK_MONOTONIC,

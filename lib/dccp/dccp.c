@@ -33,16 +33,16 @@ GC_EXPORT const char *gc_dccp_state_name(int state)
 	return state_names[state];
 }
 
+/* sized (groupcast/common.h); 1.0 ends at timeout_ms */
+static const struct gc_sized dccp_opts_t =
+	GC_SIZED(gc_dccp_opts, GC_DCCP_OPTS_INIT, timeout_ms, timeout_ms);
+
 static int check_opts(const char *fn, const struct gc_dccp_opts *o, struct gc_dccp_opts *out)
 {
-	memset(out, 0, sizeof(*out));
-	if (o) {
-		if (o->size < offsetof(struct gc_dccp_opts, ccid) + sizeof(int) || o->size > 4096)
-			return gc_errf(EINVAL, "%s: opts->size %zu: set it to sizeof(struct gc_dccp_opts)",
-				       fn, o->size);
-		memcpy(out, o, o->size < sizeof(*out) ? o->size : sizeof(*out));
-	}
-	out->size = sizeof(*out);
+	int r = gc_sized_in(&dccp_opts_t, fn, "opts", out, o);
+	if (r < 0)
+		return r;
+	out->sz = sizeof(*out);
 	if (!out->ccid)
 		out->ccid = 2;
 	if (out->ccid != 2 && out->ccid != 3)
@@ -580,12 +580,15 @@ GC_EXPORT ssize_t gc_dccp_recv(struct gc_dccp *c, void *buf, size_t len, struct 
 	}
 }
 
-GC_EXPORT int gc_dccp_stats(struct gc_dccp *c, struct gc_dccp_stats *st)
+/* sized (groupcast/common.h); 1.0 ends at invalid */
+static const struct gc_sized dccp_stats_t = GC_SIZED(gc_dccp_stats, GC_DCCP_STATS_INIT, invalid, invalid);
+
+GC_EXPORT int gc_dccp_stats(struct gc_dccp *c, struct gc_dccp_stats *stp)
 {
-	if (!c || !st)
+	if (!c || !stp)
 		return gc_seterr(EINVAL, "gc_dccp_stats: %s is NULL", c ? "st" : "connection");
-	memset(st, 0, sizeof(*st));
-	struct gc_ring_status rs;
+	struct gc_dccp_stats now = { 0 }, *st = &now;
+	struct gc_ring_status rs = GC_RING_STATUS_INIT();
 	if (c->ring && gc_ring_status(c->ring, &rs) == 0)
 		st->dead = rs.dead;
 	pthread_mutex_lock(&c->mu);
@@ -608,7 +611,7 @@ GC_EXPORT int gc_dccp_stats(struct gc_dccp *c, struct gc_dccp_stats *st)
 	st->syncs = c->conn.st.syncs;
 	st->invalid = c->conn.st.invalid;
 	pthread_mutex_unlock(&c->mu);
-	return 0;
+	return (int)gc_err(gc_sized_out(&dccp_stats_t, "gc_dccp_stats", "st", stp, st));
 }
 
 GC_EXPORT int gc_dccp_close(struct gc_dccp *c, int timeout_ms)

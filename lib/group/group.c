@@ -40,7 +40,8 @@ static const char *const names[GC_ENGINE_COUNT] = {
 static const enum gc_engine auto_order[] = { GC_ENGINE_KERNEL, GC_ENGINE_MMSG, GC_ENGINE_URING,
 					     GC_ENGINE_LOOP };
 
-_Static_assert(sizeof(struct gc_stats) == 64, "struct gc_stats is 64 bytes, no holes (group.h)");
+/* sized (groupcast/common.h); 1.0 ends at last_errno */
+static const struct gc_sized stats_t = GC_SIZED(gc_stats, GC_STATS_INIT, last_errno, last_errno);
 
 static pthread_mutex_t tab_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct gc_sock **tab;
@@ -832,9 +833,9 @@ GC_EXPORT int gc_stats(int sd, struct gc_stats *st)
 	int r = sock_get(sd, &s);
 	if (r)
 		return (int)gc_err(r);
-	*st = s->stats;
+	struct gc_stats now = s->stats;
 	sock_put(s);
-	return 0;
+	return (int)gc_err(gc_sized_out(&stats_t, "gc_stats", "st", st, &now));
 }
 
 GC_EXPORT int gc_release(int sd)

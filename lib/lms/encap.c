@@ -69,16 +69,16 @@ static int check(const struct gc_lms_dmcast *d, size_t len)
 		return gc_errf(EINVAL,
 			       "d->tp.tpaddr: %s is not a turning point router (the request was not turned?)",
 			       gc_lms_ntoa(tp->tpaddr));
-	/* With GC_LMS_NO_PROVISIONAL the routers run the thesis's forwarding
-	 * and bit 15 is part of the ifindex; without it, it is a request's
-	 * provisional mark, which no dmcast carries. */
-	unsigned ifindex = tp->tpif & ~(unsigned)GC_LMS_NO_PROVISIONAL;
-	if (ifindex == 0 || ifindex > 0xffff)
-		return gc_errf(EINVAL, "d->tp.tpif: %u%s is not an interface index of 1..65535", ifindex,
-			       tp->tpif & GC_LMS_NO_PROVISIONAL ? " (with GC_LMS_NO_PROVISIONAL)" : "");
-	if (!(tp->tpif & GC_LMS_NO_PROVISIONAL) && (tp->tpif & GC_LMS_PROVISIONAL))
+	/* With GC_LMS_DMCAST_NO_PROVISIONAL the routers run the thesis's
+	 * forwarding and bit 15 is part of the ifindex; without it, it is a
+	 * request's provisional mark, which no dmcast carries. */
+	int noprov = (d->flags & GC_LMS_DMCAST_NO_PROVISIONAL) != 0;
+	if (tp->tpif == 0 || tp->tpif > 0xffff)
+		return gc_errf(EINVAL, "d->tp.tpif: %u%s is not an interface index of 1..65535",
+			       tp->tpif, noprov ? " (with GC_LMS_DMCAST_NO_PROVISIONAL)" : "");
+	if (!noprov && (tp->tpif & GC_LMS_PROVISIONAL))
 		return gc_errf(EINVAL,
-			       "d->tp.tpif: 0x%x has GC_LMS_PROVISIONAL set (a request's mark): a dmcast names the interface, 0x%x (routers running lmsd --no-provisional: add GC_LMS_NO_PROVISIONAL)",
+			       "d->tp.tpif: 0x%x has GC_LMS_PROVISIONAL set (a request's mark): a dmcast names the interface, 0x%x (routers running lmsd --no-provisional: set GC_LMS_DMCAST_NO_PROVISIONAL in d->flags)",
 			       tp->tpif, tp->tpif & ~(unsigned)GC_LMS_PROVISIONAL);
 	if (d->dport == 0)
 		return gc_errf(EINVAL, "d->dport: 0");
@@ -107,9 +107,7 @@ static void build_hdr(uint8_t h[GC_LMS_DMCAST_HDRLEN], const struct gc_lms_dmcas
 	o[9] = IPPROTO_IPIP;
 	memcpy(o + 12, &d->from.s_addr, 4);
 	memcpy(o + 16, &d->tp.tpaddr.s_addr, 4);
-	struct gc_lms_info tp = d->tp;
-	tp.tpif &= ~(unsigned)GC_LMS_NO_PROVISIONAL;
-	gc_lms_opt_build(o + 20, GC_LMS_DMCAST, &tp);
+	gc_lms_opt_build(o + 20, GC_LMS_DMCAST, &d->tp);
 	put16(o + 10, fold(sum16(0, o, OUTER_LEN)));
 
 	in[0] = 0x45;
@@ -131,14 +129,33 @@ static void build_hdr(uint8_t h[GC_LMS_DMCAST_HDRLEN], const struct gc_lms_dmcas
 	put16(udp + 6, c ? c : 0xffff); /* 0 would mean "no checksum" */
 }
 
-GC_EXPORT ssize_t gc_lms_dmcast_build(void *pkt, size_t cap, const struct gc_lms_dmcast *d,
+/* sized (groupcast/common.h); 1.0 ends at id */
+static const struct gc_sized dmcast_t = GC_SIZED(gc_lms_dmcast, GC_LMS_DMCAST_INIT, id, id);
+
+/* The caller's *d (not NULL) as this library's struct, its flags known. */
+static int dmcast_in(const char *fn, const struct gc_lms_dmcast *d, struct gc_lms_dmcast *out)
+{
+	int r = gc_sized_in(&dmcast_t, fn, "d", out, d);
+	if (r < 0)
+		return r;
+	if (out->flags & ~(unsigned)GC_LMS_DMCAST_NO_PROVISIONAL)
+		return gc_errf(EINVAL, "%s: d->flags: unknown bits 0x%x", fn,
+			       out->flags & ~(unsigned)GC_LMS_DMCAST_NO_PROVISIONAL);
+	return 0;
+}
+
+GC_EXPORT ssize_t gc_lms_dmcast_build(void *pkt, size_t cap, const struct gc_lms_dmcast *dp,
 				      const void *data, size_t len)
 {
-	if (!pkt || !d)
+	struct gc_lms_dmcast dc, *d = &dc;
+
+	if (!pkt || !dp)
 		return gc_seterr(EFAULT, "%s: NULL", pkt ? "d" : "pkt");
 	if (!data && len)
 		return gc_seterr(EFAULT, "data: NULL with len %zu", len);
-	int r = check(d, len);
+	int r = dmcast_in("gc_lms_dmcast_build", dp, d);
+	if (r >= 0)
+		r = check(d, len);
 	if (r < 0)
 		return gc_err(r);
 	if (cap < GC_LMS_DMCAST_HDRLEN + len)
@@ -166,18 +183,21 @@ GC_EXPORT int gc_lms_raw_socket(void)
 	return fd;
 }
 
-GC_EXPORT ssize_t gc_lms_dmcast(int rawfd, const struct gc_lms_dmcast *d, const void *data,
+GC_EXPORT ssize_t gc_lms_dmcast(int rawfd, const struct gc_lms_dmcast *dp, const void *data,
 				size_t len, int flags)
 {
+	struct gc_lms_dmcast dc, *d = &dc;
 	uint8_t h[GC_LMS_DMCAST_HDRLEN];
 	int hdrincl = 0;
 	socklen_t hl = sizeof(hdrincl);
 
-	if (!d)
+	if (!dp)
 		return gc_seterr(EFAULT, "d: NULL");
 	if (!data && len)
 		return gc_seterr(EFAULT, "data: NULL with len %zu", len);
-	int r = check(d, len);
+	int r = dmcast_in("gc_lms_dmcast", dp, d);
+	if (r >= 0)
+		r = check(d, len);
 	if (r < 0)
 		return gc_err(r);
 	if (rawfd < 0)

@@ -332,15 +332,21 @@ GC_EXPORT ssize_t gc_lms_recv(int sd, void *buf, size_t len, int flags, struct s
 	return n;
 }
 
+/* sized (groupcast/common.h); 1.0 ends at bad_options */
+static const struct gc_sized lms_stats_t =
+	GC_SIZED(gc_lms_stats, GC_LMS_STATS_INIT, bad_options, bad_options);
+
 GC_EXPORT int gc_lms_stats(struct gc_lms_stats *st)
 {
 	if (!st)
 		return gc_seterr(EFAULT, "st: NULL");
-	st->requests_sent = atomic_load(&gc_lms_count.requests_sent);
-	st->dmcasts_sent = atomic_load(&gc_lms_count.dmcasts_sent);
-	st->requests_received = atomic_load(&gc_lms_count.requests_received);
-	st->dmcasts_received = atomic_load(&gc_lms_count.dmcasts_received);
-	st->plain_received = atomic_load(&gc_lms_count.plain_received);
-	st->bad_options = atomic_load(&gc_lms_count.bad_options);
-	return 0;
+	struct gc_lms_stats now = {
+		.requests_sent = atomic_load(&gc_lms_count.requests_sent),
+		.dmcasts_sent = atomic_load(&gc_lms_count.dmcasts_sent),
+		.requests_received = atomic_load(&gc_lms_count.requests_received),
+		.dmcasts_received = atomic_load(&gc_lms_count.dmcasts_received),
+		.plain_received = atomic_load(&gc_lms_count.plain_received),
+		.bad_options = atomic_load(&gc_lms_count.bad_options),
+	};
+	return (int)gc_err(gc_sized_out(&lms_stats_t, "gc_lms_stats", "st", st, &now));
 }

@@ -185,13 +185,19 @@ static int open_socket(struct gc_ltp *l)
 	return 0;
 }
 
+/* sized (groupcast/common.h); 1.0 ends at report_ms */
+static const struct gc_sized ltp_opts_t = GC_SIZED(gc_ltp_opts, GC_LTP_OPTS_INIT, report_ms, report_ms);
+
 GC_EXPORT struct gc_ltp *gc_ltp_create(const struct gc_ltp_opts *opts)
 {
 	if (!opts) {
 		gc_seterr(EFAULT, "opts: NULL");
 		return NULL;
 	}
-	struct gc_ltp_opts c = *opts;
+	struct gc_ltp_opts c;
+	int r = gc_sized_in(&ltp_opts_t, "gc_ltp_create", "opts", &c, opts);
+	if (r < 0)
+		return gc_err_ptr(r);
 	const char *bad = !(c.flags & (GC_LTP_SENDER | GC_LTP_RECEIVER))
 		? "opts->flags: neither GC_LTP_SENDER nor GC_LTP_RECEIVER"
 		: (c.flags & GC_LTP_SENDER) && (c.flags & (GC_LTP_RECEIVER | GC_LTP_REPLIER))
@@ -446,7 +452,10 @@ static void repair(struct gc_ltp *l, const struct gc_lms_info *tp, const uint8_t
 	memcpy(p, &h, sizeof(h));
 	ssize_t n;
 	if (tp) {
-		struct gc_lms_dmcast d = { .tp = *tp, .sport = l->c.port, .dport = l->c.port };
+		/* GC_LTP_NO_PROVISIONAL: bit 15 of tpif is the ifindex's */
+		unsigned fl = l->c.flags & GC_LTP_NO_PROVISIONAL ? GC_LMS_DMCAST_NO_PROVISIONAL : 0;
+		struct gc_lms_dmcast d = GC_LMS_DMCAST_INIT(.flags = fl, .tp = *tp,
+							    .sport = l->c.port, .dport = l->c.port);
 		n = gc_lms_dmcast(l->rawfd, &d, p, len, 0);
 	} else {
 		struct sockaddr_in to = group_addr(l);
@@ -473,10 +482,9 @@ static void answer(struct gc_ltp *l, const struct ltp_hdr *h, const uint8_t *bod
 		l->st.bad_packets++;
 		return;
 	} else if (info->tpaddr.s_addr != INADDR_ANY && (l->c.flags & GC_LTP_NO_PROVISIONAL)) {
-		/* Routers without provisional marks: bit 15 is the ifindex's. */
-		prov = *info;
-		prov.tpif |= GC_LMS_NO_PROVISIONAL;
-		tp = &prov;
+		/* Routers without provisional marks: bit 15 is the ifindex's
+		 * (repair() says so in the dmcast's flags). */
+		tp = info;
 	} else if (info->tpaddr.s_addr != INADDR_ANY && (info->tpif & GC_LMS_PROVISIONAL)) {
 		/* Not turned: it went up to the source, a replier never sees one. */
 		if (!(l->c.flags & GC_LTP_SENDER)) {
@@ -711,12 +719,15 @@ GC_EXPORT ssize_t gc_ltp_recv(struct gc_ltp *l, void *buf, size_t len, struct gc
 	return m->type == GC_LTP_DATA ? (ssize_t)dlen : 0;
 }
 
+/* sized (groupcast/common.h); 1.0 ends at reports_sent */
+static const struct gc_sized ltp_stats_t =
+	GC_SIZED(gc_ltp_stats, GC_LTP_STATS_INIT, reports_sent, reports_sent);
+
 GC_EXPORT int gc_ltp_stats(const struct gc_ltp *l, struct gc_ltp_stats *st)
 {
 	if (!l || !st)
 		return gc_seterr(EFAULT, "%s: NULL", l ? "st" : "l");
-	*st = l->st;
-	return 0;
+	return (int)gc_err(gc_sized_out(&ltp_stats_t, "gc_ltp_stats", "st", st, &l->st));
 }
 
 GC_EXPORT size_t gc_ltp_recovery_samples(const struct gc_ltp *l, uint32_t *us, size_t max)

@@ -24,48 +24,21 @@
 
 GC_EXPORT struct gc_ring_engine *gc_ring_engine_create(const struct gc_ring_engine_opts *p)
 {
-	struct gc_ring_engine *e;
+	struct gc_ring_engine *e = NULL;
 	int r = gc_ring_engine_create_hooks(p, NULL, &e);
 
 	return r < 0 ? gc_err_ptr(r) : e;
 }
 
-/*
- * The caller's params as this library's struct: the fields its sz covers,
- * zero (the defaults) for the rest.  A caller built against a newer header
- * may pass a larger struct, if what we do not know of it is zero.
- */
-static int params_copy(struct gc_ring_engine_opts *d, const struct gc_ring_engine_opts *p)
-{
-	memset(d, 0, sizeof(*d));
-	if (!p)
-		return 0;
-	if (p->sz < sizeof(size_t))
-		return gc_errf(EINVAL,
-			       "gc_ring_engine_create: params->sz is %zu; set it to "
-			       "sizeof(struct gc_ring_engine_opts) (GC_RING_ENGINE_OPTS_INIT "
-			       "does)",
-			       p->sz);
-	if (p->sz > sizeof(*d)) {
-		const unsigned char *tail = (const unsigned char *)p + sizeof(*d);
-		for (size_t i = 0; i < p->sz - sizeof(*d); i++)
-			if (tail[i])
-				return gc_errf(E2BIG,
-					       "gc_ring_engine_create: params (sz %zu) sets a "
-					       "field at byte %zu that this library (sz %zu) does "
-					       "not know",
-					       p->sz, sizeof(*d) + i, sizeof(*d));
-	}
-	memcpy(d, p, p->sz < sizeof(*d) ? p->sz : sizeof(*d));
-	d->sz = sizeof(*d);
-	return 0;
-}
+/* sized (groupcast/common.h); 1.0 ends at max_map_bytes */
+static const struct gc_sized engine_opts_t =
+	GC_SIZED(gc_ring_engine_opts, GC_RING_ENGINE_OPTS_INIT, max_map_bytes, max_map_bytes);
 
 int gc_ring_engine_create_hooks(const struct gc_ring_engine_opts *p,
 				const struct gc_ring_engine_hooks *hooks, struct gc_ring_engine **out)
 {
 	struct gc_ring_engine_opts d;
-	int r = params_copy(&d, p);
+	int r = gc_sized_in(&engine_opts_t, "gc_ring_engine_create", "opts", &d, p);
 
 	if (r < 0)
 		return r;
@@ -247,6 +220,10 @@ GC_EXPORT int gc_ring_engine_destroy(struct gc_ring_engine *e)
 	return 0;
 }
 
+/* sized (groupcast/common.h); 1.0 ends at limited */
+static const struct gc_sized engine_stats_t =
+	GC_SIZED(gc_ring_engine_stats, GC_RING_ENGINE_STATS_INIT, limited, limited);
+
 GC_EXPORT int gc_ring_engine_stats(struct gc_ring_engine *e, struct gc_ring_engine_stats *st)
 {
 	if (!e || !st)
@@ -262,8 +239,9 @@ GC_EXPORT int gc_ring_engine_stats(struct gc_ring_engine *e, struct gc_ring_engi
 		close(rfd);
 	if (r < 0)
 		return (int)gc_err(r);
-	gc_stats_from_wire(&rep.stats, st);
-	return 0;
+	struct gc_ring_engine_stats now;
+	gc_stats_from_wire(&rep.stats, &now);
+	return (int)gc_err(gc_sized_out(&engine_stats_t, "gc_ring_engine_stats", "st", st, &now));
 }
 
 /* ---- a ring's attachment ------------------------------------------------ */

@@ -56,7 +56,8 @@ static const size_t wire_stats[] = {
 };
 _Static_assert(sizeof(wire_stats) / sizeof(wire_stats[0]) <= GC_WIRE_STATS_MAX,
 	       "struct gc_wire_stats has room for every counter");
-_Static_assert(sizeof(struct gc_ring_engine_stats) == sizeof(wire_stats) / sizeof(wire_stats[0]) * 8,
+_Static_assert(sizeof(struct gc_ring_engine_stats) ==
+		       sizeof(size_t) + sizeof(wire_stats) / sizeof(wire_stats[0]) * 8,
 	       "every counter of struct gc_ring_engine_stats is in wire_stats[]");
 
 #define N_WIRE_STATS ((uint32_t)(sizeof(wire_stats) / sizeof(wire_stats[0])))

@@ -359,13 +359,17 @@ GC_EXPORT int gc_ring_wait(struct gc_ring *r, unsigned nfree, int timeout_ms)
 	}
 }
 
-GC_EXPORT int gc_ring_status(const struct gc_ring *r, struct gc_ring_status *st)
+/* sized (groupcast/common.h); 1.0 ends at acks_lost */
+static const struct gc_sized status_t =
+	GC_SIZED(gc_ring_status, GC_RING_STATUS_INIT, acks_lost, acks_lost);
+
+GC_EXPORT int gc_ring_status(const struct gc_ring *r, struct gc_ring_status *stp)
 {
-	if (!r || !st)
+	if (!r || !stp)
 		return gc_seterr(EFAULT, "gc_ring_status: %s is NULL", r ? "st" : "r");
 	const struct gc_ring_shm *sh = r->sh;
+	struct gc_ring_status now = { 0 }, *st = &now;
 
-	memset(st, 0, sizeof(*st));
 	/* relaxed throughout: a snapshot for diagnostics */
 	st->dev_i = atomic_load_explicit(&sh->dev_i, memory_order_relaxed);
 	st->kern_i = atomic_load_explicit(&sh->kern_i, memory_order_relaxed);
@@ -383,5 +387,5 @@ GC_EXPORT int gc_ring_status(const struct gc_ring *r, struct gc_ring_status *st)
 	st->last_errno = atomic_load_explicit(&sh->last_errno, memory_order_relaxed);
 	st->acks = atomic_load_explicit(&sh->ack_head, memory_order_relaxed);
 	st->acks_lost = atomic_load_explicit(&sh->acks_lost, memory_order_relaxed);
-	return 0;
+	return (int)gc_err(gc_sized_out(&status_t, "gc_ring_status", "st", stp, st));
 }

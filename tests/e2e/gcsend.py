@@ -74,14 +74,13 @@ class GcGiovec(ctypes.Structure):
 
 
 class GcStats(ctypes.Structure):
-    """struct gc_stats (group.h): 64 bytes."""
-    _fields_ = [("group_sends", c_uint64), ("datagrams", c_uint64), ("bytes", c_uint64),
-                ("failed", c_uint64), ("user_fallback", c_uint64), ("last_errno", ctypes.c_int32),
-                ("reserved0", ctypes.c_uint32), ("reserved", c_uint64 * 2)]
+    """struct gc_stats (group.h): sized, sz first (GC_STATS_INIT)."""
+    _fields_ = [("sz", c_size_t), ("group_sends", c_uint64), ("datagrams", c_uint64), ("bytes", c_uint64),
+                ("failed", c_uint64), ("user_fallback", c_uint64), ("last_errno", ctypes.c_int32)]
 
 
 assert ctypes.sizeof(SockaddrStorage) == 128 and ctypes.sizeof(GcGiovec) == 160
-assert ctypes.sizeof(GcStats) == 64
+assert ctypes.sizeof(GcStats) == 56  # sizeof(struct gc_stats) on LP64
 
 
 def expected(sends):
@@ -189,10 +188,10 @@ def do_sendgroup(lib, sd, job):
 
 
 def stats_of(lib, sd):
-    st = GcStats()
+    st = GcStats(sz=ctypes.sizeof(GcStats))
     if lib.gc_stats(sd, ctypes.byref(st)) != 0:
         raise RuntimeError(f"gc_stats: {lib.gc_errmsg().decode()}")
-    return {name: getattr(st, name) for name, _ in GcStats._fields_ if not name.startswith("reserved")}
+    return {name: getattr(st, name) for name, _ in GcStats._fields_ if name != "sz"}
 
 
 def wait_file(path, timeout):

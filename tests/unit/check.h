@@ -10,6 +10,7 @@
 #define GC_TEST_CHECK_H
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -147,6 +148,20 @@ struct rx {
 	int fd;
 	struct sockaddr_storage addr; /* where it is bound; use as a member */
 };
+
+/* Descriptors this process has open. */
+static inline int open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *de;
+	int n = 0;
+
+	CHECK(d != NULL);
+	while ((de = readdir(d)) != NULL)
+		n += de->d_name[0] != '.';
+	closedir(d);
+	return n - 1; /* the DIR's own fd */
+}
 
 static inline socklen_t sa_len(int family)
 {

@@ -45,7 +45,7 @@ static inline void kring_of(struct gc_kring *k, struct gc_ring *r)
 /* Wait up to ms for the engine to park r (kern_notify); 1 if it did. */
 static inline int ring_parked(struct gc_ring *r, int ms)
 {
-	struct gc_ring_status st;
+	struct gc_ring_status st = GC_RING_STATUS_INIT();
 
 	for (int i = 0; i < ms; i++) {
 		CHECK_OK(gc_ring_status(r, &st));

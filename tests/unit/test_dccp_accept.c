@@ -84,7 +84,7 @@ int main(void)
 	at = sa_make(AF_INET, "127.0.0.1", local_port(probe));
 	close(probe);
 
-	struct gc_dccp_opts o = { .size = sizeof(o), .encap = GC_DCCP_UDP, .ring_slots = 64 };
+	struct gc_dccp_opts o = GC_DCCP_OPTS_INIT(.encap = GC_DCCP_UDP, .ring_slots = 64);
 	struct gc_dccp_listener *l = gc_dccp_listen((struct sockaddr *)&at, sa_len(AF_INET), &o);
 	CHECK(l != NULL);
 	for (int i = 0; i < 2; i++)
@@ -143,7 +143,7 @@ int main(void)
 	EXPECT_EQ(client_read(cfd[0], &c, 300), 0u);
 	EXPECT(c.state == DCCP_S_OPEN);
 	EXPECT_EQ(c.st.resets_rx, 0u);
-	struct gc_dccp_stats st;
+	struct gc_dccp_stats st = GC_DCCP_STATS_INIT();
 	CHECK_OK(gc_dccp_stats(s, &st));
 	EXPECT_EQ(st.received, 5u);
 	EXPECT_EQ(st.rx_lost, 0u);

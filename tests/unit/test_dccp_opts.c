@@ -29,7 +29,7 @@ static void bad(const char *what, struct gc_dccp_opts o, const char *field)
 
 static struct gc_dccp_opts udp(void)
 {
-	struct gc_dccp_opts o = { .size = sizeof(o), .encap = GC_DCCP_UDP };
+	struct gc_dccp_opts o = GC_DCCP_OPTS_INIT(.encap = GC_DCCP_UDP);
 	return o;
 }
 
@@ -46,8 +46,8 @@ int main(void)
 	close(probe);
 
 	struct gc_dccp_opts o = udp();
-	o.size = 3;
-	bad("size", o, "opts->size");
+	o.sz = 3;
+	bad("sz", o, "opts->sz");
 	o = udp(), o.ccid = 7;
 	bad("ccid", o, "opts->ccid");
 	o = udp(), o.encap = 9;

@@ -32,7 +32,7 @@ static int mine(enum libbpf_print_level level, const char *fmt, va_list ap)
 static void attach_and_detach(struct rx *r)
 {
 	int sd = udp_socket(AF_INET);
-	struct gc_stats st;
+	struct gc_stats st = GC_STATS_INIT();
 
 	CHECK_OK(gc_set_engine(sd, GC_ENGINE_KERNEL));
 	CHECK_OK(gc_setgroup(sd, &r->addr, 1));

@@ -24,14 +24,12 @@ static const char VECTOR[] =
 
 static struct gc_lms_dmcast vector_dmcast(void)
 {
-	struct gc_lms_dmcast d = {
-		.tp = { .tpif = 7, .tpaddr = A("10.9.8.7"), .src = A("10.0.0.1"), .group = A("239.1.2.3") },
-		.from = A("10.9.8.1"),
-		.sport = 5000,
-		.dport = 5001,
-		.ttl = 5,
-		.id = 0x1234,
-	};
+	struct gc_lms_dmcast d = GC_LMS_DMCAST_INIT(.tp = { .tpif = 7,
+							    .tpaddr = A("10.9.8.7"),
+							    .src = A("10.0.0.1"),
+							    .group = A("239.1.2.3") },
+						    .from = A("10.9.8.1"), .sport = 5000,
+						    .dport = 5001, .ttl = 5, .id = 0x1234, );
 	return d;
 }
 
@@ -160,6 +158,7 @@ static void test_arguments(void)
 	BAD(d.tp.tpif = 7 | GC_LMS_PROVISIONAL, "GC_LMS_PROVISIONAL"); /* a request's mark, not an interface */
 	BAD(d.dport = 0, "d->dport");
 	BAD(d.from = A("239.0.0.1"), "d->from");
+	BAD(d.flags = 0x2, "d->flags");
 #undef BAD
 	d = vector_dmcast();
 	CHECK_EQ(gc_lms_dmcast_build(pkt, sizeof(pkt), &d, data, GC_LMS_DMCAST_MAX), 65535);
@@ -184,18 +183,17 @@ static void test_arguments(void)
 
 /* Routers in lmsd --no-provisional: tpif is the whole 16-bit ifindex.  An
  * interface above 32767 (bit 15 set) is refused as a provisional mark
- * without GC_LMS_NO_PROVISIONAL, and with it built as is. */
+ * without GC_LMS_DMCAST_NO_PROVISIONAL, and with it built as is. */
 static void test_no_provisional(void)
 {
 	uint8_t pkt[128];
 	struct gc_lms_dmcast d = vector_dmcast();
 
-	d.tp.tpif = 40000 | GC_LMS_NO_PROVISIONAL;
+	d.flags = GC_LMS_DMCAST_NO_PROVISIONAL;
+	d.tp.tpif = 40000;
 	CHECK_EQ(gc_lms_dmcast_build(pkt, sizeof(pkt), &d, "repair #1", 9), 73);
-	CHECK_EQ(pkt[22] << 8 | pkt[23], 40000); /* the option's tpif, flag not on the wire */
-	struct gc_lms_dmcast wire = d;
-	wire.tp.tpif = 40000;
-	verify(pkt, 73, &wire, "repair #1", 9);
+	CHECK_EQ(pkt[22] << 8 | pkt[23], 40000); /* the option's tpif */
+	verify(pkt, 73, &d, "repair #1", 9);
 	/* the rest is the vector's: only the option's tpif and the outer
 	 * header checksum differ */
 	uint8_t want[128];
@@ -206,26 +204,27 @@ static void test_no_provisional(void)
 			CHECK_EQ(pkt[i], want[i]);
 	CHECK_ERR(gc_lms_dmcast(-1, &d, "x", 1, 0), EBADF); /* past the argument checks */
 
-	d.tp.tpif = 40000; /* without the flag: bit 15 is a provisional mark */
+	d.flags = 0; /* without the flag: bit 15 is a provisional mark */
 	CHECK_ERR(gc_lms_dmcast_build(pkt, sizeof(pkt), &d, "x", 1), EINVAL);
-	CHECK(strstr(gc_errmsg(), "d->tp.tpif") && strstr(gc_errmsg(), "GC_LMS_NO_PROVISIONAL"));
+	CHECK(strstr(gc_errmsg(), "d->tp.tpif") && strstr(gc_errmsg(), "GC_LMS_DMCAST_NO_PROVISIONAL"));
 	CHECK_ERR(gc_lms_dmcast(-1, &d, "x", 1, 0), EINVAL);
 
-	d.tp.tpif = 0xffff | GC_LMS_NO_PROVISIONAL;
+	d.flags = GC_LMS_DMCAST_NO_PROVISIONAL;
+	d.tp.tpif = 0xffff;
 	CHECK_EQ(gc_lms_dmcast_build(pkt, sizeof(pkt), &d, NULL, 0), 64);
 	CHECK_EQ(pkt[22] << 8 | pkt[23], 0xffff);
-	d.tp.tpif = 7 | GC_LMS_NO_PROVISIONAL; /* below 32768 the flag changes nothing */
+	d.tp.tpif = 7; /* below 32768 the flag changes nothing */
 	CHECK_EQ(gc_lms_dmcast_build(pkt, sizeof(pkt), &d, "repair #1", 9), 73);
 	CHECK(memcmp(pkt, want, wn) == 0);
-	d.tp.tpif = GC_LMS_NO_PROVISIONAL; /* ifindex 0 */
+	d.tp.tpif = 0; /* ifindex 0 */
 	CHECK_ERR(gc_lms_dmcast_build(pkt, sizeof(pkt), &d, "x", 1), EINVAL);
 	CHECK(strstr(gc_errmsg(), "d->tp.tpif"));
-	d.tp.tpif = 0x20000 | 7 | GC_LMS_NO_PROVISIONAL; /* other bits above 15 */
+	d.tp.tpif = 0x20000 | 7; /* other bits above 15 */
 	CHECK_ERR(gc_lms_dmcast_build(pkt, sizeof(pkt), &d, "x", 1), EINVAL);
 	CHECK(strstr(gc_errmsg(), "d->tp.tpif"));
 	d.tp.tpif = 0x10000 | 7; /* no bit above 15 is an interface, with the flag or not */
 	CHECK_ERR(gc_lms_dmcast_build(pkt, sizeof(pkt), &d, "x", 1), EINVAL);
-	d.tp.tpif = 0x10000 | 7 | GC_LMS_NO_PROVISIONAL;
+	d.flags = 0;
 	CHECK_ERR(gc_lms_dmcast_build(pkt, sizeof(pkt), &d, "x", 1), EINVAL);
 }
 
@@ -267,7 +266,7 @@ static void test_send_loopback(void)
 	}
 	d.from = A("127.0.0.1");
 	verify(got, (size_t)n, &d, "repair #3", 9);
-	struct gc_lms_stats st;
+	struct gc_lms_stats st = GC_LMS_STATS_INIT();
 	CHECK_OK(gc_lms_stats(&st));
 	CHECK_EQ(st.dmcasts_sent, 2);
 	close(cap);

@@ -17,7 +17,7 @@ static struct in_addr A(const char *s) {
 static uint64_t
 bad_count(void)
 {
-	struct gc_lms_stats st;
+	struct gc_lms_stats st = GC_LMS_STATS_INIT();
 	CHECK_OK(gc_lms_stats(&st));
 	return st.bad_options;
 }

@@ -49,7 +49,7 @@ static void test_request_roundtrip(void)
 	int rx = receiver(&at);
 	int tx = socket(AF_INET, SOCK_DGRAM, 0);
 	struct gc_lms_info info;
-	struct gc_lms_stats s0, s1;
+	struct gc_lms_stats s0 = GC_LMS_STATS_INIT(), s1 = GC_LMS_STATS_INIT();
 	char buf[64];
 	static const char nak[12] = "lo..hi..seq";
 

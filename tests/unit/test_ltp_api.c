@@ -11,7 +11,7 @@
 
 static struct gc_ltp_opts good(void)
 {
-	struct gc_ltp_opts c = { .flags = GC_LTP_RECEIVER, .port = 7712 };
+	struct gc_ltp_opts c = GC_LTP_OPTS_INIT(.flags = GC_LTP_RECEIVER, .port = 7712);
 	inet_pton(AF_INET, "239.192.12.1", &c.group);
 	inet_pton(AF_INET, "10.1.2.3", &c.source);
 	return c;
@@ -29,7 +29,7 @@ static void refused(struct gc_ltp_opts c, const char *field)
 int main(void)
 {
 	struct gc_ltp_opts c;
-	struct gc_ltp_stats st;
+	struct gc_ltp_stats st = GC_LTP_STATS_INIT();
 	struct gc_ltp_msg m;
 	char buf[16];
 

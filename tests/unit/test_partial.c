@@ -53,7 +53,7 @@ static void partial_send(int family, enum gc_engine e, const int *bad_at, size_t
 	int want[16], gerrno[16];
 	size_t nbad = 0, ngood = 0;
 	char msg[200];
-	struct gc_stats st0, st;
+	struct gc_stats st0 = GC_STATS_INIT(), st = GC_STATS_INIT();
 
 	if (family == AF_INET6)
 		CHECK_OK(setsockopt(sd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof(off)));

@@ -23,25 +23,12 @@ static size_t heap_in_use(void)
 }
 #endif
 
-static int open_fds(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *de;
-	int n = 0;
-
-	CHECK(d != NULL);
-	while ((de = readdir(d)) != NULL)
-		n += de->d_name[0] != '.';
-	closedir(d);
-	return n - 1; /* the DIR's own fd */
-}
-
 static enum gc_engine default_engine;
 
 /* sd carries no state from an earlier socket with its fd number. */
 static void is_fresh(int sd, int line)
 {
-	struct gc_stats st;
+	struct gc_stats st = GC_STATS_INIT();
 
 	if (gc_getgroup_size(sd) != 0)
 		check_fail(__FILE__, line, "group size %zd", gc_getgroup_size(sd));

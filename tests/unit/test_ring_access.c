@@ -106,7 +106,7 @@ static struct gc_ring_engine *daemon_with(struct gc_ring_engine_opts p)
 
 static uint64_t refused(struct gc_ring_engine *e)
 {
-	struct gc_ring_engine_stats st;
+	struct gc_ring_engine_stats st = GC_RING_ENGINE_STATS_INIT();
 
 	CHECK_OK(gc_ring_engine_stats(e, &st));
 	return st.refused;
@@ -224,7 +224,7 @@ static void whom_the_client_trusts(void)
 	CHECK_EQ(errno, EPERM);
 	struct gc_ring_engine *e = gc_ring_engine_connect_uid(path, NOBODY);
 	CHECK(e != NULL); /* the daemon serves root: always allowed */
-	struct gc_ring_engine_stats st;
+	struct gc_ring_engine_stats st = GC_RING_ENGINE_STATS_INIT();
 	CHECK_OK(gc_ring_engine_stats(e, &st));
 	CHECK_OK(gc_ring_engine_destroy(e));
 	kill(d, SIGTERM);

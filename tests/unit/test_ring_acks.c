@@ -134,7 +134,7 @@ static void acks(void)
 	qsort(log, nlog, sizeof(log[0]), cmp_u64);
 	for (size_t i = 0; i < nwant; i++)
 		CHECK_EQ(log[i], want[i]);
-	struct gc_ring_status st;
+	struct gc_ring_status st = GC_RING_STATUS_INIT();
 	CHECK_OK(gc_ring_status(r, &st));
 	CHECK_EQ(st.acks, nwant);
 	CHECK_EQ(st.acks_lost, 0);
@@ -173,7 +173,7 @@ static void acks(void)
 	CHECK_EQ(st.error, GC_RING_BAD_ACK_TAIL);
 	CHECK_EQ(the_cc.ack_failures, 1);
 	CHECK_ERR(gc_ring_notify(r), EPIPE);
-	struct gc_ring_engine_stats es;
+	struct gc_ring_engine_stats es = GC_RING_ENGINE_STATS_INIT();
 	CHECK_OK(gc_ring_engine_stats(e, &es));
 	CHECK_EQ(es.violations, 1);
 
@@ -207,7 +207,7 @@ static void budget(void)
 	CHECK(gc_ring_submit(r) >= 0);
 	/* nothing until the controller's time has come */
 	RX_NONE(&rx[0]);
-	struct gc_ring_status st;
+	struct gc_ring_status st = GC_RING_STATUS_INIT();
 	CHECK_OK(gc_ring_status(r, &st));
 	CHECK_EQ(st.sent, 0);
 	for (int i = 0; i < 20; i++)

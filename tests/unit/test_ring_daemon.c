@@ -93,7 +93,7 @@ static void client(int id, int ready_fd, int go_fd)
 		q.ring_id = other;
 		CHECK_ERR(gc_err(gc_client_call(e, "t", &q, NULL, 0, &rep, &rfd)), ENOENT);
 	}
-	struct gc_ring_engine_stats st;
+	struct gc_ring_engine_stats st = GC_RING_ENGINE_STATS_INIT();
 	CHECK_OK(gc_ring_engine_stats(e, &st));
 	CHECK(st.clients >= 3); /* the daemon's own, and both of us */
 
@@ -113,7 +113,7 @@ static void client(int id, int ready_fd, int go_fd)
 		}
 	}
 	RX_NONE(&rx[0]);
-	struct gc_ring_status rs;
+	struct gc_ring_status rs = GC_RING_STATUS_INIT();
 	CHECK_OK(gc_ring_status(r, &rs));
 	CHECK_EQ(rs.sent, PKTS);
 	gc_ring_destroy(r);
@@ -135,7 +135,7 @@ static void expect_exit0(pid_t pid, const char *what)
 static struct gc_ring_engine_stats daemon_stats(void)
 {
 	struct gc_ring_engine *e = gc_ring_engine_connect(path);
-	struct gc_ring_engine_stats st;
+	struct gc_ring_engine_stats st = GC_RING_ENGINE_STATS_INIT();
 
 	CHECK(e != NULL);
 	CHECK_OK(gc_ring_engine_stats(e, &st));
@@ -264,7 +264,7 @@ int main(void)
 		struct gc_ring_engine *c2 = NULL;
 		for (int i = 0; i < 200 && !c2; i++) {
 			c2 = gc_ring_engine_connect(lpath);
-			struct gc_ring_engine_stats s2;
+			struct gc_ring_engine_stats s2 = GC_RING_ENGINE_STATS_INIT();
 			if (c2 && gc_ring_engine_stats(c2, &s2) < 0) {
 				gc_ring_engine_destroy(c2);
 				c2 = NULL;
@@ -299,7 +299,7 @@ int main(void)
 	CHECK(access(path, F_OK) != 0); /* removed at stop */
 	CHECK_EQ(gc_ring_wait(r, 7, 5000), -1);
 	CHECK_EQ(errno, EPIPE);
-	struct gc_ring_status rs;
+	struct gc_ring_status rs = GC_RING_STATUS_INIT();
 	CHECK_OK(gc_ring_status(r, &rs));
 	CHECK_EQ(rs.error, GC_RING_DETACHED);
 	gc_ring_detach(r); /* the daemon is gone: forgets the ring anyway */

@@ -37,7 +37,7 @@ static void sizes(int family)
 	struct gc_zone *z = gc_zone_create(n, 65536);
 	struct gc_ring *r = gc_ring_create(N, z);
 	struct gc_ring_engine *e = gc_ring_engine_create(NULL);
-	struct gc_ring_engine_stats st;
+	struct gc_ring_engine_stats st = GC_RING_ENGINE_STATS_INIT();
 	uint64_t bytes = 0;
 
 	CHECK(z && r && e);
@@ -55,7 +55,7 @@ static void sizes(int family)
 	RX_NONE(&rx[0]);
 	wait_drained(r);
 
-	struct gc_ring_status rs;
+	struct gc_ring_status rs = GC_RING_STATUS_INIT();
 	CHECK_OK(gc_ring_status(r, &rs));
 	CHECK_EQ(rs.sent, n);
 	CHECK_EQ(rs.bytes, bytes);
@@ -125,7 +125,7 @@ static void late_choice(void)
 	RX_EXPECT(&rx[0], "pkt1", 5);
 	RX_NONE(&rx[0]);
 
-	struct gc_ring_status rs;
+	struct gc_ring_status rs = GC_RING_STATUS_INIT();
 	wait_drained(r);
 	CHECK_OK(gc_ring_status(r, &rs));
 	CHECK_EQ(rs.dead, 2);

@@ -13,7 +13,7 @@ static struct gc_zone *z;
 static void indexes_are(struct gc_ring *r, uint32_t dev, uint32_t kern, uint32_t umod,
 			uint32_t user, int line)
 {
-	struct gc_ring_status st;
+	struct gc_ring_status st = GC_RING_STATUS_INIT();
 
 	CHECK_OK(gc_ring_status(r, &st));
 	if (st.dev_i != dev || st.kern_i != kern || st.umod_i != umod || st.user_i != user)

@@ -105,7 +105,8 @@ static struct gc_pkt *put_seq(struct fixture *f, uint64_t seq)
 static void in_thread(void)
 {
 	struct fixture f;
-	struct gc_ring_engine_stats st0, st1;
+	struct gc_ring_engine_stats st0 = GC_RING_ENGINE_STATS_INIT(),
+				    st1 = GC_RING_ENGINE_STATS_INIT();
 
 	setup(&f, 64, gc_ring_engine_create(NULL));
 	CHECK(ring_parked(f.r, 2000));
@@ -136,7 +137,7 @@ static void in_thread(void)
 	expect_seqs(&f.rx[0], 2000, 1);
 	expect_seqs(&f.rx[0], 2002, 1);
 
-	struct gc_ring_status rs;
+	struct gc_ring_status rs = GC_RING_STATUS_INIT();
 	CHECK_OK(gc_ring_status(f.r, &rs));
 	CHECK_EQ(rs.kern_notify, 1);   /* still parked */
 	CHECK_EQ(rs.dev_i, rs.user_i); /* everything freed */
@@ -193,7 +194,7 @@ static void racing(void)
 	CHECK_OK(gc_ring_wait(f.r, f.n - 1, 5000));
 	expect_once(&f.rx[0], next_rx, total - next_rx);
 	RX_NONE(&f.rx[0]);
-	struct gc_ring_status rs;
+	struct gc_ring_status rs = GC_RING_STATUS_INIT();
 	CHECK_OK(gc_ring_status(f.r, &rs));
 	CHECK_EQ(rs.sent, total);
 	CHECK_EQ(rs.error, GC_RING_OK);
@@ -219,7 +220,7 @@ static void pin(int cpu, const cpu_set_t *saved)
  * was sent right after gc_ring_submit() returned. */
 static uint64_t submit_burst(struct fixture *f, uint64_t seq, unsigned n)
 {
-	struct gc_ring_status rs;
+	struct gc_ring_status rs = GC_RING_STATUS_INIT();
 
 	for (unsigned i = 0; i < n; i++)
 		put_seq(f, seq + i);
@@ -245,7 +246,8 @@ static int our_cpus(cpu_set_t *saved, int cpus[2])
  * gc_ring_submit() returns, and the engine thread is never notified. */
 static void paced_inline(struct fixture *f, uint64_t *seq, unsigned n)
 {
-	struct gc_ring_engine_stats st0, st1;
+	struct gc_ring_engine_stats st0 = GC_RING_ENGINE_STATS_INIT(),
+				    st1 = GC_RING_ENGINE_STATS_INIT();
 	uint64_t first = *seq;
 
 	CHECK(ring_parked(f->r, 2000));
@@ -263,7 +265,8 @@ static void paced_inline(struct fixture *f, uint64_t *seq, unsigned n)
  * thread (notified) rather than sent by the caller. */
 static void paced_handed_over(struct fixture *f, uint64_t *seq)
 {
-	struct gc_ring_engine_stats st0, st1;
+	struct gc_ring_engine_stats st0 = GC_RING_ENGINE_STATS_INIT(),
+				    st1 = GC_RING_ENGINE_STATS_INIT();
 
 	CHECK(ring_parked(f->r, 2000));
 	CHECK_OK(gc_ring_engine_stats(f->e, &st0));
@@ -282,7 +285,8 @@ static void submit_paced(void)
 {
 	cpu_set_t saved;
 	int cpus[2], ncpu = our_cpus(&saved, cpus);
-	struct gc_ring_engine_stats st0, st1;
+	struct gc_ring_engine_stats st0 = GC_RING_ENGINE_STATS_INIT(),
+				    st1 = GC_RING_ENGINE_STATS_INIT();
 	struct fixture f;
 	uint64_t seq = 0;
 

@@ -51,7 +51,7 @@ static struct gc_ring *bad_ring(void)
 /* Wait for the engine to stop r for `code`; the good ring goes on. */
 static void stopped_for(struct gc_ring *r, int code, int line)
 {
-	struct gc_ring_status st;
+	struct gc_ring_status st = GC_RING_STATUS_INIT();
 
 	gc_ring_notify(r); /* in case the engine had parked it */
 	for (int i = 0; i < 2000; i++) {
@@ -134,7 +134,7 @@ static void violations(void)
 	put_pkt(r, zone->size, 0, 1);
 	CHECK(gc_ring_submit(r) >= 0);
 	CHECK_OK(gc_ring_wait(r, N - 1, 2000));
-	struct gc_ring_status st;
+	struct gc_ring_status st = GC_RING_STATUS_INIT();
 	CHECK_OK(gc_ring_status(r, &st));
 	CHECK_EQ(st.error, GC_RING_OK);
 	CHECK_EQ(st.sent, 2);
@@ -302,7 +302,7 @@ static void chaos(void)
 		}
 		atomic_store(&scribbling, 0);
 		pthread_join(t, NULL);
-		struct gc_ring_status st;
+		struct gc_ring_status st = GC_RING_STATUS_INIT();
 		CHECK_OK(gc_ring_status(r, &st));
 		stopped += st.error != GC_RING_OK;
 		good_sends(__LINE__);
@@ -330,7 +330,7 @@ int main(void)
 	refusals();
 	chaos();
 
-	struct gc_ring_engine_stats st;
+	struct gc_ring_engine_stats st = GC_RING_ENGINE_STATS_INIT();
 	CHECK_OK(gc_ring_engine_stats(eng, &st));
 	CHECK(st.violations >= 9);
 	gc_ring_destroy(good);

@@ -31,7 +31,7 @@ static struct gc_ring_engine *start(struct gc_ring_engine_opts p)
 
 static struct gc_ring_engine_stats stats(struct gc_ring_engine *e)
 {
-	struct gc_ring_engine_stats st;
+	struct gc_ring_engine_stats st = GC_RING_ENGINE_STATS_INIT();
 
 	CHECK_OK(gc_ring_engine_stats(e, &st));
 	return st;

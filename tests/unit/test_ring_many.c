@@ -30,7 +30,7 @@ int main(void)
 		CHECK_OK(gc_ring_attach(r[i], e, sd));
 		close(sd);
 	}
-	struct gc_ring_engine_stats st;
+	struct gc_ring_engine_stats st = GC_RING_ENGINE_STATS_INIT();
 	CHECK_OK(gc_ring_engine_stats(e, &st));
 	CHECK_EQ(st.rings, RINGS);
 

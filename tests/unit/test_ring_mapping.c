@@ -81,7 +81,7 @@ static void unmap_zone(struct fixture *f)
 /* Every packet was sent and none refused; the receiver got them intact. */
 static void expect_all_sent(struct fixture *f, const char *how)
 {
-	struct gc_ring_status st;
+	struct gc_ring_status st = GC_RING_STATUS_INIT();
 	static unsigned char want[LEN], got[LEN + 1];
 
 	CHECK_OK(gc_ring_wait(f->r, NPKT, 5000));
@@ -117,7 +117,7 @@ static void expect_all_sent(struct fixture *f, const char *how)
 static void engine_thread(void)
 {
 	struct fixture f;
-	struct gc_ring_engine_stats s0, s1;
+	struct gc_ring_engine_stats s0 = GC_RING_ENGINE_STATS_INIT(), s1 = GC_RING_ENGINE_STATS_INIT();
 
 	setup(&f, 0);
 	queue(&f, LEN);
@@ -149,7 +149,7 @@ static void caller_side(void)
 	queue(&f, LEN);
 	unmap_zone(&f);
 	CHECK_EQ(gc_ring_submit(f.r), 1);
-	struct gc_ring_status st;
+	struct gc_ring_status st = GC_RING_STATUS_INIT();
 	CHECK_OK(gc_ring_status(f.r, &st));
 	/* sent or refused before gc_ring_submit() returned: the caller's path */
 	CHECK_EQ(st.sent + st.send_errors, NPKT);
@@ -161,7 +161,7 @@ static void caller_side(void)
 static void refused(int flush)
 {
 	struct fixture f;
-	struct gc_ring_status st;
+	struct gc_ring_status st = GC_RING_STATUS_INIT();
 	const char *how = flush ? "gc_ring_flush()" : "engine thread";
 
 	setup(&f, 0);

@@ -17,7 +17,8 @@ static void parked(void)
 	struct gc_zone *z = gc_zone_create(4, 4096);
 	struct gc_ring *r = gc_ring_create(16, z);
 	struct gc_ring_engine *e = gc_ring_engine_create(NULL);
-	struct gc_ring_engine_stats st0, st1;
+	struct gc_ring_engine_stats st0 = GC_RING_ENGINE_STATS_INIT(),
+				    st1 = GC_RING_ENGINE_STATS_INIT();
 	uint64_t off = gc_zone_offset(z, gc_zone_buf(z, 0));
 
 	CHECK(z && r && e);
@@ -31,7 +32,7 @@ static void parked(void)
 	put_pkt(r, off, 5, 1);
 	CHECK_EQ(gc_ring_publish(r), 1);
 	RX_NONE(&rx[0]);
-	struct gc_ring_status rs;
+	struct gc_ring_status rs = GC_RING_STATUS_INIT();
 	CHECK_OK(gc_ring_status(r, &rs));
 	CHECK_EQ(rs.kern_i, 0);
 	CHECK_OK(gc_ring_notify(r));
@@ -201,7 +202,7 @@ static void detach_storm(void)
 	for (int i = 0; i < rounds; i++)
 		close(dups[i]);
 	free(dups);
-	struct gc_ring_engine_stats es;
+	struct gc_ring_engine_stats es = GC_RING_ENGINE_STATS_INIT();
 	CHECK_OK(gc_ring_engine_stats(e, &es));
 	CHECK_EQ(es.rings, 0);
 	gc_ring_destroy(r);

@@ -108,7 +108,7 @@ int main(void)
 
 		/* after the stop: not attached, and flushing says so */
 		for (int i = 0; i < RINGS; i++) {
-			struct gc_ring_status st;
+			struct gc_ring_status st = GC_RING_STATUS_INIT();
 			CHECK_OK(gc_ring_status(p.r[i], &st));
 			CHECK(!st.attached);
 			CHECK_ERR(gc_ring_flush(p.r[i]), ENOTCONN);

@@ -126,7 +126,7 @@ static void fake_engine(void)
 	struct gc_rep ok = rep_of(11, GC_OP_STATS);
 	wire_packets(&ok, 1234);
 	queue_rep(sp[0], &ok, sizeof(ok), -1);
-	struct gc_ring_engine_stats st;
+	struct gc_ring_engine_stats st = GC_RING_ENGINE_STATS_INIT();
 	CHECK_OK(gc_ring_engine_stats(e, &st));
 	CHECK_EQ(st.packets, 1234);
 	CHECK_EQ(e->stale, 1);

@@ -207,7 +207,7 @@ int main(int argc, char **argv)
 				n_maybe++;
 		} else { /* look around */
 			uint64_t acks[4];
-			struct gc_ring_status st;
+			struct gc_ring_status st = GC_RING_STATUS_INIT();
 			CHECK(gc_ring_acks(r, acks, 4) == 0);
 			CHECK_OK(gc_ring_status(r, &st));
 			CHECK_EQ(st.error, GC_RING_OK);

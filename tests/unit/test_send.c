@@ -13,7 +13,7 @@ static unsigned char big[65536];
 static void stats_are(int sd, const struct gc_stats *before, uint64_t sends, uint64_t dgrams,
 		      uint64_t bytes, int line)
 {
-	struct gc_stats st;
+	struct gc_stats st = GC_STATS_INIT();
 
 	if (gc_stats(sd, &st) != 0)
 		check_fail(__FILE__, line, "gc_stats: %s", strerror(errno));
@@ -42,7 +42,7 @@ static void send_with(int family, int v6only, enum gc_engine e, struct rx *r, si
 	const size_t sizes[] = { 0, 1, 1000, family == AF_INET ? 65000 : 65500, max };
 	int sd = udp_socket(family);
 	struct sockaddr_storage *m = rx_members(r, n);
-	struct gc_stats st0;
+	struct gc_stats st0 = GC_STATS_INIT();
 	int *gerrno = malloc(n * sizeof(int));
 	const char *what = family == AF_INET ? "IPv4" : v6only ? "IPv6 v6only" : "IPv6 dual-stack";
 
@@ -137,7 +137,7 @@ static void test_errors(void)
 	struct rx *r = rx_open(AF_INET, N), *r6 = rx_open(AF_INET6, 1);
 	struct sockaddr_storage *m = rx_members(r, N);
 	int sd = udp_socket(AF_INET), s6 = udp_socket(AF_INET6);
-	struct gc_stats st0;
+	struct gc_stats st0 = GC_STATS_INIT();
 
 	/* no group */
 	CHECK_ERR(gc_send(sd, "x", 1, 0), EDESTADDRREQ);
@@ -190,7 +190,7 @@ static void test_errors(void)
 	RX_EXPECT_ALL(r, N, "ok", 2);
 
 	/* gc_stats / gc_last_errors on bad descriptors */
-	struct gc_stats st;
+	struct gc_stats st = GC_STATS_INIT();
 	CHECK_ERR(gc_stats(-1, &st), EBADF);
 	CHECK_ERR(gc_last_errors(-1, NULL, 0), EBADF);
 

@@ -55,7 +55,7 @@ static void sendgroup_with(int family, enum gc_engine e, struct rx *r, size_t n)
 	int sd = udp_socket(family);
 	struct gc_giovec rec[N];
 	int gerrno[N];
-	struct gc_stats st0, st;
+	struct gc_stats st0 = GC_STATS_INIT(), st = GC_STATS_INIT();
 	struct iovec shared = { shared_buf, 500 };
 
 	CHECK_OK(gc_set_engine(sd, e));
@@ -224,7 +224,7 @@ static void test_errors(void)
 	int sd = udp_socket(AF_INET);
 	struct gc_giovec rec[M], bad[M];
 	int gerrno[M];
-	struct gc_stats st0, st;
+	struct gc_stats st0 = GC_STATS_INIT(), st = GC_STATS_INIT();
 	long sends = 0, dgrams = 0, fails = 0;
 	static char pad[400];
 

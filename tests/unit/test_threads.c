@@ -71,7 +71,7 @@ static void two_sockets(enum gc_engine e)
 			}
 		}
 		CHECK_EQ(gc_getgroup_size(s[i].sd), GROUP);
-		struct gc_stats st;
+		struct gc_stats st = GC_STATS_INIT();
 		CHECK_OK(gc_stats(s[i].sd, &st));
 		CHECK_EQ(st.group_sends, SENDS);
 		CHECK_EQ(st.datagrams, SENDS * GROUP);
@@ -180,7 +180,7 @@ static void *long_send_thread(void *arg)
 
 static void *queued_thread(void *arg)
 {
-	struct gc_stats st;
+	struct gc_stats st = GC_STATS_INIT();
 
 	CHECK_OK(gc_stats(*(int *)arg, &st)); /* waits for A's lock */
 	return NULL;

@@ -123,7 +123,7 @@ void stats_json(struct relay *r, FILE *f, bool detail)
 		 * way the datagrams really went, whatever engine_resolved says now */
 		uint64_t lib_dgrams = 0, lib_fallback = 0;
 		for (size_t i = 0; i < r->nss; i++) {
-			struct gc_stats st;
+			struct gc_stats st = GC_STATS_INIT();
 			if (!r->ss[i].raw && gc_stats(r->ss[i].fd, &st) == 0) {
 				lib_dgrams += st.datagrams;
 				lib_fallback += st.user_fallback;
