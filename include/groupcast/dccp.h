@@ -17,9 +17,13 @@
  * 33 over a raw socket: needs CAP_NET_RAW) and GC_DCCP_UDP (RFC 6773, UDP,
  * port 6511 by default).
  *
- * Errors: NULL or -1 with errno, and a one-line message in gc_errmsg().
- * Not thread-safe per object, except that the ring may be filled from one
- * thread while another calls gc_dccp_recv() or gc_dccp_stats().
+ * Threads: not thread-safe per object, except that the ring may be filled
+ * from one thread while another calls gc_dccp_recv() or gc_dccp_stats().
+ *
+ * Contract: errors, sized structs, names and lifetime as in every module
+ * (groupcast/common.h).
+ *
+ * Man page: gc_dccp(3).
  */
 #ifndef GROUPCAST_DCCP_H
 #define GROUPCAST_DCCP_H

@@ -10,10 +10,9 @@
  * Threads: calls on different sockets never block each other; calls on the
  * same socket are serialized by the library.
  *
- * Errors: every function that fails returns -1 and sets errno; nothing was
- * changed and nothing was sent.  gc_errmsg() then names the argument that was
- * wrong in one line.  Failures that happen per member while sending (a member
- * with no route, a full queue) are never silent, see "Partial failure" below.
+ * Contract: errors, sized structs, names and lifetime as in every module
+ * (groupcast/common.h).  Failures that happen per member while sending (a member with no route, a
+ * full queue) are never silent, see "Partial failure" below.
  *
  * Partial failure contract:
  *  - gc_sendgroup() tries every recipient.  gerrno[i] is 0 when recipient i's

@@ -33,9 +33,8 @@
  * with EPERM and a message naming the capability.  Everything else works
  * unprivileged.
  *
- * Errors: every function that fails returns -1 and sets errno; gc_errmsg()
- * then names the argument or the reason in one line.  Nothing is sent when an
- * argument is wrong.
+ * Contract: errors, sized structs, names and lifetime as in every module
+ * (groupcast/common.h).
  *
  * Man page: gc_lms(3).
  */

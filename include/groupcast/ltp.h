@@ -16,8 +16,15 @@
  *
  * Event-loop use: poll gc_ltp_fd() for POLLIN with the timeout
  * gc_ltp_timeout() returns, then call gc_ltp_process(); read delivered data
- * with gc_ltp_recv() until EAGAIN.  Not thread-safe: one thread per
- * endpoint.  Requests and dmcasts need CAP_NET_RAW (see gc_lms_request()).
+ * with gc_ltp_recv() until EAGAIN.  Requests and dmcasts need CAP_NET_RAW
+ * (see gc_lms_request()).
+ *
+ * Threads: not thread-safe; one thread per endpoint.
+ *
+ * Contract: errors, sized structs, names and lifetime as in every module
+ * (groupcast/common.h).
+ *
+ * Man page: gc_ltp(3).
  */
 #ifndef GROUPCAST_LTP_H
 #define GROUPCAST_LTP_H

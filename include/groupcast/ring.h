@@ -41,8 +41,10 @@
  * liburing ring); different rings are independent.  Engine handles are
  * thread-safe.
  *
- * Errors: functions that fail return -1 (or NULL) and set errno; gc_errmsg()
- * then names the argument that was wrong in one line.  See gc_ring(3).
+ * Contract: errors, sized structs, names and lifetime as in every module
+ * (groupcast/common.h).
+ *
+ * Man page: gc_ring(3).
  */
 #ifndef GROUPCAST_RING_H
 #define GROUPCAST_RING_H
