@@ -11,8 +11,9 @@
  * same socket are serialized by the library.
  *
  * Contract: errors, sized structs, names and lifetime as in every module
- * (groupcast/common.h).  Failures that happen per member while sending (a member with no route, a
- * full queue) are never silent, see "Partial failure" below.
+ * (groupcast/common.h).  Failures that happen per member while sending (a
+ * member with no route, a full queue) are never silent: see "Partial
+ * failure" below.
  *
  * Partial failure contract:
  *  - gc_sendgroup() tries every recipient.  gerrno[i] is 0 when recipient i's
