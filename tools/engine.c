@@ -250,7 +250,9 @@ int cmd_engine(int argc, char **argv)
 		struct timespec ts = { 0 }, *tp = NULL;
 		if (interval || wd) {
 			uint64_t now = cli_now(CLOCK_MONOTONIC);
-			uint64_t until = !interval ? next_wd : !wd ? next : next < next_wd ? next : next_wd;
+			uint64_t until = interval ? next : next_wd;
+			if (wd && next_wd < until)
+				until = next_wd;
 			uint64_t left = until > now ? until - now : 0;
 			ts.tv_sec = (time_t)(left / 1000000000u);
 			ts.tv_nsec = (long)(left % 1000000000u);
@@ -271,9 +273,10 @@ int cmd_engine(int argc, char **argv)
 				cli_warn("watchdog: gc_ring_engine_stats: %s", gc_errmsg());
 			next_wd = cli_now(CLOCK_MONOTONIC) + wd;
 		}
+		/* a timeout: the watchdog's turn only, or the stats interval elapsed */
 		if (sig < 0 && !(interval && cli_now(CLOCK_MONOTONIC) >= next))
-			continue; /* the watchdog's turn only */
-		if (sig < 0) /* the interval elapsed */
+			continue;
+		if (sig < 0)
 			next += interval * 1000000000u;
 		struct gc_ring_engine_stats st;
 		if (gc_ring_engine_stats(e, &st) != 0) {

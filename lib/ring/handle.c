@@ -74,12 +74,16 @@ int gc_ring_engine_create_hooks(const struct gc_ring_engine_opts *p,
 	if (d.flags & ~known)
 		return gc_errf(EINVAL, "gc_ring_engine_create: unknown flags 0x%x", d.flags & ~known);
 	/* an adopted socket is bound already: its path, mode and group are its owner's */
+	if ((d.flags & GC_RING_ENGINE_LISTEN_FD) && d.listen)
+		return gc_errf(EINVAL,
+			       "gc_ring_engine_create: GC_RING_ENGINE_LISTEN_FD with a "
+			       "listen path to bind as well");
 	if ((d.flags & GC_RING_ENGINE_LISTEN_FD) &&
-	    (d.listen || d.listen_mode || (d.flags & GC_RING_ENGINE_LISTEN_GID)))
-		return gc_errf(EINVAL, "gc_ring_engine_create: GC_RING_ENGINE_LISTEN_FD with %s",
-			       d.listen	       ? "listen (a path to bind as well)"
-			       : d.listen_mode ? "listen_mode (the socket file is not ours)"
-					       : "GC_RING_ENGINE_LISTEN_GID (the socket file is not ours)");
+	    (d.listen_mode || (d.flags & GC_RING_ENGINE_LISTEN_GID)))
+		return gc_errf(EINVAL,
+			       "gc_ring_engine_create: GC_RING_ENGINE_LISTEN_FD with %s: "
+			       "the socket file is its binder's",
+			       d.listen_mode ? "listen_mode" : "GC_RING_ENGINE_LISTEN_GID");
 	if ((d.flags & GC_RING_ENGINE_LISTEN_FD) && d.listen_fd < 0)
 		return gc_errf(EBADF, "gc_ring_engine_create: listen_fd %d is not a descriptor",
 			       d.listen_fd);

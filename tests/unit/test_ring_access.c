@@ -260,8 +260,8 @@ static int seqpacket_at(const char *at, bool listening, int type)
 static void adopted_socket(void)
 {
 	int fd = seqpacket_at(path, true, SOCK_SEQPACKET);
-	struct gc_ring_engine_opts p =
-		GC_RING_ENGINE_OPTS_INIT(.flags = GC_RING_ENGINE_LISTEN_FD, .listen_fd = fd, .quiet = 1);
+	struct gc_ring_engine_opts p = GC_RING_ENGINE_OPTS_INIT(.flags = GC_RING_ENGINE_LISTEN_FD,
+								.listen_fd = fd, .quiet = 1);
 	struct gc_ring_engine *e = gc_ring_engine_create(&p);
 	CHECK(e != NULL);
 	CHECK(fcntl(fd, F_GETFL) & O_NONBLOCK);
@@ -273,13 +273,13 @@ static void adopted_socket(void)
 	CHECK_OK(gc_ring_engine_destroy(c));
 	CHECK_OK(gc_ring_engine_destroy(e));
 	CHECK(fcntl(fd, F_GETFD) < 0 && errno == EBADF); /* closed by the engine */
-	CHECK_OK(access(path, F_OK));			/* the binder's file stays */
+	CHECK_OK(access(path, F_OK));			 /* the binder's file stays */
 	CHECK_OK(unlink(path));
 
 	/* refused: with a path too, a negative fd, not SOCK_SEQPACKET, not
 	 * listening; the descriptor stays the caller's */
-	p = (struct gc_ring_engine_opts)GC_RING_ENGINE_OPTS_INIT(
-		.flags = GC_RING_ENGINE_LISTEN_FD, .listen_fd = 0, .listen = path);
+	p = (struct gc_ring_engine_opts)GC_RING_ENGINE_OPTS_INIT(.flags = GC_RING_ENGINE_LISTEN_FD,
+								 .listen_fd = 0, .listen = path);
 	CHECK(gc_ring_engine_create(&p) == NULL);
 	CHECK_EQ(errno, EINVAL);
 	CHECK(strstr(gc_errmsg(), "listen") != NULL);
@@ -289,8 +289,8 @@ static void adopted_socket(void)
 	CHECK_EQ(errno, EBADF);
 	for (int k = 0; k < 2; k++) {
 		fd = seqpacket_at(path, k == 0, k == 0 ? SOCK_STREAM : SOCK_SEQPACKET);
-		p = (struct gc_ring_engine_opts)GC_RING_ENGINE_OPTS_INIT(
-			.flags = GC_RING_ENGINE_LISTEN_FD, .listen_fd = fd);
+		p = (struct gc_ring_engine_opts)GC_RING_ENGINE_OPTS_INIT(.flags = GC_RING_ENGINE_LISTEN_FD,
+									 .listen_fd = fd);
 		CHECK(gc_ring_engine_create(&p) == NULL);
 		CHECK_EQ(errno, EINVAL);
 		CHECK(strstr(gc_errmsg(), k == 0 ? "SOCK_SEQPACKET" : "not listening") != NULL);

@@ -354,7 +354,8 @@ struct loop {
 	int sfd, tfd, stats_fd; /* signalfd, the TICK_MS timer, --stats-socket */
 	struct inbuf in;
 	uint64_t last_status, last_expire, last_addrs;
-	uint64_t wd_ns, last_wd; /* systemd's watchdog: WATCHDOG=1 every wd_ns (0: off) */
+	/* systemd's watchdog: WATCHDOG=1 every wd_ns (0: off) */
+	uint64_t wd_ns, last_wd;
 	int rc; /* exit status */
 	bool stop;
 };
