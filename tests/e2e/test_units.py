@@ -16,7 +16,7 @@ STOPPING=1 on SIGTERM and exit 0; every notification from the main PID
 bound here (as systemd does for groupcast-engine.socket) is passed as fd 3
 with LISTEN_FDS=1 and LISTEN_PID, and `groupcast ring-send` connects
 through it.  Paths substituted: @GC_UNIT_BINDIR@/@GC_UNIT_SBINDIR@ (the
-build tree) and /etc/groupcast (a temporary directory).
+build tree) and /etc/groupcast (the test's directory of the service).
 """
 import os
 import re
@@ -172,18 +172,21 @@ def caps(vals):
 class Service:
     """One unit's [Service] run as systemd would, in namespace ns."""
 
-    def __init__(self, lab, ns, build, unit, instance="", env=None, etc=None, pass_fd=None):
+    def __init__(self, lab, ns, build, unit, instance="", env=None, files=None, pass_fd=None):
+        """files: {name: text}, config files written to self.dir, which
+        stands for /etc/groupcast; "{dir}" in env values is self.dir."""
         self.s = parse(unit_text(unit, build))["Service"]
         self.dir = tempfile.mkdtemp(prefix=f"{lab.prefix}-")
         os.chmod(self.dir, 0o755)
+        for name, text in (files or {}).items():
+            self.write(name, text)
         self.notify = Notify(self.dir)
-        env = dict(env or {})
+        env = {k: v.replace("{dir}", self.dir) for k, v in (env or {}).items()}
         for e in self.s.get("Environment", []):
             k, _, v = e.partition("=")
             env.setdefault(k, v)
         line = self.s["ExecStart"][0].replace("%i", instance)
-        if etc:
-            line = line.replace("/etc/groupcast/", etc + "/")
+        line = line.replace("/etc/groupcast/", self.dir + "/")
         argv = []
         for w in shlex.split(line):  # $VAR: its words; ${VAR}: one word (systemd.service(5))
             if w.startswith("$") and not w.startswith("${"):
@@ -216,6 +219,13 @@ class Service:
                            stderr=subprocess.PIPE, text=True,
                            preexec_fn=(lambda: os.dup2(pass_fd, 3)) if pass_fd is not None else None,
                            pass_fds=(3,) if pass_fd is not None else ())
+
+    def write(self, name, text):
+        """A config file the service's user can read."""
+        path = os.path.join(self.dir, name)
+        with open(path, "w") as f:
+            f.write(text)
+        os.chmod(path, 0o644)
 
     def ready(self):
         try:
@@ -280,39 +290,27 @@ def test_relay_unit(build, engine):
         ns = lab.star(1, sender="svc").sender
         if engine == "kernel":
             require_kernel(lab, build)
-        etc = tempfile.mkdtemp(prefix=f"{lab.prefix}-")
-        os.chmod(etc, 0o755)
-        conf = os.path.join(etc, "edge.conf")
-        with open(conf, "w") as f:
-            f.write("0.0.0.0/0: 127.0.0.1/5001\n")
-        os.chmod(conf, 0o644)
-        svc = Service(lab, ns, build, "groupcast-relay@.service", "edge", etc=etc,
-                      env={"RELAY_OPTS": f"--engine {engine}"})
+        svc = Service(lab, ns, build, "groupcast-relay@.service", "edge",
+                      env={"RELAY_OPTS": f"--engine {engine}"},
+                      files={"edge.conf": "0.0.0.0/0: 127.0.0.1/5001\n"})
         try:
             svc.ready()
             assert relayed(lab, ns, 5001), "READY=1 came before the relay relays"
             svc.check_watchdog()
-            with open(conf, "w") as f:
-                f.write("0.0.0.0/0: 127.0.0.1/5002\n")
+            svc.write("edge.conf", "0.0.0.0/0: 127.0.0.1/5002\n")
             svc.reload()
             assert relayed(lab, ns, 5002), "READY=1 after SIGHUP came before the new config"
             _, err = svc.stop()
             assert f"engine {engine}\n" in err, err
         finally:
             svc.close()
-            shutil.rmtree(etc, ignore_errors=True)
 
 
 def test_lmsd_unit(build):
     with Lab() as lab:
-        ns = lab.add_ns("svc")
-        etc = tempfile.mkdtemp(prefix=f"{lab.prefix}-")
-        os.chmod(etc, 0o755)
-        conf = os.path.join(etc, "lmsd.conf")
-        with open(conf, "w") as f:
-            f.write("# no static replier\n")
-        os.chmod(conf, 0o644)
-        svc = Service(lab, ns, build, "lmsd.service", env={"LMSD_OPTS": f"--config {conf}"})
+        svc = Service(lab, lab.add_ns("svc"), build, "lmsd.service",
+                      env={"LMSD_OPTS": "--config {dir}/lmsd.conf"},
+                      files={"lmsd.conf": "# no static replier\n"})
         try:
             svc.ready()
             svc.check_watchdog()
@@ -320,7 +318,6 @@ def test_lmsd_unit(build):
             svc.stop()
         finally:
             svc.close()
-            shutil.rmtree(etc, ignore_errors=True)
 
 
 def test_engine_unit_socket_activation(build):
