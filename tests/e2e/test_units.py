@@ -20,6 +20,7 @@ build tree) and /etc/groupcast (the test's directory of the service).
 """
 import json
 import os
+import pwd
 import re
 import shlex
 import shutil
@@ -196,6 +197,8 @@ class Service:
                 argv.append(w)
         assert not self.s.get("User") or self.s.get("DynamicUser") == ["yes"], "a fixed User="
         uid = DYN_UID
+        with pytest.raises(KeyError):  # unused, as systemd's dynamic users are
+            pwd.getpwuid(uid)
         bound = caps(self.s["CapabilityBoundingSet"]) if self.s.get("CapabilityBoundingSet") else "-all"
         amb = caps(self.s["AmbientCapabilities"]) if self.s.get("AmbientCapabilities") else "-all"
         priv = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
