@@ -5,8 +5,12 @@
  * processes attach rings with gc_ring_engine_connect() + gc_ring_attach(),
  * e.g. `groupcast ring-send --connect PATH`.  Stats are one JSON line on
  * stdout: on SIGUSR1, every --stats-interval seconds, and at exit.
+ * Under systemd: the listening socket may come from a .socket unit
+ * (LISTEN_FDS), and READY=1, WATCHDOG=1 and STOPPING=1 go to NOTIFY_SOCKET
+ * (sdnotify.c).
  */
 #include "cli.h"
+#include "sdnotify.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -25,11 +29,13 @@ static void engine_usage(FILE *f)
 {
 	fprintf(f,
 		"Usage: groupcast engine --listen PATH [options]\n"
+		"       groupcast engine [options]   (socket-activated: LISTEN_FDS=1)\n"
 		"Run the packet-ring engine as a daemon that other processes attach their\n"
 		"rings to over the Unix socket PATH, until SIGINT or SIGTERM.  Prints\n"
 		"\"groupcast engine: listening on PATH\" to stderr once ready, and the engine\n"
 		"stats as one JSON line on stdout on SIGUSR1, every --stats-interval, and at exit.\n"
-		"  --listen PATH          Unix socket path to serve (required)\n"
+		"  --listen PATH          Unix socket path to serve (required unless systemd\n"
+		"                         passes the listening socket: groupcast-engine.socket)\n"
 		"  --cpu N                pin the engine thread to CPU N\n"
 		"  --batch N              most packets taken from a ring at a time, and each client's\n"
 		"                         share of a round (1..1024, default 64)\n"
@@ -172,9 +178,26 @@ int cmd_engine(int argc, char **argv)
 		cli_usage_error("unexpected argument '%s'", argv[optind]);
 	p.allow_uids = uids;
 	p.allow_gids = gids;
-	if (!p.listen || !*p.listen)
+	int passed = sd_listen_fds_take();
+	if (passed < 0)
+		cli_usage_error("LISTEN_PID/LISTEN_FDS: %s",
+				errno == EINVAL ? "not numbers systemd would pass" : strerror(errno));
+	if (passed > 1)
+		cli_usage_error("LISTEN_FDS: %d sockets passed; the engine serves one", passed);
+	if (passed == 1) {
+		if (p.listen)
+			cli_usage_error("--listen: systemd passed the listening socket (LISTEN_FDS); "
+					"give one or the other");
+		if (p.listen_mode || (p.flags & GC_RING_ENGINE_LISTEN_GID))
+			cli_usage_error("%s: the passed socket's file is systemd's "
+					"(SocketMode=, SocketGroup= in the .socket unit)",
+					p.listen_mode ? "--mode" : "--group");
+		p.flags |= GC_RING_ENGINE_LISTEN_FD;
+		p.listen_fd = 3; /* SD_LISTEN_FDS_START */
+	} else if (!p.listen || !*p.listen) {
 		cli_usage_error("--listen PATH is required");
-	if (strlen(p.listen) >= sizeof(((struct sockaddr_un *)0)->sun_path))
+	}
+	if (p.listen && strlen(p.listen) >= sizeof(((struct sockaddr_un *)0)->sun_path))
 		cli_usage_error("--listen: path '%s' is longer than %zu bytes", p.listen,
 				sizeof(((struct sockaddr_un *)0)->sun_path) - 1);
 	if (p.cpu >= 0) {
@@ -194,27 +217,43 @@ int cmd_engine(int argc, char **argv)
 	if (sigprocmask(SIG_BLOCK, &sigs, NULL) != 0)
 		cli_fail("sigprocmask: %s", strerror(errno));
 
+	struct sockaddr_un bound = { .sun_family = AF_UNIX };
+	socklen_t bl = sizeof(bound) - 1; /* the NUL stays */
+	if (passed == 1 && getsockname(p.listen_fd, (struct sockaddr *)&bound, &bl) != 0)
+		cli_fail("the socket systemd passed (fd 3): %s", strerror(errno));
+	const char *where = p.listen ? p.listen : bound.sun_path;
 	struct gc_ring_engine *e = gc_ring_engine_create(&p);
 	if (!e) {
 		int err = errno;
 		const char *name = strerrorname_np(err);
-		cli_fail("cannot start the engine on %s: %s (%s): %s", p.listen, name ? name : "?",
+		cli_fail("cannot start the engine on %s: %s (%s): %s", where, name ? name : "?",
 			 strerror(err), gc_errmsg());
 	}
-	cli_warn("listening on %s", p.listen);
+	if (passed == 1)
+		cli_warn("listening on %s (passed by systemd)", where);
+	else
+		cli_warn("listening on %s", where);
 	/* connect() needs write permission on the socket file */
 	if ((p.n_allow_uids || p.n_allow_gids) && !((p.listen_mode ? p.listen_mode : 0600) & 0022))
 		cli_warn("--allow-uid/--allow-gid: the socket's mode 0%o lets only its owner connect; "
 			 "give --mode (and --group) too",
 			 p.listen_mode ? p.listen_mode : 0600);
 
+	(void)sd_notify_state("READY=1");
+
 	int rc = 0;
 	uint64_t next = cli_now(CLOCK_MONOTONIC) + interval * 1000000000u;
+	/* systemd's watchdog: the engine thread answers a stats request every
+	 * half interval (a thread stuck in its loop never answers) */
+	uint64_t wd = sd_watchdog_usec() * 1000u / 2, next_wd = cli_now(CLOCK_MONOTONIC) + wd;
 	for (;;) {
 		struct timespec ts = { 0 }, *tp = NULL;
-		if (interval) {
+		if (interval || wd) {
 			uint64_t now = cli_now(CLOCK_MONOTONIC);
-			uint64_t left = next > now ? next - now : 0;
+			uint64_t until = interval ? next : next_wd;
+			if (wd && next_wd < until)
+				until = next_wd;
+			uint64_t left = until > now ? until - now : 0;
 			ts.tv_sec = (time_t)(left / 1000000000u);
 			ts.tv_nsec = (long)(left % 1000000000u);
 			tp = &ts;
@@ -226,7 +265,18 @@ int cmd_engine(int argc, char **argv)
 			cli_fail("sigtimedwait: %s", strerror(errno));
 		if (sig == SIGINT || sig == SIGTERM)
 			break;
-		if (sig < 0) /* the interval elapsed */
+		if (wd && cli_now(CLOCK_MONOTONIC) >= next_wd) {
+			struct gc_ring_engine_stats wst = GC_RING_ENGINE_STATS_INIT();
+			if (gc_ring_engine_stats(e, &wst) == 0)
+				(void)sd_notify_state("WATCHDOG=1");
+			else
+				cli_warn("watchdog: gc_ring_engine_stats: %s", gc_errmsg());
+			next_wd = cli_now(CLOCK_MONOTONIC) + wd;
+		}
+		/* a timeout: the watchdog's turn only, or the stats interval elapsed */
+		if (sig < 0 && !(interval && cli_now(CLOCK_MONOTONIC) >= next))
+			continue;
+		if (sig < 0)
 			next += interval * 1000000000u;
 		struct gc_ring_engine_stats st = GC_RING_ENGINE_STATS_INIT();
 		if (gc_ring_engine_stats(e, &st) != 0) {
@@ -237,6 +287,7 @@ int cmd_engine(int argc, char **argv)
 		}
 	}
 
+	(void)sd_notify_state("STOPPING=1");
 	/* The last stats before stopping: the rings are gone afterwards. */
 	struct gc_ring_engine_stats st = GC_RING_ENGINE_STATS_INIT();
 	bool have_st = gc_ring_engine_stats(e, &st) == 0;

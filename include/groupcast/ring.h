@@ -276,6 +276,9 @@ struct gc_ring_engine;
  * thread, as gc_ring_flush() does, instead of waking the engine thread (an
  * engine started in this process, UDP, no congestion control; see gc_ring(3)) */
 #define GC_RING_ENGINE_SUBMIT_FLUSH 0x4u
+/* serve on the listening socket listen_fd (already bound and listening, e.g.
+ * handed over by systemd's socket activation) instead of binding opts.listen */
+#define GC_RING_ENGINE_LISTEN_FD 0x8u
 
 /*
  * A sized struct (groupcast/common.h): fill it with
@@ -286,7 +289,7 @@ struct gc_ring_engine;
 struct gc_ring_engine_opts {
 	size_t sz;	    /* sizeof(struct gc_ring_engine_opts) */
 	unsigned flags;	    /* GC_RING_ENGINE_PIN_CPU | GC_RING_ENGINE_LISTEN_GID |
-			       GC_RING_ENGINE_SUBMIT_FLUSH */
+			       GC_RING_ENGINE_SUBMIT_FLUSH | GC_RING_ENGINE_LISTEN_FD */
 	int cpu;	    /* with GC_RING_ENGINE_PIN_CPU */
 	const char *listen; /* also serve other processes on this Unix socket path */
 	unsigned batch;	    /* most packets taken from a ring at a time, and each
@@ -315,6 +318,11 @@ struct gc_ring_engine_opts {
 				   limit for the process that started the engine):
 				   sparse 64 GiB zones must not exhaust the daemon's
 				   address space */
+	int listen_fd;		/* with GC_RING_ENGINE_LISTEN_FD: a listening
+				   AF_UNIX SOCK_SEQPACKET socket to serve instead of
+				   listen (which must then be NULL); the engine owns
+				   it once created and closes it, leaving the socket
+				   file to whoever bound it */
 };
 
 #define GC_RING_ENGINE_OPTS_INIT(...)                                 \

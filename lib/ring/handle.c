@@ -30,9 +30,9 @@ GC_EXPORT struct gc_ring_engine *gc_ring_engine_create(const struct gc_ring_engi
 	return r < 0 ? gc_err_ptr(r) : e;
 }
 
-/* sized (groupcast/common.h); 1.0 ends at max_map_bytes */
+/* sized (groupcast/common.h); 1.0 ends at listen_fd */
 static const struct gc_sized engine_opts_t =
-	GC_SIZED(gc_ring_engine_opts, GC_RING_ENGINE_OPTS_INIT, max_map_bytes, max_map_bytes);
+	GC_SIZED(gc_ring_engine_opts, GC_RING_ENGINE_OPTS_INIT, listen_fd, listen_fd);
 
 int gc_ring_engine_create_hooks(const struct gc_ring_engine_opts *p,
 				const struct gc_ring_engine_hooks *hooks, struct gc_ring_engine **out)
@@ -43,9 +43,23 @@ int gc_ring_engine_create_hooks(const struct gc_ring_engine_opts *p,
 	if (r < 0)
 		return r;
 	const unsigned known = GC_RING_ENGINE_PIN_CPU | GC_RING_ENGINE_LISTEN_GID |
-		GC_RING_ENGINE_SUBMIT_FLUSH;
+		GC_RING_ENGINE_SUBMIT_FLUSH | GC_RING_ENGINE_LISTEN_FD;
 	if (d.flags & ~known)
 		return gc_errf(EINVAL, "gc_ring_engine_create: unknown flags 0x%x", d.flags & ~known);
+	/* an adopted socket is bound already: its path, mode and group are its owner's */
+	if ((d.flags & GC_RING_ENGINE_LISTEN_FD) && d.listen)
+		return gc_errf(EINVAL,
+			       "gc_ring_engine_create: GC_RING_ENGINE_LISTEN_FD with a "
+			       "listen path to bind as well");
+	if ((d.flags & GC_RING_ENGINE_LISTEN_FD) &&
+	    (d.listen_mode || (d.flags & GC_RING_ENGINE_LISTEN_GID)))
+		return gc_errf(EINVAL,
+			       "gc_ring_engine_create: GC_RING_ENGINE_LISTEN_FD with %s: "
+			       "the socket file is its binder's",
+			       d.listen_mode ? "listen_mode" : "GC_RING_ENGINE_LISTEN_GID");
+	if ((d.flags & GC_RING_ENGINE_LISTEN_FD) && d.listen_fd < 0)
+		return gc_errf(EBADF, "gc_ring_engine_create: listen_fd %d is not a descriptor",
+			       d.listen_fd);
 	if (d.listen_mode & ~0777u)
 		return gc_errf(EINVAL, "gc_ring_engine_create: listen_mode 0%o has bits other than 0777",
 			       d.listen_mode);

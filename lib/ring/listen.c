@@ -135,6 +135,36 @@ int gc_srv_listen(struct gc_srv *s, const char *path)
 	return 0;
 }
 
+/* Serve the listening socket fd that someone else bound (systemd's socket
+ * activation): it must be a listening AF_UNIX SOCK_SEQPACKET socket.  It is
+ * made non-blocking and close-on-exec; its file is never removed by us. */
+int gc_srv_adopt(struct gc_srv *s, int fd)
+{
+	int type = 0, domain = 0, acc = 0;
+	socklen_t l = sizeof(int);
+	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &l) < 0)
+		return gc_errf(errno, "gc_ring_engine_create: listen_fd %d", fd);
+	l = sizeof(int);
+	if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &l) < 0 || domain != AF_UNIX ||
+	    type != SOCK_SEQPACKET)
+		return gc_errf(EINVAL,
+			       "gc_ring_engine_create: listen_fd %d is not an AF_UNIX SOCK_SEQPACKET "
+			       "socket (ListenSequentialPacket= in a .socket unit)",
+			       fd);
+	l = sizeof(int);
+	if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &l) < 0 || !acc)
+		return gc_errf(EINVAL, "gc_ring_engine_create: listen_fd %d is not listening", fd);
+	int fl = fcntl(fd, F_GETFL);
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 || fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)
+		return gc_errf(errno, "gc_ring_engine_create: listen_fd %d: fcntl failed", fd);
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &s->listen_tag };
+	if (epoll_ctl(s->ep, EPOLL_CTL_ADD, fd, &ev) < 0)
+		return gc_errf(errno, "gc_ring_engine_create: listen_fd %d: epoll_ctl failed", fd);
+	s->uid = geteuid();
+	s->lfd = fd;
+	return 0;
+}
+
 /* Root, our own uid, and the allowed uids and groups (primary or
  * supplementary: SO_PEERGROUPS) are served. */
 bool gc_srv_peer_allowed(const struct gc_srv *s, int fd, char *why, size_t len)

@@ -822,6 +822,8 @@ int gc_srv_new(const struct gc_ring_engine_opts *p, const struct gc_ring_engine_
 	}
 	if (p->listen && (r = gc_srv_listen(s, p->listen)) < 0)
 		goto fail;
+	if ((p->flags & GC_RING_ENGINE_LISTEN_FD) && (r = gc_srv_adopt(s, p->listen_fd)) < 0)
+		goto fail;
 	r = client_new(s, fd, true);
 	if (r < 0) {
 		r = gc_errf(-r, "gc_ring_engine_create: registering the local client failed");
@@ -830,6 +832,8 @@ int gc_srv_new(const struct gc_ring_engine_opts *p, const struct gc_ring_engine_
 	*out = s;
 	return 0;
 fail:
+	if (p->flags & GC_RING_ENGINE_LISTEN_FD) /* the caller's until we succeed */
+		s->lfd = -1;
 	gc_srv_free(s);
 	return r;
 }

@@ -204,6 +204,8 @@ pid_t gc_flowtab_engine(struct gc_flowtab *t);
 
 /* Listen at path: 0, or -errno with the message. */
 int gc_srv_listen(struct gc_srv *s, const char *path);
+/* Serve the listening socket fd instead (GC_RING_ENGINE_LISTEN_FD). */
+int gc_srv_adopt(struct gc_srv *s, int fd);
 /* Is the peer of fd served?  why says why not. */
 bool gc_srv_peer_allowed(const struct gc_srv *s, int fd, char *why, size_t len);
 /* Tell a client why it is refused (a notice: seq 0), and hang up. */

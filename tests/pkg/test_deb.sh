@@ -142,5 +142,24 @@ grep -q "^mmsg  *yes" "$TMP/out" || fail "groupcast engines: mmsg not available"
 run /usr/sbin/lmsd --help
 grep -q "usage: lmsd" "$TMP/out" || fail "lmsd --help: no usage"
 
+# The systemd units, in the groupcast package, verified where they are
+# installed (their ExecStart binaries exist only now), and not enabled.
+# (tests/e2e/test_units.py runs their ExecStart lines against the build tree.)
+UNITS=(groupcast-relay@.service lmsd.service groupcast-engine.service groupcast-engine.socket)
+for u in "${UNITS[@]}"; do
+	has groupcast "/lib/systemd/system/$u"
+done
+if command -v systemd-analyze >/dev/null; then
+	# warnings (an unknown key, say) count: verify exits 0 on those
+	for u in "${UNITS[@]/groupcast-relay@.service/groupcast-relay@test.service}"; do
+		out=$(cd / && systemd-analyze verify --man=no "$u" 2>&1) && [ -z "$out" ] ||
+			fail "systemd-analyze verify $u: $out"
+	done
+fi
+for u in lmsd.service groupcast-engine.socket; do
+	[ ! -e "/etc/systemd/system/multi-user.target.wants/$u" ] &&
+		[ ! -e "/etc/systemd/system/sockets.target.wants/$u" ] || fail "$u was enabled on install"
+done
+
 [ $status = 0 ] && echo "test_deb: ok: ${PKGS[*]} $VERSION built, installed, used"
 exit $status

@@ -353,7 +353,7 @@ int main(void)
 	/* ---- in ---- */
 	struct gc_ring_engine_opts eo = GC_RING_ENGINE_OPTS_INIT(.batch = 16, .quiet = 1);
 	in_struct("gc_ring_engine_opts", &eo, sizeof(eo),
-		  OFFSETOFEND(struct gc_ring_engine_opts, max_map_bytes), "opts", make_engine);
+		  OFFSETOFEND(struct gc_ring_engine_opts, listen_fd), "opts", make_engine);
 
 	struct gc_dccp_opts dco = GC_DCCP_OPTS_INIT(.encap = GC_DCCP_UDP, .ring_slots = 64);
 	in_struct("gc_dccp_opts (listen)", &dco, sizeof(dco),

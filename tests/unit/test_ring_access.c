@@ -12,6 +12,8 @@
  *   - mode 0660, group 65534, allow_gids {65534}: served.
  * And the other way round: a daemon run by uid 65534 is not trusted by a
  * root client (EPERM), unless the client names that uid.
+ * A listening socket bound by someone else (GC_RING_ENGINE_LISTEN_FD) is
+ * served, closed at the end and its file left alone; bad ones are refused.
  * Needs root (exit 77 otherwise).
  */
 #include "ring_util.h"
@@ -20,6 +22,8 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <fcntl.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 
 #define NOBODY 65534
@@ -239,6 +243,63 @@ static void whom_the_client_trusts(void)
 	CHECK_OK(gc_ring_engine_destroy(own));
 }
 
+/* A listening socket bound by someone else (systemd's socket activation):
+ * served as is, closed by the engine, its file left to its binder. */
+static int seqpacket_at(const char *at, bool listening, int type)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, type | SOCK_CLOEXEC, 0);
+	CHECK(fd >= 0);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", at);
+	CHECK_OK(bind(fd, (struct sockaddr *)&sa, sizeof(sa)));
+	if (listening)
+		CHECK_OK(listen(fd, 16));
+	return fd;
+}
+
+static void adopted_socket(void)
+{
+	int fd = seqpacket_at(path, true, SOCK_SEQPACKET);
+	struct gc_ring_engine_opts p = GC_RING_ENGINE_OPTS_INIT(.flags = GC_RING_ENGINE_LISTEN_FD,
+								.listen_fd = fd, .quiet = 1);
+	struct gc_ring_engine *e = gc_ring_engine_create(&p);
+	CHECK(e != NULL);
+	CHECK(fcntl(fd, F_GETFL) & O_NONBLOCK);
+	struct gc_ring_engine *c = gc_ring_engine_connect(path);
+	CHECK(c != NULL);
+	struct gc_ring_engine_stats st = GC_RING_ENGINE_STATS_INIT();
+	CHECK_OK(gc_ring_engine_stats(e, &st));
+	CHECK_EQ(st.clients, 2); /* this process's own client and c */
+	CHECK_OK(gc_ring_engine_destroy(c));
+	CHECK_OK(gc_ring_engine_destroy(e));
+	CHECK(fcntl(fd, F_GETFD) < 0 && errno == EBADF); /* closed by the engine */
+	CHECK_OK(access(path, F_OK));			 /* the binder's file stays */
+	CHECK_OK(unlink(path));
+
+	/* refused: with a path too, a negative fd, not SOCK_SEQPACKET, not
+	 * listening; the descriptor stays the caller's */
+	p = (struct gc_ring_engine_opts)GC_RING_ENGINE_OPTS_INIT(.flags = GC_RING_ENGINE_LISTEN_FD,
+								 .listen_fd = 0, .listen = path);
+	CHECK(gc_ring_engine_create(&p) == NULL);
+	CHECK_EQ(errno, EINVAL);
+	CHECK(strstr(gc_errmsg(), "listen") != NULL);
+	p = (struct gc_ring_engine_opts)GC_RING_ENGINE_OPTS_INIT(.flags = GC_RING_ENGINE_LISTEN_FD,
+								 .listen_fd = -1);
+	CHECK(gc_ring_engine_create(&p) == NULL);
+	CHECK_EQ(errno, EBADF);
+	for (int k = 0; k < 2; k++) {
+		fd = seqpacket_at(path, k == 0, k == 0 ? SOCK_STREAM : SOCK_SEQPACKET);
+		p = (struct gc_ring_engine_opts)GC_RING_ENGINE_OPTS_INIT(.flags = GC_RING_ENGINE_LISTEN_FD,
+									 .listen_fd = fd);
+		CHECK(gc_ring_engine_create(&p) == NULL);
+		CHECK_EQ(errno, EINVAL);
+		CHECK(strstr(gc_errmsg(), k == 0 ? "SOCK_SEQPACKET" : "not listening") != NULL);
+		CHECK(fcntl(fd, F_GETFD) >= 0); /* still the caller's */
+		close(fd);
+		CHECK_OK(unlink(path));
+	}
+}
+
 int main(void)
 {
 	if (geteuid() != 0) {
@@ -254,6 +315,7 @@ int main(void)
 	modes();
 	who_may_attach();
 	whom_the_client_trusts();
+	adopted_socket();
 	CHECK_OK(rmdir(dir));
 	return check_done("ring_access");
 }

@@ -12,9 +12,12 @@
  * elected by LMS-HIER, hier.c) and the downstream interfaces.  It writes its
  * state and the drop counters as JSON.  SIGTERM or SIGINT: detach the
  * filters (only ours: other filters and the clsact qdisc stay) and exit 0.
- * SIGHUP: re-read the configuration.
+ * SIGHUP: re-read the configuration.  Under systemd (Type=notify): READY=1
+ * once the filters are attached, WATCHDOG=1 from the loop, RELOADING=1 and
+ * READY=1 around a reload, STOPPING=1 (sdnotify.c).
  */
 #include "lmsd.h"
+#include "sdnotify.h"
 
 #include <arpa/inet.h>
 #include <bpf/bpf.h>
@@ -741,17 +744,30 @@ int main(int argc, char **argv)
 	 * and at least every second */
 	uint64_t save_every = (uint64_t)(interval < 1000 ? interval : 1000);
 	uint64_t tick = now_ms() + (uint64_t)interval, next_save = now_ms() + save_every;
+	/* systemd's watchdog: the loop wakes at least every half of its
+	 * interval and tells it so */
+	uint64_t wd_ms = sd_watchdog_usec() / 2000u, last_wd = now_ms();
+	if (!once)
+		(void)sd_notify_state("READY=1");
 	while (!stop && !once) {
-		bool dirty = false;
+		bool dirty = false, reloaded = false;
 		if (reload) {
 			reload = 0;
+			reloaded = true;
+			(void)sd_notify_reloading();
 			struct lmsd_config *c = malloc(sizeof(*c));
 			if (c && D.config_path && !lmsd_config_read(D.config_path, c, stderr))
 				D.cfg = *c; /* a bad file keeps the running configuration */
 			free(c);
 			dirty = true;
 		}
+		if (wd_ms && now_ms() - last_wd >= wd_ms) {
+			(void)sd_notify_state("WATCHDOG=1");
+			last_wd = now_ms();
+		}
 		uint64_t now = now_ms(), until = tick < next_save ? tick : next_save;
+		if (wd_ms && until > last_wd + wd_ms)
+			until = last_wd + wd_ms;
 		if (pending && until > now + 100)
 			until = now + 100; /* a read failed: try again soon */
 		struct pollfd p[2] = { { .fd = D.nl_fd, .events = POLLIN },
@@ -784,7 +800,11 @@ int main(int argc, char **argv)
 			save_state();
 			next_save = now_ms() + save_every;
 		}
+		if (reloaded) /* applied: the new configuration is in force */
+			(void)sd_notify_state("READY=1");
 	}
+	if (!once)
+		(void)sd_notify_state("STOPPING=1");
 	save_state(); /* the final counters */
 	for (int i = 0; i < D.nattached; i++)
 		lmsd_tc_detach(D.attached[i]);

@@ -12,6 +12,7 @@
  */
 #include "relay.h"
 #include "../cli.h"
+#include "../sdnotify.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -353,6 +354,8 @@ struct loop {
 	int sfd, tfd, stats_fd; /* signalfd, the TICK_MS timer, --stats-socket */
 	struct inbuf in;
 	uint64_t last_status, last_expire, last_addrs;
+	/* systemd's watchdog: WATCHDOG=1 every wd_ns (0: off) */
+	uint64_t wd_ns, last_wd;
 	int rc; /* exit status */
 	bool stop;
 };
@@ -520,6 +523,8 @@ static void on_signals(struct relay *r, struct loop *lp)
 {
 	struct signalfd_siginfo si;
 	while (read(lp->sfd, &si, sizeof(si)) == sizeof(si)) {
+		if (si.ssi_signo == SIGHUP) /* READY=1 below, once it is done */
+			(void)sd_notify_reloading();
 		if (si.ssi_signo == SIGHUP && !r->rtp)
 			reload(r, &lp->a);
 		else if (si.ssi_signo == SIGHUP && control_local_addrs(r) == 0)
@@ -532,6 +537,8 @@ static void on_signals(struct relay *r, struct loop *lp)
 			stats_status_line(r, stderr);
 		else
 			lp->stop = true;
+		if (si.ssi_signo == SIGHUP)
+			(void)sd_notify_state("READY=1");
 	}
 }
 
@@ -542,6 +549,10 @@ static void on_tick(struct relay *r, struct loop *lp)
 	while (read(lp->tfd, &ticks, sizeof(ticks)) == sizeof(ticks))
 		;
 	uint64_t now = relay_now_ns();
+	if (lp->wd_ns && now - lp->last_wd >= lp->wd_ns) { /* the loop turns: we are alive */
+		(void)sd_notify_state("WATCHDOG=1");
+		lp->last_wd = now;
+	}
 	if (r->status_s && now - lp->last_status >= (uint64_t)r->status_s * 1000000000u) {
 		stats_status_line(r, stderr);
 		lp->last_status = now;
@@ -658,7 +669,12 @@ int cmd_relay(int argc, char **argv)
 	relay_setup(r, lp, &conf);
 	loop_setup(r, lp);
 	print_banner(r);
+	/* bound, privileges dropped, the loop next: systemd may send traffic */
+	lp->wd_ns = sd_watchdog_usec() * 1000u / 2;
+	lp->last_wd = relay_now_ns();
+	(void)sd_notify_state("READY=1");
 	relay_loop(r, lp);
+	(void)sd_notify_state("STOPPING=1");
 	relay_teardown(r, lp);
 	return lp->rc;
 }
