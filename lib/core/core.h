@@ -8,7 +8,7 @@
  *
  *   export.h   GC_EXPORT
  *   err.c      gc_errf(), gc_err(), gc_seterr(), gc_errmsg()
- *   opts.c     gc_sized_in(), gc_sized_out(): sized structs across the API
+ *   sized.c    gc_sized_in(), gc_sized_out(): sized structs across the API
  *   version.c  gc_version()
  */
 #ifndef GC_CORE_H
@@ -56,7 +56,7 @@ static inline void *gc_err_ptr(int ret)
 }
 
 /*
- * opts.c: a sized struct crossing the API (the rule is in
+ * sized.c: a sized struct crossing the API (the rule is in
  * include/groupcast/common.h).  Each module describes its struct once, in
  * its .c file, with GC_SIZED(name, INIT, last field in 1.0, last field now):
  *

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* opts.c - copying a sized struct across the API (gc_sized_in(),
+/* sized.c - copying a sized struct across the API (gc_sized_in(),
  * gc_sized_out()); the rule is in include/groupcast/common.h. */
 #include <errno.h>
 #include <string.h>
