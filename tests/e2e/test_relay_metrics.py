@@ -66,13 +66,20 @@ SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)$')
 
 
 def parse(text):
-    """{(name, labels): value} of an exposition; labels as the text between braces."""
-    out = {}
+    """{(name, labels): value} of an exposition; labels as the text between braces.
+    Every sample's name has a HELP and a TYPE line before it (promtool does not
+    check that the TYPE line names the family the samples use)."""
+    out, typed, helped = {}, set(), set()
     for line in text.splitlines():
+        if line.startswith("# TYPE "):
+            typed.add(line.split()[2])
+        if line.startswith("# HELP "):
+            helped.add(line.split()[2])
         if not line or line.startswith("#"):
             continue
         m = SAMPLE.match(line)
         assert m, f"not a sample line: {line!r}"
+        assert m.group(1) in typed and m.group(1) in helped, f"no TYPE or HELP before {line!r}"
         out[(m.group(1), (m.group(2) or "")[1:-1])] = float(m.group(3))
     return out
 

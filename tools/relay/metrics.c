@@ -129,9 +129,8 @@ static void write_counters(const struct relay *r, FILE *f)
 		for (size_t j = i; j < relay_ncounter_defs && !strcmp(t[j].family, t[i].family); j++) {
 			if (!counter_applies(r, &t[j]))
 				continue;
-			if (!any) /* TYPE counter: the name without _total */
-				fprintf(f, "# HELP " P "%s %s\n# TYPE " P "%.*s counter\n", t[i].family,
-					t[i].help, (int)(strlen(t[i].family) - 6), t[i].family);
+			if (!any)
+				family(f, t[i].family, "counter", t[i].help);
 			any = true;
 			uint64_t v = counter_value(r, &t[j]);
 			fprintf(f, P "%s", t[j].family);
@@ -195,8 +194,7 @@ static void write_sockets(const struct relay *r, FILE *f)
 		  offsetof(struct gc_stats, user_fallback) },
 	};
 	for (size_t k = 0; k < sizeof(lib) / sizeof(lib[0]); k++) {
-		fprintf(f, "# HELP " P "%s %s\n# TYPE " P "%.*s counter\n", lib[k].name,
-			lib[k].help, (int)(strlen(lib[k].name) - 6), lib[k].name);
+		family(f, lib[k].name, "counter", lib[k].help);
 		for (size_t i = 0; i < n; i++) {
 			uint64_t v;
 			memcpy(&v, (const char *)&st[i] + lib[k].off, sizeof(v));
