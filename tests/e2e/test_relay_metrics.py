@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import time
+import urllib.parse
 
 import pytest
 
@@ -239,3 +240,69 @@ def test_ipv6_loopback(net):
         assert json.loads(p.stdout)["status"] == 200
     finally:
         net.stop(proc)
+
+
+# query.py in the relay's namespace: GET a Prometheus HTTP API URL, print its JSON.
+QUERY = r"""
+import sys, urllib.request
+with urllib.request.urlopen(sys.argv[1], timeout=5) as r:
+    print(r.read().decode())
+"""
+
+
+def test_a_prometheus_server_scrapes_the_relay(net, tmp_path):
+    """A real Prometheus (Debian's prometheus) in the relay's namespace scrapes
+    it every second while a known stream goes through; PromQL through the
+    HTTP API gives the count the receivers saw."""
+    server = shutil.which("prometheus")
+    if not server:
+        if os.environ.get("CI"):
+            pytest.fail("prometheus is missing (Debian package prometheus: scripts/install-deps.sh)")
+        pytest.skip("prometheus not installed (Debian package prometheus)")
+    conf = tmp_path / "prometheus.yml"
+    conf.write_text("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
+                    "scrape_configs:\n  - job_name: relay\n    static_configs:\n"
+                    "      - targets: ['127.0.0.1:9469']\n")
+    rx1, rx2 = net.rx(net.r1, [5600, 5601]), net.rx(net.r2, [5600])
+    relay, _ = net.relay(["-p", 2350, "--metrics", 9469, f"{net.r1.v4}/5600", f"{net.r1.v4}/5601",
+                          f"{net.r2.v4}/5600"])
+    prom = net.lab.popen(net.relay_ns, [server, f"--config.file={conf}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                                        "--web.listen-address=127.0.0.1:9090", "--log.level=warn"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    api = "http://127.0.0.1:9090/api/v1/query?query="
+
+    def query(q):
+        p = net.lab.run(net.relay_ns, [sys.executable, "-c", QUERY, api + urllib.parse.quote(q)],
+                        check=False, capture_output=True, text=True, timeout=20)
+        if p.returncode != 0:
+            return None
+        res = json.loads(p.stdout)["data"]["result"]
+        return float(res[0]["value"][1]) if res else None
+
+    try:
+        deadline = time.monotonic() + 60
+        while query('up{job="relay"}') != 1:         # Prometheus is up and has scraped the relay
+            assert prom.poll() is None, prom.stderr.read()
+            assert time.monotonic() < deadline, "Prometheus never scraped the relay"
+            time.sleep(0.5)
+        count = 400
+        net.tx(f"{net.relay_p.v4}:2350", count, rate=2000, size=120)
+        g1, g2 = net.collect(rx1), net.collect(rx2)
+        got = len(g1[5600]) + len(g1[5601]) + len(g2[5600])
+        assert got == 3 * count
+        deadline = time.monotonic() + 30
+        while True:
+            sent = query('groupcast_relay_datagrams_sent_total{job="relay"}')
+            received = query('groupcast_relay_datagrams_received_total{job="relay"}')
+            lib = query('sum(groupcast_relay_socket_datagrams_sent_total{job="relay"})')
+            if sent == got and received == count and lib == got:
+                break
+            assert time.monotonic() < deadline, (sent, received, lib, got)
+            time.sleep(0.5)
+        assert query('groupcast_relay_drops_total{job="relay",reason="oversize"}') == 0
+        assert query('count(groupcast_relay_engine_info{job="relay"} == 1)') == 1
+        assert query('groupcast_relay_metrics_requests_total{job="relay",code="200"}') >= 2
+    finally:
+        prom.terminate()
+        prom.wait(timeout=30)
+        net.stop(relay)
