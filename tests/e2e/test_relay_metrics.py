@@ -73,6 +73,7 @@ def parse(text):
     out, typed, helped = {}, set(), set()
     for line in text.splitlines():
         if line.startswith("# TYPE "):
+            assert line.split()[2] not in typed, f"family written twice: {line!r}"
             typed.add(line.split()[2])
         if line.startswith("# HELP "):
             helped.add(line.split()[2])

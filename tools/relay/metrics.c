@@ -118,16 +118,20 @@ static void family(FILE *f, const char *name, const char *type, const char *help
 	fprintf(f, "# HELP " P "%s %s\n# TYPE " P "%s %s\n", name, help, name, type);
 }
 
-/* The counters of relay_counter_defs, one family at a time. */
+/* The counters of relay_counter_defs, one family at a time (its samples
+ * need not be adjacent in the table). */
 static void write_counters(const struct relay *r, FILE *f)
 {
 	const struct counter_def *t = relay_counter_defs;
 	for (size_t i = 0; i < relay_ncounter_defs; i++) {
-		if (i && !strcmp(t[i].family, t[i - 1].family))
+		size_t k = 0;
+		while (k < i && strcmp(t[k].family, t[i].family) != 0)
+			k++;
+		if (k < i)
 			continue; /* written with the first of its family */
 		bool any = false;
-		for (size_t j = i; j < relay_ncounter_defs && !strcmp(t[j].family, t[i].family); j++) {
-			if (!counter_applies(r, &t[j]))
+		for (size_t j = i; j < relay_ncounter_defs; j++) {
+			if (strcmp(t[j].family, t[i].family) != 0 || !counter_applies(r, &t[j]))
 				continue;
 			if (!any)
 				family(f, t[i].family, "counter", t[i].help);

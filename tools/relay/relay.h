@@ -146,7 +146,7 @@ struct relay_counters {
 
 /* Every counter above, once: its JSON key and its Prometheus sample.  Both
  * stats_json() and metrics_write() walk this table, so a counter added here
- * shows in both.  Samples of one family are adjacent in the table. */
+ * shows in both.  The first sample of a family has its HELP text. */
 enum { CM_BOTH, CM_REPLICATE, CM_BROADCAST };
 struct counter_def {
 	const char *json;   /* key in the JSON */
