@@ -142,7 +142,7 @@ def test_help_and_man_name_every_samplicator_option(build):
     man = (REPO / "docs" / "man" / "man1" / "groupcast-relay.1").read_text()
     for opt in SAMPLICATOR_OPTS + ["--rtp", "--control", "--engine", "--stats-socket", "--query", "--producer",
                                    "--any-producer", "--allow-local-subscribers", "--max-per-source",
-                                   "--control-rate", "--cookie-lifetime", "--user"]:
+                                   "--control-rate", "--cookie-lifetime", "--user", "--metrics"]:
         assert re.search(rf"(^|\s){re.escape(opt)}\b", out.stdout, re.M), f"--help lacks {opt}"
         assert opt.replace("-", r"\-") in man or opt in man, f"man page lacks {opt}"
 

@@ -281,6 +281,9 @@ print(r.recv(100).decode())
 """
 
 
+SCRAPE = "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:9464/metrics', timeout=5).read().decode())"
+
+
 def relayed(lab, ns, port):
     """One datagram to the relay's port 2000 (once: no retry) comes back on port."""
     r = lab.run(ns, ["python3", "-c", RECV, str(port)], check=False, capture_output=True,
@@ -305,11 +308,16 @@ def test_relay_unit(build, engine):
                 raise
             kernel = False
         svc = Service(lab, ns, build, "groupcast-relay@.service", "edge",
-                      env={"RELAY_OPTS": f"--engine {engine} --json"},
+                      env={"RELAY_OPTS": f"--engine {engine} --json --metrics 9464"},
                       files={"edge.conf": "0.0.0.0/0: 127.0.0.1/5001\n"})
         try:
             svc.ready()
             assert relayed(lab, ns, 5001), "READY=1 came before the relay relays"
+            # --metrics under the unit's user and capabilities: that datagram, counted
+            m = lab.run(ns, ["python3", "-c", SCRAPE], check=False, capture_output=True, text=True,
+                        timeout=WAIT).stdout
+            assert "groupcast_relay_datagrams_received_total 1\n" in m, m
+            assert "groupcast_relay_datagrams_sent_total 1\n" in m, m
             svc.check_watchdog()
             svc.write("edge.conf", "0.0.0.0/0: 127.0.0.1/5002\n")
             svc.reload()

@@ -86,6 +86,9 @@ for h in "$SRC"/include/groupcast/*.h; do
 done
 has groupcast /usr/bin/groupcast
 has groupcast /usr/sbin/lmsd
+# the relay's --metrics links libmicrohttpd: shlibs must have made it a dependency
+dpkg-query -W -f='${Depends}' groupcast | grep 'libmicrohttpd' >/dev/null ||
+	fail "groupcast does not depend on libmicrohttpd: $(dpkg-query -W -f='${Depends}' groupcast)"
 # Every man page of docs/man, in its package (dpkg-deb: what the package
 # holds, whatever this machine's dpkg path-exclude leaves on disk): section 3
 # in libgroupcast-dev, the others in groupcast.

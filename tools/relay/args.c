@@ -53,6 +53,8 @@ static void relay_usage(FILE *f)
 		"  --cpu CPU             pin the relay to CPU (default: not pinned)\n"
 		"  --status SECONDS      status line on stderr every SECONDS (default 60; 0 off)\n"
 		"  --stats-socket PATH   serve JSON counters on a Unix socket at PATH\n"
+		"  --metrics [ADDR:]PORT serve the counters for Prometheus on http://ADDR:PORT/metrics\n"
+		"                        (ADDR a numeric IPv4 address or [IPv6]; default 127.0.0.1)\n"
 		"  --query PATH          print the JSON of the relay serving PATH, and exit\n"
 		"  --json                print the final counters as JSON on stdout at exit\n"
 		"  --time-sends          measure the CPU time inside the sends (send_ns; costs two clock calls per send)\n"
@@ -97,6 +99,7 @@ static void parse_args(struct relay *r, struct relay_args *a, int argc, char **a
 		O_CPU,
 		O_STATUS,
 		O_STATS,
+		O_METRICS,
 		O_QUERY,
 		O_JSON,
 		O_TIME_SENDS,
@@ -122,6 +125,7 @@ static void parse_args(struct relay *r, struct relay_args *a, int argc, char **a
 		{ "cpu", required_argument, NULL, O_CPU },
 		{ "status", required_argument, NULL, O_STATUS },
 		{ "stats-socket", required_argument, NULL, O_STATS },
+		{ "metrics", required_argument, NULL, O_METRICS },
 		{ "query", required_argument, NULL, O_QUERY },
 		{ "json", no_argument, NULL, O_JSON },
 		{ "time-sends", no_argument, NULL, O_TIME_SENDS },
@@ -192,6 +196,13 @@ static void parse_args(struct relay *r, struct relay_args *a, int argc, char **a
 		case O_CPU: r->cpu = cli_cpu("--cpu", optarg); break;
 		case O_STATUS: r->status_s = (unsigned)cli_u64("--status", optarg, 0, 86400); break;
 		case O_STATS: r->stats_socket = optarg; break;
+		case O_METRICS: {
+			char err[128];
+			if (metrics_parse_addr(optarg, &r->metrics_addr, err, sizeof(err)))
+				cli_usage_error("--metrics '%s': %s", optarg, err);
+			r->metrics = optarg;
+			break;
+		}
 		case O_QUERY: exit(stats_query(optarg));
 		case O_JSON: r->json = true; break;
 		case O_TIME_SENDS: r->time_sends = true; break;

@@ -30,7 +30,7 @@
 
 int relay_epfd = -1;
 
-enum { TAG_LS = 1, TAG_SIG, TAG_TIMER, TAG_STATS };
+enum { TAG_LS = 1, TAG_SIG, TAG_TIMER, TAG_STATS, TAG_METRICS };
 #define TAG(kind, i) (((uint64_t)(kind) << 32) | (uint32_t)(i))
 #define TICK_MS 200
 #define CTL_BATCH 32
@@ -352,6 +352,7 @@ static void daemonize(void)
 struct loop {
 	struct relay_args a;	/* kept for reload() */
 	int sfd, tfd, stats_fd; /* signalfd, the TICK_MS timer, --stats-socket */
+	int metrics_fd;		/* --metrics: the listening socket, then libmicrohttpd's epoll */
 	struct inbuf in;
 	uint64_t last_status, last_expire, last_addrs;
 	/* systemd's watchdog: WATCHDOG=1 every wd_ns (0: off) */
@@ -432,6 +433,9 @@ static void relay_setup(struct relay *r, struct loop *lp, struct rc_conf *conf)
 	lp->stats_fd = -1;
 	if (r->stats_socket && (lp->stats_fd = stats_listen(r, r->stats_socket)) < 0)
 		cli_fail("--stats-socket: cannot listen on '%s': %s", r->stats_socket, strerror(errno));
+	lp->metrics_fd = -1;
+	if (r->metrics && (lp->metrics_fd = metrics_listen(&r->metrics_addr)) < 0)
+		cli_fail("--metrics: cannot listen on '%s': %s", r->metrics, strerror(errno));
 
 	if (r->daemon)
 		daemonize();
@@ -479,6 +483,14 @@ static void loop_setup(struct relay *r, struct loop *lp)
 	if (lp->stats_fd >= 0) {
 		ev.data.u64 = TAG(TAG_STATS, 0);
 		epoll_ctl(relay_epfd, EPOLL_CTL_ADD, lp->stats_fd, &ev);
+	}
+	if (lp->metrics_fd >= 0) { /* after the fork of -f: no thread, one epoll of its own */
+		int lfd = lp->metrics_fd;
+		if ((lp->metrics_fd = metrics_start(r, lfd)) < 0)
+			cli_fail("--metrics: libmicrohttpd could not start on '%s'", r->metrics);
+		ev.data.u64 = TAG(TAG_METRICS, 0);
+		if (epoll_ctl(relay_epfd, EPOLL_CTL_ADD, lp->metrics_fd, &ev) != 0)
+			cli_fail("epoll_ctl: %s", strerror(errno));
 	}
 	for (size_t i = 0; i < r->nls; i++) {
 		ev.data.u64 = TAG(TAG_LS, i);
@@ -567,6 +579,7 @@ static void on_tick(struct relay *r, struct loop *lp)
 		r->c.expired += subs_expire(&r->subs, now, (uint64_t)r->expire_s * 1000000000u);
 		lp->last_expire = now;
 	}
+	metrics_run(); /* idle connections time out (libmicrohttpd's timeouts are seconds) */
 	if (r->duration_s > 0 && (double)(now - r->start_ns) / 1e9 >= r->duration_s)
 		lp->stop = true;
 	if (r->timeout_ms && now - last_data_ns > (uint64_t)r->timeout_ms * 1000000u) {
@@ -598,6 +611,8 @@ static void relay_loop(struct relay *r, struct loop *lp)
 				read_data(r, &lp->in, idx);
 			else if (kind == TAG_STATS)
 				stats_accept(r, lp->stats_fd);
+			else if (kind == TAG_METRICS)
+				metrics_run();
 			else if (kind == TAG_SIG)
 				on_signals(r, lp);
 			else if (kind == TAG_TIMER)
@@ -618,6 +633,7 @@ static void relay_teardown(struct relay *r, struct loop *lp)
 		fflush(stdout);
 	}
 	stats_close_all(r);
+	metrics_stop();
 	if (lp->stats_fd >= 0) {
 		close(lp->stats_fd);
 		unlink(r->stats_socket);

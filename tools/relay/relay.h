@@ -13,6 +13,7 @@
  *              with its return-routability handshake (cookies)
  *   privs.c    pidfile, dropping capabilities and switching user after setup
  *   stats.c    counters, the status line, JSON, the stats socket
+ *   metrics.c  --metrics: the counters for Prometheus over HTTP (libmicrohttpd)
  *   main.c     options, sockets, the event loop, signals, reload, shutdown
  *
  * Single-threaded: every event (datagram batch, control message, signal,
@@ -140,7 +141,28 @@ struct relay_counters {
 	uint64_t expired;
 	uint64_t reloads, reload_failures;
 	uint64_t stats_queries, stats_refused;
+	uint64_t metrics_scrapes, metrics_not_found, metrics_bad_method; /* --metrics requests */
 };
+
+/* Every counter above, once: its JSON key and its Prometheus sample.  Both
+ * stats_json() and metrics_write() walk this table, so a counter added here
+ * shows in both.  The first sample of a family has its HELP text. */
+enum { CM_BOTH, CM_REPLICATE, CM_BROADCAST };
+struct counter_def {
+	const char *json;   /* key in the JSON */
+	size_t off;	    /* offsetof(struct relay_counters, ...) */
+	uint8_t mode;	    /* CM_*: the mode that has it */
+	bool ns;	    /* nanoseconds: seconds in the metrics */
+	const char *family; /* after groupcast_relay_; a counter (_total) */
+	const char *label;  /* the sample's label pair, or NULL */
+	const char *help;   /* the family's HELP (on its first sample) */
+};
+extern const struct counter_def relay_counter_defs[];
+extern const size_t relay_ncounter_defs;
+struct relay;
+/* Whether d applies in r's mode, and its value. */
+bool counter_applies(const struct relay *r, const struct counter_def *d);
+uint64_t counter_value(const struct relay *r, const struct counter_def *d);
 
 /* ---- control.c: subscribers -------------------------------------------- */
 
@@ -284,6 +306,8 @@ struct relay {
 	int cpu;
 	unsigned status_s;
 	const char *stats_socket;
+	const char *metrics;		      /* --metrics as given, NULL: off */
+	struct sockaddr_storage metrics_addr; /* parsed */
 	bool json;
 	bool time_sends; /* --time-sends: measure send_ns (two clock calls per send) */
 	double duration_s;
@@ -394,11 +418,33 @@ extern int relay_epfd;
 uint64_t relay_now_ns(void);
 uint64_t relay_cpu_ns(void);
 void stats_json(struct relay *r, FILE *f, bool detail);
+/* The engine that sends now (AUTO resolved). */
+const char *engine_resolved(const struct relay *r);
+/* The library's sockets (gc_stats(3), gc_auto_reason(3)): the send sockets
+ * (replicate), the RTP and RTCP listen sockets (broadcast). */
+struct gc_sock {
+	int fd, family, ttl; /* ttl 0: not a send socket of replicate mode */
+	const char *role;    /* "send", "rtp", "rtcp" */
+};
+size_t relay_gc_sockets(const struct relay *r, struct gc_sock *out, size_t cap);
 void stats_status_line(struct relay *r, FILE *f);
 int stats_listen(struct relay *r, const char *path);
 void stats_accept(struct relay *r, int lfd);
 void stats_conn_event(struct relay *r, int idx, uint32_t events);
 void stats_close_all(struct relay *r);
 int stats_query(const char *path);
+
+/* metrics.c: --metrics */
+/* PORT, :PORT (127.0.0.1), ADDR:PORT, [IPv6]:PORT; numeric only.  0, or -1
+ * with err set. */
+int metrics_parse_addr(const char *arg, struct sockaddr_storage *ss, char *err, size_t errlen);
+/* A listening TCP socket on ss (non-blocking), or -1 with errno. */
+int metrics_listen(const struct sockaddr_storage *ss);
+/* Serve on lfd: returns the epoll descriptor to watch, or -1 with errno. */
+int metrics_start(struct relay *r, int lfd);
+/* The exposition (Prometheus text format 0.0.4). */
+void metrics_write(const struct relay *r, FILE *f);
+void metrics_run(void);
+void metrics_stop(void);
 
 #endif /* GROUPCAST_RELAY_H */

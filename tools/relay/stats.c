@@ -15,6 +15,7 @@
 #include "../cli.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,13 +41,97 @@ uint64_t relay_cpu_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* ---- the counters: one table for the JSON and the metrics ---------------- */
+
+#define C(key, mode, fam, lab, help)                                                    \
+	{                                                                               \
+#key, offsetof(struct relay_counters, key), mode, false, fam, lab, help \
+	}
+const struct counter_def relay_counter_defs[] = {
+	C(in, CM_BOTH, "datagrams_received_total", NULL,
+	  "Datagrams read from the listen sockets (RTP and RTCP in broadcast mode)."),
+	C(in_octets, CM_BOTH, "received_bytes_total", NULL, "Bytes of the datagrams received."),
+	C(out, CM_BOTH, "datagrams_sent_total", NULL, "Datagrams handed to the kernel, one per recipient."),
+	C(out_octets, CM_BOTH, "sent_bytes_total", NULL, "Bytes of the datagrams sent."),
+	C(errors, CM_BOTH, "send_errors_total", NULL, "Datagrams that failed, per recipient."),
+	C(oversize, CM_BOTH, "drops_total", "reason=\"oversize\"",
+	  "Datagrams received and not relayed, by reason."),
+	C(ingest_drops, CM_BOTH, "drops_total", "reason=\"socket_overflow\"", NULL),
+	C(unmatched, CM_REPLICATE, "drops_total", "reason=\"unmatched\"", NULL),
+	C(rtp_invalid, CM_BROADCAST, "drops_total", "reason=\"rtp_invalid\"", NULL),
+	C(rtp_rejected, CM_BROADCAST, "drops_total", "reason=\"not_producer\"", NULL),
+	C(rtp_loops, CM_BROADCAST, "drops_total", "reason=\"rtp_loop\"", NULL),
+	C(rtcp_invalid, CM_BROADCAST, "drops_total", "reason=\"rtcp_invalid\"", NULL),
+	C(rtcp_rejected, CM_BROADCAST, "drops_total", "reason=\"rtcp_rejected\"", NULL),
+	C(group_sends, CM_BOTH, "group_sends_total", NULL, "gc_sendgroup() calls."),
+	{ "send_ns", offsetof(struct relay_counters, send_ns), CM_BOTH, true, "send_cpu_seconds_total",
+	  NULL, "CPU time inside the sends (measured only with --time-sends)." },
+	/* replicate mode */
+	C(skipped, CM_REPLICATE, "datagrams_skipped_total", NULL,
+	  "Datagrams not sent to a receiver because of its sampling interval."),
+	C(raw_out, CM_REPLICATE, "datagrams_sent_by_path_total", "path=\"raw\"",
+	  "Datagrams sent outside gc_sendgroup() (part of datagrams_sent_total), by path."),
+	C(direct_out, CM_REPLICATE, "datagrams_sent_by_path_total", "path=\"sendto\"", NULL),
+	C(reloads, CM_REPLICATE, "reloads_total", NULL, "Configuration reloads (SIGHUP) that took."),
+	C(reload_failures, CM_REPLICATE, "reload_failures_total", NULL,
+	  "Configuration reloads refused (the old configuration stayed)."),
+	/* broadcast mode */
+	C(producer_changes, CM_BROADCAST, "producer_changes_total", NULL,
+	  "RTP SSRC changes and sequence jumps of the producer."),
+	C(rtcp_in, CM_BROADCAST, "rtcp_received_total", NULL, "RTCP packets received."),
+	C(rtcp_out, CM_BROADCAST, "rtcp_sent_total", NULL, "RTCP packets sent to subscribers."),
+	C(rtcp_from_subscribers, CM_BROADCAST, "rtcp_from_subscribers_total", NULL,
+	  "Receiver reports of subscribers (their proof of life)."),
+	C(ctl_in, CM_BROADCAST, "control_received_total", NULL, "Control datagrams received."),
+	C(ctl_join, CM_BROADCAST, "control_requests_total", "type=\"join\"", "Control requests by type."),
+	C(ctl_leave, CM_BROADCAST, "control_requests_total", "type=\"leave\"", NULL),
+	C(ctl_keepalive, CM_BROADCAST, "control_requests_total", "type=\"keepalive\"", NULL),
+	C(ctl_unknown, CM_BROADCAST, "control_requests_total", "type=\"unknown\"", NULL),
+	C(ctl_bad, CM_BROADCAST, "control_failures_total", "reason=\"bad_request\"",
+	  "Control requests refused or not answered, by reason."),
+	C(ctl_bad_addr, CM_BROADCAST, "control_failures_total", "reason=\"bad_address\"", NULL),
+	C(ctl_short, CM_BROADCAST, "control_failures_total", "reason=\"short_join\"", NULL),
+	C(ctl_bad_cookie, CM_BROADCAST, "control_failures_total", "reason=\"bad_cookie\"", NULL),
+	C(ctl_per_source, CM_BROADCAST, "control_failures_total", "reason=\"per_source_limit\"", NULL),
+	C(ctl_refused, CM_BROADCAST, "control_failures_total", "reason=\"full\"", NULL),
+	C(ctl_rate_limited, CM_BROADCAST, "control_failures_total", "reason=\"rate_limited\"", NULL),
+	C(ctl_cookies, CM_BROADCAST, "handshake_cookies_sent_total", NULL,
+	  "Cookie replies to a first JOIN (the return-routability handshake)."),
+	C(ctl_truncated, CM_BROADCAST, "control_replies_truncated_total", NULL,
+	  "Replies to unverified requests cut to the request's length."),
+	C(expired, CM_BROADCAST, "subscribers_expired_total", NULL,
+	  "Subscribers dropped after --expire seconds of silence."),
+	/* the readers */
+	C(stats_queries, CM_BOTH, "stats_socket_queries_total", NULL, "Readers served on --stats-socket."),
+	C(stats_refused, CM_BOTH, "stats_socket_refused_total", NULL,
+	  "Readers refused on --stats-socket (too many at once)."),
+	C(metrics_scrapes, CM_BOTH, "metrics_requests_total", "code=\"200\"",
+	  "HTTP requests on --metrics by status (200: scrapes of /metrics, this one included)."),
+	C(metrics_not_found, CM_BOTH, "metrics_requests_total", "code=\"404\"", NULL),
+	C(metrics_bad_method, CM_BOTH, "metrics_requests_total", "code=\"405\"", NULL),
+};
+#undef C
+const size_t relay_ncounter_defs = sizeof(relay_counter_defs) / sizeof(relay_counter_defs[0]);
+
+bool counter_applies(const struct relay *r, const struct counter_def *d)
+{
+	return d->mode == CM_BOTH || d->mode == (r->rtp ? CM_BROADCAST : CM_REPLICATE);
+}
+
+uint64_t counter_value(const struct relay *r, const struct counter_def *d)
+{
+	uint64_t v;
+	memcpy(&v, (const char *)&r->c + d->off, sizeof(v));
+	return v;
+}
+
 static const char *errname(int e)
 {
 	const char *n = e ? strerrorname_np(e) : NULL;
 	return n ? n : "";
 }
 
-static const char *engine_resolved(const struct relay *r)
+const char *engine_resolved(const struct relay *r)
 {
 	/* Asked now, not remembered from setup: AUTO may change its engine
 	 * between sends (gc_set_engine(3)), and this is where that shows. */
@@ -64,67 +149,52 @@ static const char *engine_resolved(const struct relay *r)
 	return gc_engine_name(r->engine);
 }
 
+size_t relay_gc_sockets(const struct relay *r, struct gc_sock *out, size_t cap)
+{
+	size_t n = 0;
+	if (r->rtp) {
+		for (size_t i = 0; i < r->nls && n < cap; i++)
+			if (r->ls[i].kind != LS_CONTROL) {
+				out[n] = (struct gc_sock){ r->ls[i].fd, r->ls[i].family, 0,
+							   r->ls[i].kind == LS_RTCP ? "rtcp" : "rtp" };
+				n++;
+			}
+		return n;
+	}
+	for (size_t i = 0; i < r->nss && n < cap; i++)
+		if (!r->ss[i].raw) {
+			out[n] = (struct gc_sock){ r->ss[i].fd, r->ss[i].family, r->ss[i].ttl, "send" };
+			n++;
+		}
+	return n;
+}
+
 void stats_json(struct relay *r, FILE *f, bool detail)
 {
-	const struct relay_counters *c = &r->c;
 	uint64_t now = relay_now_ns();
 	fprintf(f,
 		"{\"pid\":%ld,\"mode\":\"%s\",\"engine\":\"%s\",\"engine_resolved\":\"%s\","
-		"\"uptime_s\":%.3f,\"cpu_ns\":%llu,\"send_ns\":%llu,\"timer_ns\":%llu",
+		"\"uptime_s\":%.3f,\"cpu_ns\":%llu,\"timer_ns\":%llu",
 		(long)getpid(), r->rtp ? "broadcast" : "replicate", gc_engine_name(r->engine),
 		engine_resolved(r), (double)(now - r->start_ns) / 1e9,
-		(unsigned long long)relay_cpu_ns(), (unsigned long long)c->send_ns,
-		(unsigned long long)r->timer_ns);
-#define F(name) fprintf(f, ",\"" #name "\":%llu", (unsigned long long)c->name)
-	F(in);
-	F(in_octets);
-	F(out);
-	F(out_octets);
-	F(errors);
-	F(oversize);
-	F(ingest_drops);
-	F(group_sends);
+		(unsigned long long)relay_cpu_ns(), (unsigned long long)r->timer_ns);
+	for (size_t i = 0; i < relay_ncounter_defs; i++)
+		if (counter_applies(r, &relay_counter_defs[i]))
+			fprintf(f, ",\"%s\":%llu", relay_counter_defs[i].json,
+				(unsigned long long)counter_value(r, &relay_counter_defs[i]));
 	if (r->rtp) {
-		F(rtp_invalid);
-		F(rtp_rejected);
-		F(rtp_loops);
-		F(producer_changes);
-		F(rtcp_in);
-		F(rtcp_out);
-		F(rtcp_invalid);
-		F(rtcp_rejected);
-		F(rtcp_from_subscribers);
-		F(ctl_in);
-		F(ctl_join);
-		F(ctl_leave);
-		F(ctl_keepalive);
-		F(ctl_unknown);
-		F(ctl_bad);
-		F(ctl_refused);
-		F(ctl_cookies);
-		F(ctl_short);
-		F(ctl_bad_cookie);
-		F(ctl_bad_addr);
-		F(ctl_per_source);
-		F(ctl_rate_limited);
-		F(ctl_truncated);
-		F(expired);
 		fprintf(f, ",\"subscriber_count\":%u,\"max_subscribers\":%u", r->subs.nactive,
 			r->subs.max);
 	} else {
-		F(unmatched);
-		F(skipped);
-		F(raw_out);
-		F(direct_out);
-		F(reloads);
-		F(reload_failures);
 		fprintf(f, ",\"receiver_count\":%zu,\"source_count\":%zu", r->conf.receivers, r->conf.n);
 		/* the library's own counters of the send sockets (gc_stats(3)): which
 		 * way the datagrams really went, whatever engine_resolved says now */
 		uint64_t lib_dgrams = 0, lib_fallback = 0;
-		for (size_t i = 0; i < r->nss; i++) {
+		struct gc_sock gs[RELAY_MAX_SOCKS];
+		size_t ns = relay_gc_sockets(r, gs, RELAY_MAX_SOCKS);
+		for (size_t i = 0; i < ns; i++) {
 			struct gc_stats st = GC_STATS_INIT();
-			if (!r->ss[i].raw && gc_stats(r->ss[i].fd, &st) == 0) {
+			if (gc_stats(gs[i].fd, &st) == 0) {
 				lib_dgrams += st.datagrams;
 				lib_fallback += st.user_fallback;
 			}
@@ -132,9 +202,6 @@ void stats_json(struct relay *r, FILE *f, bool detail)
 		fprintf(f, ",\"lib_datagrams\":%llu,\"lib_user_fallback\":%llu",
 			(unsigned long long)lib_dgrams, (unsigned long long)lib_fallback);
 	}
-	F(stats_queries);
-	F(stats_refused);
-#undef F
 	if (!detail) {
 		fputs("}\n", f);
 		return;
