@@ -77,8 +77,8 @@ static void c_acked(void *arg, uint64_t seq)
 		return;
 	c->acked++;
 	f->used = false;
-	if (c->gconn)
-		gc_flow_ack(c->gconn, &f->p);
+	if (c->flow)
+		gc_flow_ack(c->flow, &f->p);
 }
 
 static void c_lost(void *arg, uint64_t seq)
@@ -121,8 +121,8 @@ void dccp_engine_input(struct gc_dccp *c, const struct dccp_sock_pkt *sp, uint64
 void dccp_engine_wake(struct gc_dccp *c, uint64_t now)
 {
 	dccp_conn_timer(&c->conn, now);
-	if (c->gconn)
-		gc_flow_kick(c->gconn); /* acks may have opened the window */
+	if (c->flow)
+		gc_flow_kick(c->flow); /* acks may have opened the window */
 	pthread_cond_broadcast(&c->cv);
 }
 
@@ -151,7 +151,7 @@ static void *cc_init(void *arg, struct gc_flow *gc)
 {
 	struct gc_dccp *c = arg;
 	pthread_mutex_lock(&c->mu);
-	c->gconn = gc;
+	c->flow = gc;
 	pthread_mutex_unlock(&c->mu);
 	return c;
 }
@@ -160,7 +160,7 @@ static void cc_release(void *cc)
 {
 	struct gc_dccp *c = cc;
 	pthread_mutex_lock(&c->mu);
-	c->gconn = NULL;
+	c->flow = NULL;
 	pthread_mutex_unlock(&c->mu);
 }
 

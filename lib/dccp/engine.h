@@ -41,7 +41,7 @@ struct gc_dccp {
 	struct gc_zone *zone;
 	struct gc_ring *ring;
 	struct gc_ring_engine *eng;
-	struct gc_flow *gconn;
+	struct gc_flow *flow;
 	struct inflight *inflight;
 	size_t ninflight;
 	uint64_t acked, lost;
