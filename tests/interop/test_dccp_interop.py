@@ -452,6 +452,24 @@ def test_gc_ccid2_sender_under_heavy_loss(guest, gc_tool, family, tmp_path):
     too), and our sender counts no more lost than the receiver missed (1 % of
     slack for Linux's Ack Vectors)."""
     port = 5480 + family
+    # One retry, said aloud: before the first RTT sample the RTO is 1 s and
+    # doubles (RFC 6298), so when the lone probe or its Ack is lost three
+    # times running (about 0.7 % of runs at 10 % loss each way, more when a
+    # whole UDP_SEGMENT batch is one dropped skb on the tap) the gaps are
+    # 1 + 2 + 4 s: 2 of 76 runs here.  The old code fails every attempt
+    # (6.4-7.8 s of gaps each time).
+    for attempt in (1, 2):
+        try:
+            _heavy_loss_once(guest, gc_tool, family, tmp_path / f"a{attempt}", port + 10 * (attempt - 1))
+            return
+        except AssertionError as e:
+            if attempt == 2:
+                raise
+            print(f"IPv{family}: attempt 1 failed, retrying once: {str(e)[:300]}")
+
+
+def _heavy_loss_once(guest, gc_tool, family, tmp_path, port):
+    tmp_path.mkdir()
     rc, ours, err, linux, pcap, counts = run_gc_to_linux(guest, gc_tool, 2, HEAVY_LOSS, tmp_path, port, family,
                                                          count=HEAVY_COUNT, size=1000, rate=None)
     s = linux.json
