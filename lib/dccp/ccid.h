@@ -32,6 +32,11 @@ struct dccp_ccid_env {
 	uint32_t mps;	   /* maximum packet size: the largest payload, bytes */
 	uint64_t iss, isr; /* initial sequence numbers (ours, the peer's) */
 	uint64_t now_ns;
+	/* The handshake's round trip, Request to Response, when the client
+	 * timed it (0: none; the server, whose listener keeps no state until
+	 * the Ack, has none).  CCID 2 takes it as its first RTT sample, as TCP
+	 * takes its SYN's (RFC 6298 (2.2)), so its first RTO is not 1 s. */
+	uint64_t hs_rtt_ns;
 	/* The Ack Ratio the application asked for (gc_dccp_opts.ack_ratio),
 	 * for a CCID that has one (CCID 2); 0: the CCID's own choice. */
 	uint32_t ack_ratio;

@@ -118,6 +118,21 @@ static void advance_una(struct ccid2_tx *t)
 		t->una = dccp_seq_add(t->una, 1);
 }
 
+static void rtt_sample(struct ccid2_tx *t, uint64_t r)
+{
+	if (!t->have_rtt) { /* RFC 6298 (2.2) */
+		t->srtt = r;
+		t->rttvar = r / 2;
+		t->have_rtt = true;
+	} else { /* (2.3) */
+		uint64_t d = t->srtt > r ? t->srtt - r : r - t->srtt;
+		t->rttvar = (3 * t->rttvar + d) / 4;
+		t->srtt = (7 * t->srtt + r) / 8;
+	}
+	uint64_t rto = t->srtt + 4 * t->rttvar;
+	t->rto = rto < RTO_MIN_NS ? RTO_MIN_NS : rto > RTO_MAX_NS ? RTO_MAX_NS : rto;
+}
+
 static void *tx_init(const struct dccp_ccid_env *env)
 {
 	struct ccid2_tx *t = calloc(1, sizeof(*t));
@@ -140,6 +155,8 @@ static void *tx_init(const struct dccp_ccid_env *env)
 	t->win_end = t->head;
 	if (env->ack_ratio)
 		dccp_ccid2_tx_set_ratio(t, env->ack_ratio);
+	if (env->hs_rtt_ns)
+		rtt_sample(t, env->hs_rtt_ns);
 	return t;
 }
 
@@ -245,21 +262,6 @@ static uint32_t budget(void *tx, uint64_t now_ns, uint64_t *wake_ns)
 	if (!w && t->probe_due)
 		w = 1;
 	return w < room ? w : (uint32_t)room;
-}
-
-static void rtt_sample(struct ccid2_tx *t, uint64_t r)
-{
-	if (!t->have_rtt) { /* RFC 6298 (2.2) */
-		t->srtt = r;
-		t->rttvar = r / 2;
-		t->have_rtt = true;
-	} else { /* (2.3) */
-		uint64_t d = t->srtt > r ? t->srtt - r : r - t->srtt;
-		t->rttvar = (3 * t->rttvar + d) / 4;
-		t->srtt = (7 * t->srtt + r) / 8;
-	}
-	uint64_t rto = t->srtt + 4 * t->rttvar;
-	t->rto = rto < RTO_MIN_NS ? RTO_MIN_NS : rto > RTO_MAX_NS ? RTO_MAX_NS : rto;
 }
 
 static bool in_record(const struct ccid2_tx *t, uint64_t seq)

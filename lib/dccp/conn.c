@@ -215,7 +215,7 @@ void dccp_conn_put_ndp_change(struct dccp_obuf *b)
 	dccp_feat_put_sp(b, DCCP_OPT_CHANGE_R, DCCP_F_SEND_NDP_COUNT, &one, 1);
 }
 
-static void send_request(struct dccp_conn *c)
+static void send_request(struct dccp_conn *c, uint64_t now_ns)
 {
 	uint8_t ob[64];
 	struct dccp_obuf b;
@@ -231,6 +231,7 @@ static void send_request(struct dccp_conn *c)
 	emit(c, DCCP_REQUEST, ob, b.len, NULL, 0, 0, 0);
 	if (!c->tries)
 		c->s.iss = c->s.gss;
+	c->req_at = now_ns;
 }
 
 /* ---- features ---------------------------------------------------------- */
@@ -336,12 +337,13 @@ static void ccid_lost(void *arg, uint64_t seq)
 		c->env.lost(c->env.arg, seq);
 }
 
-static int ccid_start(struct dccp_conn *c, uint64_t now_ns)
+static int ccid_start(struct dccp_conn *c, uint64_t now_ns, uint64_t hs_rtt_ns)
 {
 	struct dccp_ccid_env env = { .mps = c->p.mps,
 				     .iss = c->s.iss,
 				     .isr = c->s.isr,
 				     .now_ns = now_ns,
+				     .hs_rtt_ns = hs_rtt_ns,
 				     .ack_ratio = c->p.ack_ratio,
 				     .acked = ccid_acked,
 				     .lost = ccid_lost,
@@ -445,7 +447,7 @@ int dccp_conn_connect(struct dccp_conn *c, const struct dccp_conn_params *p,
 	c->s.w_rx = c->s.w_tx = 100;
 	c->s.initial = true;
 	enter(c, DCCP_S_REQUEST, now_ns);
-	send_request(c);
+	send_request(c, now_ns);
 	return 0;
 }
 
@@ -772,7 +774,11 @@ static bool in_request(struct dccp_conn *c, const struct dccp_hdr *h, const stru
 		return false;
 	}
 	c->s.w_tx = c->p.seq_window; /* the Response confirmed it (or we reset above) */
-	if (ccid_start(c, now_ns) < 0) {
+	/* Each Request has its own number, so a Response that acknowledges the
+	 * latest one times it exactly, retransmitted or not (no Karn ambiguity);
+	 * one that answers an earlier Request gives no sample. */
+	uint64_t hs_rtt = h->ack == c->s.gss && now_ns > c->req_at ? now_ns - c->req_at : 0;
+	if (ccid_start(c, now_ns, hs_rtt) < 0) {
 		dccp_conn_reset(c, DCCP_RESET_ABORTED, now_ns);
 		return false;
 	}
@@ -934,7 +940,7 @@ uint64_t dccp_conn_timer(struct dccp_conn *c, uint64_t now_ns)
 				dccp_conn_reset(c, DCCP_RESET_ABORTED, now_ns);
 				break;
 			}
-			send_request(c);
+			send_request(c, now_ns);
 			break;
 		case DCCP_S_PARTOPEN:
 			if (c->tries > DCCP_REQUEST_TRIES) {
@@ -1060,7 +1066,7 @@ int dccp_conn_accept(struct dccp_conn *c, const struct dccp_conn_params *p,
 	/* losses count from the handshake on: the first data packet may be lost */
 	c->rx_any = true;
 	c->rx_last_data = dccp_seq_sub(h->seq, h->type == DCCP_DATAACK ? 1 : 0);
-	int err = ccid_start(c, now_ns);
+	int err = ccid_start(c, now_ns, 0); /* the listener keeps no Response time */
 	if (err < 0) {
 		dccp_conn_free(c);
 		return err;

@@ -101,6 +101,7 @@ struct dccp_conn {
 	uint64_t now_max;
 	uint64_t backoff_ns;
 	unsigned tries;
+	uint64_t req_at;	/* client: when our latest Request (seq gss) went */
 	uint64_t last_valid_ns; /* a valid packet arrived then (§7.5.3 "active") */
 	/* NDP Count (§7.7): our run of non-data packets; the peer's last data seq */
 	uint64_t ndp_run;

@@ -1311,6 +1311,56 @@ static void test_clock_never_goes_back(void)
 	pair_ccid = 2;
 }
 
+/*
+ * The client times its handshake, Request to Response, and CCID 2 takes it
+ * as its first RTT sample: its first RTO is not the blind 1 s (what made a
+ * lossy start stall for 1 + 2 + 4 s).  A Response to the latest Request times
+ * it, retransmitted or not (each Request has its own number); one that
+ * answers an earlier Request gives no sample.
+ */
+static uint64_t client_rtt(void)
+{
+	struct dccp_ccid_tx_stats st = { 0 };
+	C.txo->stats(C.tx, &st);
+	return st.rtt_ns;
+}
+
+static void handshake_rtt_case(bool answer_first)
+{
+	const uint64_t t0 = 5000 * MS;
+	to_server.n = to_client.n = 0;
+	have_s = false;
+	struct dccp_conn_params lp = params(5001, 0);
+	lp.ph_out = ph_s2c;
+	dccp_listener_init(&L, &lp);
+	struct dccp_conn_params cp = params(40000, 5001);
+	cp.ph_out = ph_c2s;
+	CHECK_OK(dccp_conn_connect(&C, &cp, &cenv, 1000, t0));
+	if (answer_first) /* the listener answers Request 1 ... */
+		to_s(&L, &S, &have_s, t0 + MS);
+	else /* ... or Request 1 is lost */
+		to_server.n = 0;
+	uint64_t t1 = dccp_conn_timer(&C, t0 + 1000 * MS) ? t0 + 1000 * MS : 0;
+	CHECK(t1 && C.state == DCCP_S_REQUEST);
+	if (answer_first)
+		to_server.n = 0; /* Request 2 lost; Request 1's Response arrives */
+	else
+		to_s(&L, &S, &have_s, t1 + 3 * MS);
+	to_c(&C, t1 + 7 * MS);
+	EXPECT_EQ(C.state, DCCP_S_PARTOPEN);
+	EXPECT_EQ(client_rtt(), answer_first ? 0 : 7 * MS);
+	dccp_conn_free(&C);
+}
+
+static void test_handshake_rtt(void)
+{
+	handshake_rtt_case(false);
+	handshake_rtt_case(true);
+	open_pair(0); /* the plain handshake: Response 1 ms after the Request */
+	EXPECT_EQ(client_rtt(), MS);
+	close_pair();
+}
+
 int main(void)
 {
 	setup_addrs();
@@ -1332,5 +1382,6 @@ int main(void)
 	test_ccid_no_agreement();
 	test_bad_option_length_ignored();
 	test_clock_never_goes_back();
+	test_handshake_rtt();
 	return check_done("dccp_conn");
 }
