@@ -88,7 +88,8 @@ static void metrics_write(void *ctx, FILE *f)
 		const char *name, *type, *help;
 		size_t off;
 	} t[] = {
-#define S(field, name, type, help) { name, type, help, offsetof(struct gc_ring_engine_stats, field) }
+#define S(field, name, type, help) \
+	{ name, type, help, offsetof(struct gc_ring_engine_stats, field) }
 		S(clients, "clients", "gauge", "Connected clients (the daemon itself counts as one)."),
 		S(rings, "rings", "gauge", "Rings served now."),
 		S(packets, "datagrams_sent_total", "counter", "Datagrams the engine sent from the rings."),
@@ -348,7 +349,8 @@ int cmd_engine(int argc, char **argv)
 			ts = (struct timespec){ 1, 0 };
 			tp = &ts;
 		}
-		struct pollfd pf[2] = { { .fd = sfd, .events = POLLIN }, { .fd = mfd, .events = POLLIN } };
+		struct pollfd pf[2] = { { .fd = sfd, .events = POLLIN },
+					{ .fd = mfd, .events = POLLIN } };
 		if (ppoll(pf, mfd >= 0 ? 2 : 1, tp, NULL) < 0) {
 			if (errno == EINTR)
 				continue;

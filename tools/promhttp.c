@@ -206,12 +206,11 @@ int prom_start(int lfd, void (*write)(void *ctx, FILE *f), void *ctx, struct pro
 	prom_writer = write;
 	prom_ctx = ctx;
 	prom_req = req;
-	mhd = MHD_start_daemon(MHD_USE_EPOLL, 0, NULL, NULL, on_request, NULL,
-			       MHD_OPTION_LISTEN_SOCKET, (MHD_socket)lfd, MHD_OPTION_CONNECTION_LIMIT,
-			       (unsigned)PROM_CONNS, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-			       (unsigned)PROM_PER_IP, MHD_OPTION_CONNECTION_TIMEOUT,
-			       (unsigned)PROM_TIMEOUT_S, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-			       (size_t)PROM_MEM, MHD_OPTION_END);
+	mhd = MHD_start_daemon(MHD_USE_EPOLL, 0, NULL, NULL, on_request, NULL, MHD_OPTION_LISTEN_SOCKET,
+			       (MHD_socket)lfd, MHD_OPTION_CONNECTION_LIMIT, (unsigned)PROM_CONNS,
+			       MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)PROM_PER_IP,
+			       MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)PROM_TIMEOUT_S,
+			       MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)PROM_MEM, MHD_OPTION_END);
 	if (!mhd) {
 		errno = EINVAL;
 		return -1;

@@ -665,8 +665,8 @@ static void write_if_label(FILE *f, uint32_t ifindex)
 	prom_label_value(f, ifname(ifindex, name));
 }
 
-static void write_counts(FILE *f, int kind, const char *name, const char *label, const uint32_t *ifs,
-			 int nifs, uint64_t (*n)[GC_LMS_NSTATS])
+static void write_counts(FILE *f, int kind, const char *name, const char *label,
+			 const uint32_t *ifs, int nifs, uint64_t (*n)[GC_LMS_NSTATS])
 {
 	for (int i = 0; i < nifs; i++)
 		for (int k = 0; k < GC_LMS_NSTATS; k++) {
@@ -957,9 +957,11 @@ int main(int argc, char **argv)
 	if (mfd >= 0) {
 		int lfd = mfd;
 		mfd = prom_start(lfd, metrics_write, NULL,
-				 (struct prom_requests){ &D.http_ok, &D.http_not_found, &D.http_bad_method });
+				 (struct prom_requests){ &D.http_ok, &D.http_not_found,
+							 &D.http_bad_method });
 		if (mfd < 0) {
-			fprintf(stderr, "lmsd: --metrics: libmicrohttpd could not start on '%s'\n", metrics);
+			fprintf(stderr, "lmsd: --metrics: libmicrohttpd could not start on '%s'\n",
+				metrics);
 			return 1;
 		}
 	}

@@ -34,7 +34,7 @@
 
 #include <groupcast/group.h>
 
-#include "addr.h" /* addr_port(), addr_str(), addr_same_host() ... */
+#include "addr.h"     /* addr_port(), addr_str(), addr_same_host() ... */
 #include "promhttp.h" /* --metrics */
 
 #define RELAY_DEFAULT_PORT "2000" /* samplicator's default listen and receiver port */
