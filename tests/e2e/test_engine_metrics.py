@@ -4,29 +4,14 @@ test_ring_cli.py's lab: the daemon and its clients in namespace tx, the sink
 in rx; scrapes run inside tx on its loopback.
 """
 import json
-import shutil
 import socket
 import sys
 import time
 
-import pytest
-
-from netlab import Lab
 from test_relay_metrics import SCRAPE, parse, promtool
-from test_ring_cli import Net, check_exact, status
+from test_ring_cli import check_exact, net, status  # noqa: F401 (net: test_ring_cli's lab, a fixture)
 
 P = "groupcast_engine_"
-
-
-@pytest.fixture(scope="module")
-def net(build):
-    with Lab() as lab:
-        lab.set_sysctl("net.core.netdev_max_backlog", 20000)
-        n = Net(lab, build)
-        try:
-            yield n
-        finally:
-            shutil.rmtree(n.dir, ignore_errors=True)
 
 
 def scrape(net, port):
@@ -37,7 +22,7 @@ def scrape(net, port):
     return r["body"]
 
 
-def test_counters_move_by_what_a_client_sent_and_limits_are_counted(net):
+def test_counters_move_by_what_a_client_sent_and_limits_are_counted(net):  # noqa: F811
     """A client sends 2000 datagrams of 300 bytes through the daemon: the
     datagram and byte counters move by exactly that; a client over
     --max-clients and a ring over --max-map are counted; promtool passes."""
@@ -79,7 +64,7 @@ def test_counters_move_by_what_a_client_sent_and_limits_are_counted(net):
     promtool(text)
 
 
-def test_metrics_off_by_default_and_bad_addresses_refused(net):
+def test_metrics_off_by_default_and_bad_addresses_refused(net):  # noqa: F811
     sock = net.path("eng")
     eng = net.engine(sock)
     try:
