@@ -6,6 +6,7 @@ routes (S,G) on r1, lmsd runs there with h1 as the replier.  Scrapes run
 inside r1 on its loopback.
 """
 import json
+import re
 import subprocess
 import sys
 import time
@@ -56,6 +57,20 @@ def test_requests_turned_and_dropped_are_counted_on_their_interface(lmsd_bin):  
             assert time.monotonic() < deadline, text
             time.sleep(0.1)
         js = d.state()
+        # the link to h2 goes away: its counters leave the metrics (its ifindex
+        # may come back as another interface), and stay in the JSON's totals
+        lab.ip(t.ns["r1"], "link", "del", down2)
+        d.wait(lambda st: len(st["interfaces"]) == 2, timeout=5)
+        deadline = time.monotonic() + 5
+        while True:
+            after = parse(scrape(lab, t.ns["r1"], 9490))
+            labels = {re.search(r'interface="([^"]*)"', k[1]).group(1) for k in after
+                      if k[0] == P + "dropped_packets_total"}
+            if labels == {up, down1}:
+                break
+            assert time.monotonic() < deadline, f"the gone interface's counters stayed: {labels}"
+            time.sleep(0.1)
+        gone = d.state()
         d.stop()
 
     def moved(name, labels):
@@ -77,6 +92,8 @@ def test_requests_turned_and_dropped_are_counted_on_their_interface(lmsd_bin):  
     assert {m[(P + "interface_attached", f'interface="{i}"')] for i in (up, down1, down2)} == {1}
     assert m[(P + "routes", "")] == 1 and m[(P + "interfaces", "")] == 3
     assert (P + "hier_reports_refused_total", 'reason="rate_limited"') in m
+    assert gone["stats"]["req_turned"] == js["stats"]["req_turned"] >= 5
+    assert gone["stats"]["drop_ttl"] == js["stats"]["drop_ttl"] >= 3
     promtool(text)
 
 
