@@ -67,7 +67,9 @@ struct gc_lms_below {
 	__u32 addr; /* the route's destination (network order); a lookup: tpaddr */
 };
 
-/* Per-CPU counters (lms_stats), by index.  lmsd prints them by these names. */
+/* Per-CPU counters (lms_stats), by index, per interface the packet arrived
+ * on (the map's key: its ifindex; value struct gc_lms_counts).  lmsd prints
+ * them by these names. */
 enum gc_lms_stat {
 	GC_LMS_REQ_TURNED, /* request turned here: marked, sent down the replier link */
 	GC_LMS_REQ_UP,	   /* request from the replier link (or no replier below): to the parent */
@@ -95,6 +97,14 @@ enum gc_lms_stat {
 	GC_LMS_DROP_INNER_CSUM,	 /* dmcast's inner IPv4 header checksum wrong */
 	GC_LMS_NSTATS
 };
+
+struct gc_lms_counts {
+	__u64 n[GC_LMS_NSTATS];
+};
+/* lms_stats's interfaces: those LMS-FWD runs on, and room for those lmsd
+ * has detached from but not yet forgotten (lmsd deletes the keys of
+ * interfaces that no longer exist, keeping their counts in its totals). */
+#define GC_LMS_MAX_STAT_IFS (2 * GC_LMS_MAX_IFS)
 
 #define GC_LMS_STAT_NAMES                                                                         \
 	"req_turned", "req_up", "req_down", "dmcast", "drop_bad_len", "drop_truncated",           \

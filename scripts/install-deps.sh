@@ -24,7 +24,7 @@ pkgs=(
   nftables                           # kernel engine e2e: AUTO must respect an OUTPUT drop rule
   libsodium-dev                      # relay JOIN cookies and DCCP Init Cookies: SipHash (crypto_shorthash)
   libcap-dev                         # relay and engine daemon: drop capabilities after setup
-  libmicrohttpd-dev                  # relay --metrics: HTTP for the Prometheus exposition
+  libmicrohttpd-dev                  # --metrics of the relay, lmsd and the engine daemon: HTTP for Prometheus
   prometheus                         # relay metrics e2e: promtool check metrics, a real scrape (~7 s to install here)
   abigail-tools                      # ctest abi: the library's ABI against abi/libgroupcast.abi
   clang-format-14                    # ctest format: the C sources against .clang-format (scripts/check-format.sh)

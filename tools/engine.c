@@ -4,22 +4,28 @@
  * (gc_ring_engine_create() with params.listen) until SIGINT/SIGTERM.  Other
  * processes attach rings with gc_ring_engine_connect() + gc_ring_attach(),
  * e.g. `groupcast ring-send --connect PATH`.  Stats are one JSON line on
- * stdout: on SIGUSR1, every --stats-interval seconds, and at exit.
+ * stdout: on SIGUSR1, every --stats-interval seconds, and at exit; with
+ * --metrics, for Prometheus over HTTP too (promhttp.c), served from the
+ * daemon's own loop: ppoll() on a signalfd and libmicrohttpd's epoll.
  * Under systemd: the listening socket may come from a .socket unit
  * (LISTEN_FDS), and READY=1, WATCHDOG=1 and STOPPING=1 go to NOTIFY_SOCKET
  * (sdnotify.c).
  */
 #include "cli.h"
+#include "promhttp.h"
 #include "sdnotify.h"
 
 #include <errno.h>
 #include <getopt.h>
 #include <grp.h>
+#include <poll.h>
 #include <pwd.h>
 #include <sched.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/signalfd.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -50,7 +56,63 @@ static void engine_usage(FILE *f)
 		"  --max-map BYTES        ring and zone bytes mapped per client (default 4 GiB)\n"
 		"  --max-clients N        clients at a time (default 256)\n"
 		"  --quiet                do not log ring violations to stderr\n"
-		"  --stats-interval SEC   print the stats every SEC seconds (default 0: never)\n");
+		"  --stats-interval SEC   print the stats every SEC seconds (default 0: never)\n"
+		"  --metrics [ADDR:]PORT  serve the stats for Prometheus on http://ADDR:PORT/metrics\n"
+		"                         (ADDR: 127.0.0.1 unless given; [IPv6]:PORT)\n");
+}
+
+/* --metrics: what the exposition reads at scrape time. */
+struct engine_metrics {
+	struct gc_ring_engine *e;
+	unsigned max_clients;
+	uint64_t start_ns;
+	uint64_t ok, not_found, bad_method; /* HTTP requests by status */
+};
+
+#define P "groupcast_engine_"
+
+static void metrics_write(void *ctx, FILE *f)
+{
+	struct engine_metrics *m = ctx;
+	struct gc_ring_engine_stats st = GC_RING_ENGINE_STATS_INIT();
+	bool have = gc_ring_engine_stats(m->e, &st) == 0;
+	prom_write_process(f, P, m->start_ns);
+	prom_family(f, P, "up", "gauge", "1 when the engine thread answered this scrape's stats request.");
+	prom_sample(f, P, "up", NULL, have);
+	prom_family(f, P, "max_clients", "gauge", "--max-clients.");
+	prom_sample(f, P, "max_clients", NULL, m->max_clients);
+	prom_write_requests(f, P, (struct prom_requests){ &m->ok, &m->not_found, &m->bad_method });
+	if (!have)
+		return; /* no made-up zeros */
+	static const struct {
+		const char *name, *type, *help;
+		size_t off;
+	} t[] = {
+#define S(field, name, type, help) \
+	{ name, type, help, offsetof(struct gc_ring_engine_stats, field) }
+		S(clients, "clients", "gauge", "Connected clients (the daemon itself counts as one)."),
+		S(rings, "rings", "gauge", "Rings served now."),
+		S(packets, "datagrams_sent_total", "counter", "Datagrams the engine sent from the rings."),
+		S(bytes, "sent_bytes_total", "counter", "Payload bytes of those datagrams."),
+		S(gso, "gso_datagrams_sent_total", "counter",
+		  "Of the datagrams sent, those sent in UDP GSO batches."),
+		S(syscalls, "sendmmsg_calls_total", "counter", "sendmmsg() calls."),
+		S(rounds, "rounds_total", "counter", "Passes over the active rings."),
+		S(sleeps, "sleeps_total", "counter", "Times the engine blocked with every ring parked."),
+		S(notifies, "notifications_total", "counter", "Notifications received from the rings."),
+		S(violations, "ring_violations_total", "counter", "Rings stopped for breaking the rules."),
+		S(refused, "connections_refused_total", "counter",
+		  "Clients disconnected at accept: not allowed (--allow-uid, --allow-gid), or over --max-clients."),
+		S(limited, "client_limit_hits_total", "counter",
+		  "Ring attach requests refused by a per-client limit (--max-rings, --max-fds, --max-map)."),
+#undef S
+	};
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		uint64_t v;
+		memcpy(&v, (const char *)&st + t[i].off, sizeof(v));
+		prom_family(f, P, t[i].name, t[i].type, t[i].help);
+		prom_sample(f, P, t[i].name, NULL, v);
+	}
 }
 
 static int print_stats(const struct gc_ring_engine_stats *st)
@@ -102,7 +164,8 @@ int cmd_engine(int argc, char **argv)
 		O_AGID,
 		O_MAXF,
 		O_MAXC,
-		O_MAXM
+		O_MAXM,
+		O_METRICS
 	};
 	static const struct option lo[] = {
 		{ "listen", required_argument, NULL, O_LISTEN },
@@ -119,11 +182,15 @@ int cmd_engine(int argc, char **argv)
 		{ "allow-gid", required_argument, NULL, O_AGID },
 		{ "quiet", no_argument, NULL, O_QUIET },
 		{ "stats-interval", required_argument, NULL, O_IVL },
+		{ "metrics", required_argument, NULL, O_METRICS },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct gc_ring_engine_opts p = GC_RING_ENGINE_OPTS_INIT(.cpu = -1);
 	uint64_t interval = 0;
+	const char *metrics = NULL;
+	struct sockaddr_storage metrics_addr;
+	char aerr[160];
 	uid_t uids[MAX_ALLOW];
 	gid_t gids[MAX_ALLOW];
 	char *end;
@@ -170,6 +237,11 @@ int cmd_engine(int argc, char **argv)
 			break;
 		case O_QUIET: p.quiet = 1; break;
 		case O_IVL: interval = cli_u64("--stats-interval", optarg, 0, 86400); break;
+		case O_METRICS:
+			if (prom_parse_addr(optarg, &metrics_addr, aerr, sizeof(aerr)))
+				cli_usage_error("--metrics '%s': %s", optarg, aerr);
+			metrics = optarg;
+			break;
 		case 'h': engine_usage(stdout); return 0;
 		default: cli_getopt_error(ch, argv);
 		}
@@ -216,6 +288,12 @@ int cmd_engine(int argc, char **argv)
 	sigaddset(&sigs, SIGUSR1);
 	if (sigprocmask(SIG_BLOCK, &sigs, NULL) != 0)
 		cli_fail("sigprocmask: %s", strerror(errno));
+	int sfd = signalfd(-1, &sigs, SFD_NONBLOCK | SFD_CLOEXEC);
+	if (sfd < 0)
+		cli_fail("signalfd: %s", strerror(errno));
+	int mfd = -1; /* --metrics: the listening socket, then libmicrohttpd's epoll */
+	if (metrics && (mfd = prom_listen(&metrics_addr)) < 0)
+		cli_fail("--metrics: cannot listen on '%s': %s", metrics, strerror(errno));
 
 	struct sockaddr_un bound = { .sun_family = AF_UNIX };
 	socklen_t bl = sizeof(bound) - 1; /* the NUL stays */
@@ -239,6 +317,15 @@ int cmd_engine(int argc, char **argv)
 			 "give --mode (and --group) too",
 			 p.listen_mode ? p.listen_mode : 0600);
 
+	struct engine_metrics em = { .e = e,
+				     .max_clients = p.max_clients ? p.max_clients : 256,
+				     .start_ns = cli_now(CLOCK_MONOTONIC) };
+	if (mfd >= 0) {
+		int lfd = mfd;
+		if ((mfd = prom_start(lfd, metrics_write, &em,
+				      (struct prom_requests){ &em.ok, &em.not_found, &em.bad_method })) < 0)
+			cli_fail("--metrics: libmicrohttpd could not start on '%s'", metrics);
+	}
 	(void)sd_notify_state("READY=1");
 
 	int rc = 0;
@@ -258,11 +345,23 @@ int cmd_engine(int argc, char **argv)
 			ts.tv_nsec = (long)(left % 1000000000u);
 			tp = &ts;
 		}
-		int sig = sigtimedwait(&sigs, NULL, tp);
-		if (sig < 0 && errno == EINTR)
-			continue;
-		if (sig < 0 && errno != EAGAIN)
-			cli_fail("sigtimedwait: %s", strerror(errno));
+		if (mfd >= 0 && (!tp || ts.tv_sec >= 1)) { /* libmicrohttpd's timeouts: every second */
+			ts = (struct timespec){ 1, 0 };
+			tp = &ts;
+		}
+		struct pollfd pf[2] = { { .fd = sfd, .events = POLLIN },
+					{ .fd = mfd, .events = POLLIN } };
+		if (ppoll(pf, mfd >= 0 ? 2 : 1, tp, NULL) < 0) {
+			if (errno == EINTR)
+				continue;
+			cli_fail("ppoll: %s", strerror(errno));
+		}
+		int sig = -1;
+		struct signalfd_siginfo si;
+		if (pf[0].revents && read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+			sig = (int)si.ssi_signo;
+		if (mfd >= 0)
+			prom_run();
 		if (sig == SIGINT || sig == SIGTERM)
 			break;
 		if (wd && cli_now(CLOCK_MONOTONIC) >= next_wd) {
@@ -273,7 +372,8 @@ int cmd_engine(int argc, char **argv)
 				cli_warn("watchdog: gc_ring_engine_stats: %s", gc_errmsg());
 			next_wd = cli_now(CLOCK_MONOTONIC) + wd;
 		}
-		/* a timeout: the watchdog's turn only, or the stats interval elapsed */
+		/* no signal: the watchdog's or the metrics' turn only, or the stats
+		 * interval elapsed */
 		if (sig < 0 && !(interval && cli_now(CLOCK_MONOTONIC) >= next))
 			continue;
 		if (sig < 0)
@@ -288,6 +388,8 @@ int cmd_engine(int argc, char **argv)
 	}
 
 	(void)sd_notify_state("STOPPING=1");
+	prom_stop();
+	close(sfd);
 	/* The last stats before stopping: the rings are gone afterwards. */
 	struct gc_ring_engine_stats st = GC_RING_ENGINE_STATS_INIT();
 	bool have_st = gc_ring_engine_stats(e, &st) == 0;

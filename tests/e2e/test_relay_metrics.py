@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 import urllib.parse
+from pathlib import Path
 
 import pytest
 
@@ -97,6 +98,42 @@ def promtool(text):
     assert p.returncode == 0, p.stdout + p.stderr
 
 
+# The relay's Grafana dashboard: every expression in it must name metrics the
+# relay has (checked on a real scrape) and be PromQL that a real Prometheus
+# evaluates (checked against the server below).
+DASHBOARD = Path(__file__).resolve().parents[2] / "contrib" / "grafana" / "groupcast-relay.json"
+METRIC = re.compile(r"\bgroupcast_relay_[a-z0-9_]+")
+
+
+def dashboard_exprs():
+    """Every PromQL expression of the dashboard: the panels' targets and the
+    variables' queries (Grafana's label_values(METRIC, LABEL) as METRIC)."""
+    d = json.loads(DASHBOARD.read_text())
+    exprs = [t["expr"] for p in d["panels"] for t in p.get("targets", [])]
+    exprs += [re.sub(r"^label_values\((.*), *\w+\)$", r"\1", v["definition"])
+              for v in d["templating"]["list"] if v["type"] == "query"]
+    assert len(exprs) >= 10 and all(METRIC.search(e) for e in exprs), exprs
+    return exprs
+
+
+def promql(expr):
+    """What Grafana sends for expr: its variables substituted ($instance: All)."""
+    return expr.replace("$__rate_interval", "5s").replace("$instance", ".*")
+
+
+def check_dashboard_names(m):
+    """Each metric a dashboard expression names is in the scrape m (parse()),
+    and each label it groups by (but instance, Prometheus's) is on its samples."""
+    for e in dashboard_exprs():
+        for name in METRIC.findall(e):
+            samples = [labels for (n, labels) in m if n == name]
+            assert samples, f"dashboard: {name} is not in the relay's metrics ({e})"
+            keys = {k for labels in samples for k in re.findall(r'(\w+)="', labels)}
+            for group in re.findall(r"by \(([^)]*)\)", e):
+                for label in (x.strip() for x in group.split(",")):
+                    assert label == "instance" or label in keys, f"dashboard: {name} has no label {label} ({e})"
+
+
 @pytest.fixture(scope="module")
 def net(lab, build):
     lab.set_sysctl("net.core.netdev_max_backlog", 20000)
@@ -173,6 +210,7 @@ def test_broadcast_mode_subscribers_and_handshake_failures(net):
     assert {k[1] for k in m if k[0] == P + "socket_last_errno"} == {'socket="rtp/ipv4"', 'socket="rtp/ipv6"',
                                                                      'socket="rtcp/ipv4"', 'socket="rtcp/ipv6"'}
     promtool(r["body"])
+    check_dashboard_names(m)  # broadcast mode has every metric the dashboard shows
 
 
 def test_not_found_and_method_not_allowed(net):
@@ -303,6 +341,17 @@ def test_a_prometheus_server_scrapes_the_relay(net, tmp_path):
         assert query('groupcast_relay_drops_total{job="relay",reason="oversize"}') == 0
         assert query('count(groupcast_relay_engine_info{job="relay"} == 1)') == 1
         assert query('groupcast_relay_metrics_requests_total{job="relay",code="200"}') >= 2
+        # the dashboard's expressions: PromQL Prometheus evaluates; those on
+        # metrics replicate mode has give a series
+        names = {n for n, _ in parse(scrape(net, 9469)["body"])}
+        for e in dashboard_exprs():
+            p = net.lab.run(net.relay_ns, [sys.executable, "-c", QUERY, api + urllib.parse.quote(promql(e))],
+                            check=False, capture_output=True, text=True, timeout=20)
+            assert p.returncode == 0, (e, p.stderr)
+            res = json.loads(p.stdout)
+            assert res["status"] == "success", (e, res)
+            if set(METRIC.findall(e)) <= names:
+                assert res["data"]["result"], f"dashboard: no series for {promql(e)}"
     finally:
         prom.terminate()
         prom.wait(timeout=30)

@@ -101,6 +101,9 @@ def test_units_match_the_daemons(build):
         assert s["WatchdogSec"], name
         assert s["NoNewPrivileges"] == ["yes"] and s["ProtectSystem"] == ["strict"], name
         reloads = name != "groupcast-engine.service"  # the engine has no SIGHUP
+        # --metrics listens on TCP, IPv4 or IPv6 (the ExecStart runs below do not
+        # enforce RestrictAddressFamilies: it is checked here)
+        assert {"AF_INET", "AF_INET6"} <= set(s["RestrictAddressFamilies"][0].split()), name
         assert s.get("ExecReload") == (["/bin/kill -HUP $MAINPID"] if reloads else None), name
     sock = parse(unit_text("groupcast-engine.socket", build))["Socket"]
     assert sock["ListenSequentialPacket"] == ["/run/groupcast-engine.sock"]
@@ -284,6 +287,12 @@ print(r.recv(100).decode())
 SCRAPE = "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:9464/metrics', timeout=5).read().decode())"
 
 
+def scrape(lab, ns, where):
+    """--metrics on where (HOST:PORT) under the unit's user and capabilities: the exposition."""
+    return lab.run(ns, ["python3", "-c", SCRAPE.replace("127.0.0.1:9464", where)], check=False,
+                   capture_output=True, text=True, timeout=WAIT).stdout
+
+
 def relayed(lab, ns, port):
     """One datagram to the relay's port 2000 (once: no retry) comes back on port."""
     r = lab.run(ns, ["python3", "-c", RECV, str(port)], check=False, capture_output=True,
@@ -331,11 +340,13 @@ def test_relay_unit(build, engine):
 
 def test_lmsd_unit(build):
     with Lab() as lab:
-        svc = Service(lab, lab.add_ns("svc"), build, "lmsd.service",
-                      env={"LMSD_OPTS": "--config {dir}/lmsd.conf"},
+        ns = lab.add_ns("svc")
+        svc = Service(lab, ns, build, "lmsd.service",
+                      env={"LMSD_OPTS": "--config {dir}/lmsd.conf --metrics [::1]:9465"},
                       files={"lmsd.conf": "# no static replier\n"})
         try:
             svc.ready()
+            assert "groupcast_lmsd_routes 0\n" in scrape(lab, ns, "[::1]:9465")
             svc.check_watchdog()
             svc.reload()
             svc.stop()
@@ -353,7 +364,8 @@ def test_engine_unit_socket_activation(build):
         ls.bind(path)
         os.chmod(path, 0o600)
         ls.listen(128)
-        svc = Service(lab, ns, build, "groupcast-engine.service", pass_fd=ls.fileno())
+        svc = Service(lab, ns, build, "groupcast-engine.service", pass_fd=ls.fileno(),
+                      env={"ENGINE_OPTS": "--metrics 9466"})
         ls.close()  # the engine holds it now (systemd keeps its own copy)
         try:
             svc.ready()
@@ -363,6 +375,7 @@ def test_engine_unit_socket_activation(build):
                               "--dest", "127.0.0.1:9", "--count", "100"], check=False,
                          capture_output=True, text=True, timeout=WAIT)
             assert rs.returncode == 0 and '"sent":100' in rs.stdout, rs.stdout + rs.stderr
+            assert "groupcast_engine_datagrams_sent_total 100\n" in scrape(lab, ns, "127.0.0.1:9466")
             svc.check_watchdog()
             out, err = svc.stop()
             assert "passed by systemd" in err, err

@@ -14,9 +14,12 @@
  * filters (only ours: other filters and the clsact qdisc stay) and exit 0.
  * SIGHUP: re-read the configuration.  Under systemd (Type=notify): READY=1
  * once the filters are attached, WATCHDOG=1 from the loop, RELOADING=1 and
- * READY=1 around a reload, STOPPING=1 (sdnotify.c).
+ * READY=1 around a reload, STOPPING=1 (sdnotify.c).  --metrics: the counters,
+ * per interface, for Prometheus over HTTP (promhttp.c), served from the same
+ * poll loop.
  */
 #include "lmsd.h"
+#include "promhttp.h"
 #include "sdnotify.h"
 
 #include <arpa/inet.h>
@@ -76,6 +79,9 @@ static struct {
 	int nannounced;
 	uint64_t reads, overruns,
 		stale; /* kernel state read; notifications lost; filters left by a dead lmsd */
+	uint64_t gone[GC_LMS_NSTATS]; /* lms_stats's counts of interfaces that no longer exist */
+	uint64_t start_ns;
+	uint64_t http_ok, http_not_found, http_bad_method; /* --metrics requests */
 } D;
 
 static void on_signal(int sig)
@@ -166,6 +172,62 @@ static int sweep(bool use)
 			lmsd_tc_detach(ifindex);
 	}
 	return n;
+}
+
+/* ---- LMS-FWD's counters (lms_stats: per arrival interface, per CPU) ------- */
+
+/* ifindex's counts summed over the CPUs into n; false (n zeros) when it has none. */
+static bool if_counts(uint32_t ifindex, uint64_t n[GC_LMS_NSTATS])
+{
+	int ncpu = libbpf_num_possible_cpus(), fd = bpf_map__fd(D.skel->maps.lms_stats);
+	struct gc_lms_counts v[ncpu > 0 ? ncpu : 1];
+
+	memset(n, 0, GC_LMS_NSTATS * sizeof(n[0]));
+	if (ncpu <= 0 || bpf_map_lookup_elem(fd, &ifindex, v))
+		return false;
+	for (int i = 0; i < ncpu; i++)
+		for (int k = 0; k < GC_LMS_NSTATS; k++)
+			n[k] += v[i].n[k];
+	return true;
+}
+
+/* The interfaces lms_stats has counts of, into keys (at most cap); how many. */
+static int counted_ifs(uint32_t *keys, int cap)
+{
+	int fd = bpf_map__fd(D.skel->maps.lms_stats), n = 0;
+	uint32_t key, *prev = NULL;
+
+	while (n < cap && !bpf_map_get_next_key(fd, prev, &key)) {
+		keys[n++] = key;
+		prev = &keys[n - 1];
+	}
+	return n;
+}
+
+static bool link_exists(uint32_t ifindex)
+{
+	for (int i = 0; i < D.k.nlinks; i++)
+		if (D.k.links[i].ifindex == ifindex)
+			return true;
+	return false;
+}
+
+/* Forget the counts of interfaces that no longer exist (their ifindex may
+ * come back as another interface), keeping them in the totals. */
+static void prune_counts(void)
+{
+	uint32_t keys[GC_LMS_MAX_STAT_IFS];
+	uint64_t n[GC_LMS_NSTATS];
+	int nk = counted_ifs(keys, GC_LMS_MAX_STAT_IFS);
+
+	for (int i = 0; i < nk; i++) {
+		if (link_exists(keys[i]) || !if_counts(keys[i], n))
+			continue;
+		if (bpf_map_delete_elem(bpf_map__fd(D.skel->maps.lms_stats), &keys[i]))
+			continue;
+		for (int k = 0; k < GC_LMS_NSTATS; k++)
+			D.gone[k] += n[k];
+	}
 }
 
 /* ---- maps ---------------------------------------------------------------- */
@@ -418,6 +480,7 @@ static void apply(void)
 	prune(fifs, 4, keep_if);
 	prune(flocal, 4, keep_local);
 	prune(fbelow, sizeof(struct gc_lms_below), keep_below);
+	prune_counts();
 }
 
 /* Read again what changed (LMSD_NL_*); what could not be read stays pending. */
@@ -452,10 +515,10 @@ static const char *ip4(uint32_t a, char *buf)
 static void write_state(FILE *f)
 {
 	static const char *names[GC_LMS_NSTATS] = { GC_LMS_STAT_NAMES };
-	int ncpu = libbpf_num_possible_cpus(), fd = bpf_map__fd(D.skel->maps.lms_stats);
 	char a[INET_ADDRSTRLEN], b[INET_ADDRSTRLEN], c[INET_ADDRSTRLEN], n1[IF_NAMESIZE],
 		n2[IF_NAMESIZE];
-	__u64 v[ncpu > 0 ? ncpu : 1];
+	uint32_t keys[GC_LMS_MAX_STAT_IFS];
+	uint64_t sum[GC_LMS_NSTATS], n[GC_LMS_NSTATS];
 
 	fprintf(f, "{\"provisional\": %s,\n \"kernel\": {\"tables\": [", provisional ? "true" : "false");
 	for (int i = 0; i < D.k.ntables; i++)
@@ -515,14 +578,15 @@ static void write_state(FILE *f)
 		(unsigned long long)h->ttl, (unsigned long long)h->offlink, (unsigned long long)h->rpf,
 		(unsigned long long)h->notdown, (unsigned long long)h->limited,
 		(unsigned long long)h->bad, (unsigned long long)h->full);
+	/* over every interface, those gone included */
+	memcpy(sum, D.gone, sizeof(sum));
+	for (int i = 0, nk = counted_ifs(keys, GC_LMS_MAX_STAT_IFS); i < nk; i++)
+		if (if_counts(keys[i], n))
+			for (int k = 0; k < GC_LMS_NSTATS; k++)
+				sum[k] += n[k];
 	fprintf(f, ",\n \"stats\": {");
-	for (__u32 k = 0; k < GC_LMS_NSTATS; k++) {
-		__u64 sum = 0;
-		if (ncpu > 0 && !bpf_map_lookup_elem(fd, &k, v))
-			for (int i = 0; i < ncpu; i++)
-				sum += v[i];
-		fprintf(f, "%s\"%s\": %llu", k ? ", " : "", names[k], (unsigned long long)sum);
-	}
+	for (int k = 0; k < GC_LMS_NSTATS; k++)
+		fprintf(f, "%s\"%s\": %llu", k ? ", " : "", names[k], (unsigned long long)sum[k]);
 	fprintf(f, "}}\n");
 }
 
@@ -545,13 +609,138 @@ static void save_state(void)
 		fprintf(stderr, "lmsd: state file %s: %s\n", D.state_path, strerror(errno));
 }
 
+/* ---- --metrics: the Prometheus text format ------------------------------------ */
+
+#define P "groupcast_lmsd_"
+
+/* LMS-FWD's counters by kind: forwarded (what), dropped (reason), other. */
+enum { K_FWD, K_DROP, K_PROVISIONAL };
+static const struct {
+	int kind;
+	const char *label;
+} stat_metric[GC_LMS_NSTATS] = {
+	[GC_LMS_REQ_TURNED] = { K_FWD, "request_turned" },
+	[GC_LMS_REQ_UP] = { K_FWD, "request_up" },
+	[GC_LMS_REQ_DOWN] = { K_FWD, "request_down" },
+	[GC_LMS_DMCAST] = { K_FWD, "dmcast" },
+	[GC_LMS_REQ_PROVISIONAL] = { K_PROVISIONAL, NULL },
+	[GC_LMS_DROP_BAD_LEN] = { K_DROP, "bad_len" },
+	[GC_LMS_DROP_TRUNCATED] = { K_DROP, "truncated" },
+	[GC_LMS_DROP_NO_STATE] = { K_DROP, "no_state" },
+	[GC_LMS_DROP_BAD_IF] = { K_DROP, "bad_if" },
+	[GC_LMS_DROP_NOT_DOWNSTREAM] = { K_DROP, "not_downstream" },
+	[GC_LMS_DROP_FORGED] = { K_DROP, "forged" },
+	[GC_LMS_DROP_TTL] = { K_DROP, "ttl" },
+	[GC_LMS_DROP_PREMARKED] = { K_DROP, "premarked" },
+	[GC_LMS_DROP_BAD_INNER] = { K_DROP, "bad_inner" },
+	[GC_LMS_DROP_UPSTREAM] = { K_DROP, "upstream" },
+	[GC_LMS_DROP_FORGED_MARK] = { K_DROP, "forged_mark" },
+	[GC_LMS_DROP_MARK_NOT_BELOW] = { K_DROP, "mark_not_below" },
+	[GC_LMS_DROP_TWO_LMS] = { K_DROP, "two_lms" },
+	[GC_LMS_DROP_FRAGMENT] = { K_DROP, "fragment" },
+	[GC_LMS_DROP_INNER_SRC] = { K_DROP, "inner_src" },
+	[GC_LMS_DROP_INNER_PROTO] = { K_DROP, "inner_proto" },
+	[GC_LMS_DROP_INNER_CSUM] = { K_DROP, "inner_csum" },
+};
+
+/* The interfaces with counters: the LMS interfaces (zeros until their first
+ * packet), then any other lms_stats has counts of. */
+static int metric_ifs(uint32_t *out)
+{
+	uint32_t keys[GC_LMS_MAX_STAT_IFS];
+	int n = 0, nk = counted_ifs(keys, GC_LMS_MAX_STAT_IFS);
+
+	for (int i = 0; i < D.nifs; i++)
+		out[n++] = D.ifs[i].ifindex;
+	for (int i = 0; i < nk; i++)
+		if (!in_list(out, n, keys[i]) && n < LMSD_MAX_IFS + GC_LMS_MAX_STAT_IFS)
+			out[n++] = keys[i];
+	return n;
+}
+
+static void write_if_label(FILE *f, uint32_t ifindex)
+{
+	char name[IF_NAMESIZE];
+	fputs("interface=", f);
+	prom_label_value(f, ifname(ifindex, name));
+}
+
+static void write_counts(FILE *f, int kind, const char *name, const char *label,
+			 const uint32_t *ifs, int nifs, uint64_t (*n)[GC_LMS_NSTATS])
+{
+	for (int i = 0; i < nifs; i++)
+		for (int k = 0; k < GC_LMS_NSTATS; k++) {
+			if (stat_metric[k].kind != kind)
+				continue;
+			fprintf(f, P "%s{", name);
+			write_if_label(f, ifs[i]);
+			if (label)
+				fprintf(f, ",%s=\"%s\"", label, stat_metric[k].label);
+			fprintf(f, "} %llu\n", (unsigned long long)n[i][k]);
+		}
+}
+
+static void metrics_write(void *ctx, FILE *f)
+{
+	(void)ctx;
+	static uint32_t ifs[LMSD_MAX_IFS + GC_LMS_MAX_STAT_IFS];
+	static uint64_t n[LMSD_MAX_IFS + GC_LMS_MAX_STAT_IFS][GC_LMS_NSTATS];
+	int nifs = metric_ifs(ifs);
+
+	for (int i = 0; i < nifs; i++)
+		(void)if_counts(ifs[i], n[i]);
+	prom_write_process(f, P, D.start_ns);
+	prom_family(f, P, "interfaces", "gauge", "LMS interfaces: the vifs of the followed tables.");
+	prom_sample(f, P, "interfaces", NULL, (uint64_t)D.nifs);
+	prom_family(f, P, "interface_attached", "gauge",
+		    "1 when LMS-FWD is attached to the LMS interface, 0 when it could not be.");
+	for (int i = 0; i < D.nifs; i++) {
+		fputs(P "interface_attached{", f);
+		write_if_label(f, D.ifs[i].ifindex);
+		fprintf(f, "} %d\n", in_list(D.attached, D.nattached, D.ifs[i].ifindex));
+	}
+	prom_family(f, P, "routes", "gauge", "(S,G) routes followed (LMS trees).");
+	prom_sample(f, P, "routes", NULL, (uint64_t)D.k.nsg);
+	prom_family(f, P, "kernel_reads_total", "counter", "Reads of the kernel's state over rtnetlink.");
+	prom_sample(f, P, "kernel_reads_total", NULL, D.reads);
+	prom_family(f, P, "netlink_overruns_total", "counter",
+		    "Times rtnetlink notifications were lost (the state was read again).");
+	prom_sample(f, P, "netlink_overruns_total", NULL, D.overruns);
+	prom_family(f, P, "forwarded_packets_total", "counter",
+		    "Packets LMS-FWD forwarded, by the interface they arrived on and what it did.");
+	write_counts(f, K_FWD, "forwarded_packets_total", "action", ifs, nifs, n);
+	prom_family(f, P, "provisional_marks_total", "counter",
+		    "Requests sent up marked as a provisional turning point here (part of action=\"request_up\").");
+	write_counts(f, K_PROVISIONAL, "provisional_marks_total", NULL, ifs, nifs, n);
+	prom_family(f, P, "dropped_packets_total", "counter",
+		    "Packets LMS-FWD dropped, by the interface they arrived on and reason (lmsd(8)).");
+	write_counts(f, K_DROP, "dropped_packets_total", "reason", ifs, nifs, n);
+	const struct lmsd_hier_stats *h = lmsd_hier_stats();
+	prom_family(f, P, "hier_reports_total", "counter", "LMS-HIER replier reports, by event.");
+	prom_sample(f, P, "hier_reports_total", "event=\"accepted\"", h->accepted);
+	prom_sample(f, P, "hier_reports_total", "event=\"leave\"", h->leaves);
+	prom_sample(f, P, "hier_reports_total", "event=\"expired\"", h->expired);
+	prom_sample(f, P, "hier_reports_total", "event=\"sent_up\"", h->sent_up);
+	prom_family(f, P, "hier_reports_refused_total", "counter",
+		    "LMS-HIER replier reports refused, by reason (rate_limited: over the per-interface rate).");
+	prom_sample(f, P, "hier_reports_refused_total", "reason=\"ttl\"", h->ttl);
+	prom_sample(f, P, "hier_reports_refused_total", "reason=\"offlink\"", h->offlink);
+	prom_sample(f, P, "hier_reports_refused_total", "reason=\"rpf\"", h->rpf);
+	prom_sample(f, P, "hier_reports_refused_total", "reason=\"not_downstream\"", h->notdown);
+	prom_sample(f, P, "hier_reports_refused_total", "reason=\"rate_limited\"", h->limited);
+	prom_sample(f, P, "hier_reports_refused_total", "reason=\"bad\"", h->bad);
+	prom_sample(f, P, "hier_reports_refused_total", "reason=\"full\"", h->full);
+	prom_write_requests(f, P,
+			    (struct prom_requests){ &D.http_ok, &D.http_not_found, &D.http_bad_method });
+}
+
 /* ---- main ------------------------------------------------------------------ */
 
 static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: lmsd [-c CONFIG] [-s STATEFILE] [-T TABLE]... [-t MS] [--hold MS] [--no-provisional]\n"
-		"            [-v] [--once] [--check] [--flush]\n"
+		"            [--metrics [ADDR:]PORT] [-v] [--once] [--check] [--flush]\n"
 		"  -c, --config FILE   static repliers: replier SOURCE GROUP IFNAME ADDRESS [COST]\n"
 		"  -s, --state FILE    write interfaces, routes and counters as JSON at every change\n"
 		"  -T, --table ID      follow multicast routing table ID (repeatable; default: the\n"
@@ -561,6 +750,8 @@ static void usage(FILE *f)
 		"      --hold MS       hold time of the replier reports sent up (default 3 intervals)\n"
 		"      --no-provisional  the thesis's forwarding: no provisional turning points\n"
 		"                      (a request sent up stays unmarked; any mark from below is forged)\n"
+		"      --metrics [ADDR:]PORT  serve the counters for Prometheus on http://ADDR:PORT/metrics\n"
+		"                      (ADDR: 127.0.0.1 unless given; [IPv6]:PORT)\n"
 		"      --once          read once, print the state to stdout, detach, exit\n"
 		"      --check         only check the configuration file\n"
 		"      --flush         remove the filters a killed lmsd left in this namespace, exit\n"
@@ -638,11 +829,15 @@ int main(int argc, char **argv)
 					      { "verbose", no_argument, 0, 'v' },
 					      { "hold", required_argument, 0, 'H' },
 					      { "no-provisional", no_argument, 0, 'P' },
+					      { "metrics", required_argument, 0, 'M' },
 					      { "help", no_argument, 0, 'h' },
 					      { 0, 0, 0, 0 } };
 	long interval = 1000, hold_ms = 0;
 	bool once = false, check = false, do_flush = false;
-	int ch;
+	const char *metrics = NULL;
+	struct sockaddr_storage metrics_addr;
+	char aerr[160];
+	int ch, mfd = -1;
 
 	while ((ch = getopt_long(argc, argv, "c:s:t:T:vh", opts, NULL)) != -1) {
 		switch (ch) {
@@ -662,6 +857,13 @@ int main(int argc, char **argv)
 			break;
 		case 'o': once = true; break;
 		case 'P': provisional = false; break;
+		case 'M':
+			if (prom_parse_addr(optarg, &metrics_addr, aerr, sizeof(aerr))) {
+				fprintf(stderr, "lmsd: --metrics '%s': %s\n", optarg, aerr);
+				return 2;
+			}
+			metrics = optarg;
+			break;
 		case 'k': check = true; break;
 		case 'F': do_flush = true; break;
 		case 'v': verbose = true; break;
@@ -695,6 +897,11 @@ int main(int argc, char **argv)
 	}
 	if (do_flush)
 		return flush();
+	if (metrics && !once && (mfd = prom_listen(&metrics_addr)) < 0) {
+		fprintf(stderr, "lmsd: --metrics: cannot listen on '%s': %s\n", metrics, strerror(errno));
+		return 1;
+	}
+	D.start_ns = now_ms() * 1000000u;
 
 	D.skel = lms__open();
 	if (D.skel) {
@@ -747,6 +954,17 @@ int main(int argc, char **argv)
 	/* systemd's watchdog: the loop wakes at least every half of its
 	 * interval and tells it so */
 	uint64_t wd_ms = sd_watchdog_usec() / 2000u, last_wd = now_ms();
+	if (mfd >= 0) {
+		int lfd = mfd;
+		mfd = prom_start(lfd, metrics_write, NULL,
+				 (struct prom_requests){ &D.http_ok, &D.http_not_found,
+							 &D.http_bad_method });
+		if (mfd < 0) {
+			fprintf(stderr, "lmsd: --metrics: libmicrohttpd could not start on '%s'\n",
+				metrics);
+			return 1;
+		}
+	}
 	if (!once)
 		(void)sd_notify_state("READY=1");
 	while (!stop && !once) {
@@ -770,9 +988,11 @@ int main(int argc, char **argv)
 			until = last_wd + wd_ms;
 		if (pending && until > now + 100)
 			until = now + 100; /* a read failed: try again soon */
-		struct pollfd p[2] = { { .fd = D.nl_fd, .events = POLLIN },
-				       { .fd = D.hier_fd, .events = POLLIN } };
-		if (!dirty && now < until && poll(p, D.hier_fd >= 0 ? 2 : 1, (int)(until - now)) > 0) {
+		/* (a descriptor of -1, no LMS-HIER or no --metrics, is not polled) */
+		struct pollfd p[3] = { { .fd = D.nl_fd, .events = POLLIN },
+				       { .fd = D.hier_fd, .events = POLLIN },
+				       { .fd = mfd, .events = POLLIN } };
+		if (!dirty && now < until && poll(p, 3, (int)(until - now)) > 0) {
 			if (p[0].revents) {
 				int what = lmsd_nl_drain(D.nl_fd);
 				D.overruns += !!(what & LMSD_NL_OVERRUN);
@@ -783,6 +1003,8 @@ int main(int argc, char **argv)
 			if (p[1].revents && lmsd_hier_input(D.k.sg, D.k.nsg))
 				dirty = true;
 		}
+		if (mfd >= 0) /* scrapes; at least every second: its timeouts */
+			prom_run();
 		if (pending) {
 			pending = kread(pending);
 			dirty = true;
@@ -805,6 +1027,7 @@ int main(int argc, char **argv)
 	}
 	if (!once)
 		(void)sd_notify_state("STOPPING=1");
+	prom_stop();
 	save_state(); /* the final counters */
 	for (int i = 0; i < D.nattached; i++)
 		lmsd_tc_detach(D.attached[i]);

@@ -198,7 +198,7 @@ static void parse_args(struct relay *r, struct relay_args *a, int argc, char **a
 		case O_STATS: r->stats_socket = optarg; break;
 		case O_METRICS: {
 			char err[128];
-			if (metrics_parse_addr(optarg, &r->metrics_addr, err, sizeof(err)))
+			if (prom_parse_addr(optarg, &r->metrics_addr, err, sizeof(err)))
 				cli_usage_error("--metrics '%s': %s", optarg, err);
 			r->metrics = optarg;
 			break;

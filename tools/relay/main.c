@@ -434,7 +434,7 @@ static void relay_setup(struct relay *r, struct loop *lp, struct rc_conf *conf)
 	if (r->stats_socket && (lp->stats_fd = stats_listen(r, r->stats_socket)) < 0)
 		cli_fail("--stats-socket: cannot listen on '%s': %s", r->stats_socket, strerror(errno));
 	lp->metrics_fd = -1;
-	if (r->metrics && (lp->metrics_fd = metrics_listen(&r->metrics_addr)) < 0)
+	if (r->metrics && (lp->metrics_fd = prom_listen(&r->metrics_addr)) < 0)
 		cli_fail("--metrics: cannot listen on '%s': %s", r->metrics, strerror(errno));
 
 	if (r->daemon)
@@ -579,7 +579,7 @@ static void on_tick(struct relay *r, struct loop *lp)
 		r->c.expired += subs_expire(&r->subs, now, (uint64_t)r->expire_s * 1000000000u);
 		lp->last_expire = now;
 	}
-	metrics_run(); /* idle connections time out (libmicrohttpd's timeouts are seconds) */
+	prom_run(); /* idle connections time out (libmicrohttpd's timeouts are seconds) */
 	if (r->duration_s > 0 && (double)(now - r->start_ns) / 1e9 >= r->duration_s)
 		lp->stop = true;
 	if (r->timeout_ms && now - last_data_ns > (uint64_t)r->timeout_ms * 1000000u) {
@@ -612,7 +612,7 @@ static void relay_loop(struct relay *r, struct loop *lp)
 			else if (kind == TAG_STATS)
 				stats_accept(r, lp->stats_fd);
 			else if (kind == TAG_METRICS)
-				metrics_run();
+				prom_run();
 			else if (kind == TAG_SIG)
 				on_signals(r, lp);
 			else if (kind == TAG_TIMER)
@@ -633,7 +633,7 @@ static void relay_teardown(struct relay *r, struct loop *lp)
 		fflush(stdout);
 	}
 	stats_close_all(r);
-	metrics_stop();
+	prom_stop();
 	if (lp->stats_fd >= 0) {
 		close(lp->stats_fd);
 		unlink(r->stats_socket);

@@ -34,7 +34,8 @@
 
 #include <groupcast/group.h>
 
-#include "addr.h" /* addr_port(), addr_str(), addr_same_host() ... */
+#include "addr.h"     /* addr_port(), addr_str(), addr_same_host() ... */
+#include "promhttp.h" /* --metrics */
 
 #define RELAY_DEFAULT_PORT "2000" /* samplicator's default listen and receiver port */
 #define RELAY_DEFAULT_TTL 64
@@ -434,17 +435,10 @@ void stats_conn_event(struct relay *r, int idx, uint32_t events);
 void stats_close_all(struct relay *r);
 int stats_query(const char *path);
 
-/* metrics.c: --metrics */
-/* PORT, :PORT (127.0.0.1), ADDR:PORT, [IPv6]:PORT; numeric only.  0, or -1
- * with err set. */
-int metrics_parse_addr(const char *arg, struct sockaddr_storage *ss, char *err, size_t errlen);
-/* A listening TCP socket on ss (non-blocking), or -1 with errno. */
-int metrics_listen(const struct sockaddr_storage *ss);
+/* metrics.c: --metrics (the address, listening socket and HTTP: promhttp.h) */
 /* Serve on lfd: returns the epoll descriptor to watch, or -1 with errno. */
 int metrics_start(struct relay *r, int lfd);
 /* The exposition (Prometheus text format 0.0.4). */
 void metrics_write(const struct relay *r, FILE *f);
-void metrics_run(void);
-void metrics_stop(void);
 
 #endif /* GROUPCAST_RELAY_H */
