@@ -32,6 +32,7 @@
  */
 #include "lmsd.h"
 #include "lms.h"
+#include "log.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -218,6 +219,9 @@ static bool take(const struct gc_lms_hier *m, uint32_t from, uint32_t ifindex, i
 	return changed;
 }
 
+/* Malformed reports come from the network: rate-limited (log.h). */
+static struct log_limit lim_bad = LOG_LIMIT_INIT(LL_WARNING, "hier_malformed");
+
 bool lmsd_hier_input(const struct lmsd_sg *sg, int nsg)
 {
 	bool changed = false;
@@ -251,6 +255,11 @@ bool lmsd_hier_input(const struct lmsd_sg *sg, int nsg)
 		if (n != sizeof(m) || m.magic[0] != 'L' || m.magic[1] != 'H' ||
 		    m.version != GC_LMS_HIER_VERSION || !ifindex || (m.flags & ~GC_LMS_HIER_LEAVE)) {
 			H.st.bad++;
+			if (log_enabled(LL_WARNING)) {
+				char a[INET_ADDRSTRLEN] = "?";
+				inet_ntop(AF_INET, &from.sin_addr, a, sizeof(a));
+				log_limited(&lim_bad, "src=%s bytes=%zd ifindex=%u", a, n, ifindex);
+			}
 			continue;
 		}
 		changed |= take(&m, from.sin_addr.s_addr, ifindex, ttl, sg, nsg, now);
