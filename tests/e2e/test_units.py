@@ -365,7 +365,7 @@ def test_engine_unit_socket_activation(build):
             assert rs.returncode == 0 and '"sent":100' in rs.stdout, rs.stdout + rs.stderr
             svc.check_watchdog()
             out, err = svc.stop()
-            assert "passed by systemd" in err, err
+            assert "event=listening path=" in err and "socket=passed_by_systemd" in err, err
             assert '"rings":' in out, out
             assert os.path.exists(path), "the engine removed systemd's socket file"
         finally:

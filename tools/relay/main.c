@@ -205,11 +205,13 @@ static void reload(struct relay *r, const struct relay_args *a)
 	if (bad) {
 		rc_free(&c);
 		r->c.reload_failures++;
-		log_event(LL_ERR, "reload_failed", "error=%s%s config=%s", err,
-			  strstr(err, "is not an IPv4 or IPv6 address") || strstr(err, "bad port")
-				  ? " (host and service names are resolved at start only: use addresses in a file you reload)"
-				  : "",
-			  "the configuration in force stays");
+		if (strstr(err, "is not an IPv4 or IPv6 address") || strstr(err, "bad port"))
+			log_event(LL_ERR, "reload_failed", "error=%s hint=%s config=%s", err,
+				  "host and service names are resolved at start only: use addresses in a file you reload",
+				  "the configuration in force stays");
+		else
+			log_event(LL_ERR, "reload_failed", "error=%s config=%s", err,
+				  "the configuration in force stays");
 		return;
 	}
 	r->c.reloads++;
