@@ -60,6 +60,8 @@ static void relay_usage(FILE *f)
 		"  --metrics [ADDR:]PORT serve the counters for Prometheus on http://ADDR:PORT/metrics\n"
 		"                        (ADDR a numeric IPv4 address or [IPv6]; default 127.0.0.1)\n"
 		"  --query PATH          print the JSON of the relay serving PATH, and exit\n"
+		"  --check               read the options and config files as a start would,\n"
+		"                        print what they give, and exit (0, or 2 naming the error)\n"
 		"  --json                print the final counters as JSON on stdout at exit\n"
 		"  --time-sends          measure the CPU time inside the sends (send_ns; costs two clock calls per send)\n"
 		"  --duration SECONDS    exit cleanly after SECONDS\n"
@@ -123,7 +125,8 @@ static void parse_args(struct relay *r, struct relay_args *a, int argc, char **a
 		O_CTLRATE,
 		O_COOKIE,
 		O_USER,
-		O_LOGLEVEL
+		O_LOGLEVEL,
+		O_CHECK
 	};
 	static const struct option lo[] = {
 		{ "engine", required_argument, NULL, O_ENGINE },
@@ -151,6 +154,7 @@ static void parse_args(struct relay *r, struct relay_args *a, int argc, char **a
 		{ "cookie-lifetime", required_argument, NULL, O_COOKIE },
 		{ "user", required_argument, NULL, O_USER },
 		{ "log-level", required_argument, NULL, O_LOGLEVEL },
+		{ "check", no_argument, NULL, O_CHECK },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -248,6 +252,7 @@ static void parse_args(struct relay *r, struct relay_args *a, int argc, char **a
 			r->cookie_s = (unsigned)cli_u64("--cookie-lifetime", optarg, 1, 3600);
 			break;
 		case O_USER: r->user = optarg; break;
+		case O_CHECK: r->check = true; break;
 		case O_LOGLEVEL:
 			log_level = log_level_parse(optarg);
 			if (log_level < 0)

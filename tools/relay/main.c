@@ -693,6 +693,12 @@ int cmd_relay(int argc, char **argv)
 
 	log_init();
 	relay_configure(r, &lp->a, argc, argv, &conf);
+	if (r->check) { /* nothing bound, nothing sent */
+		printf("groupcast relay: configuration ok: %s mode, %zu sources, %zu receivers\n",
+		       r->rtp ? "broadcast" : "replicate", conf.n, conf.receivers);
+		rc_free(&conf);
+		return 0;
+	}
 	relay_setup(r, lp, &conf);
 	loop_setup(r, lp);
 	print_banner(r);

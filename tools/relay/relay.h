@@ -311,6 +311,7 @@ struct relay {
 	bool json;
 	bool time_sends; /* --time-sends: measure send_ns (two clock calls per send) */
 	double duration_s;
+	bool check; /* --check: the configuration only */
 	/* config files (-c), each with the options in force where it was given */
 	struct {
 		const char *path;
