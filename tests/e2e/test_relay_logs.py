@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
 BURST, WINDOW_S = 10, 10          # LOG_LIMIT_BURST, LOG_LIMIT_WINDOW_S (tools/log.h)
 # level=LEVEL event=NAME, then key=value pairs, values bare or quoted (log.h)
 LINE = re.compile(r'^(<[3-7]>)?level=(err|warning|notice|info|debug) event=[a-z_]+'
@@ -88,8 +89,8 @@ def test_floods_are_rate_limited_with_the_right_suppressed_counts(lab, build, tm
     s_ns, link = lab.topology.sender, lab.topology.links[0]
     relay_ip, net = link.a.v4, link.a.v4.rsplit(".", 1)[0]
     err = tmp_path / "relay.err"
-    proc, sock = start_relay(lab, bin_, s_ns, ["--rtp", "-p", 5300, "--any-producer", "--control-rate", 1000000],
-                             err)
+    proc, sock = start_relay(lab, bin_, s_ns, ["--rtp", "-p", 5300, "--any-producer", "--control-rate", 1000000,
+                                               "--metrics", "127.0.0.1:9464"], err)
     t0 = time.monotonic()
     flood(lab, link.b.ns, relay_ip, 5302, 1000, net, "JOIN PORT cookie=0123456789abcdef")
     flood(lab, link.b.ns, relay_ip, 5302, 300, net, "HELLO PORT")                # unknown command
@@ -101,6 +102,9 @@ def test_floods_are_rate_limited_with_the_right_suppressed_counts(lab, build, tm
     while time.monotonic() < deadline and len(re.findall("suppressed=", err.read_text())) < 2:
         time.sleep(0.2)
     before_stop = err.read_text()
+    metrics = lab.run(s_ns, [sys.executable, "-c", "import urllib.request, sys; sys.stdout.write("
+                             "urllib.request.urlopen('http://127.0.0.1:9464/metrics', timeout=10).read().decode())"],
+                      capture_output=True, text=True, timeout=30).stdout
     st = stop(proc)
     text = err.read_text()
 
@@ -115,6 +119,11 @@ def test_floods_are_rate_limited_with_the_right_suppressed_counts(lab, build, tm
         assert len(written) == BURST, (name, lines)
         assert summary == [f"level=warning event={name} suppressed={n - BURST} window_s={WINDOW_S}"], lines
     assert not events(text, "cookie_sent") and st["ctl_cookies"] > 0
+    # the alerting rules (contrib/prometheus) name families this relay serves
+    rules = (REPO / "contrib" / "prometheus" / "groupcast-relay.rules.yml").read_text()
+    served = set(re.findall(r"^# TYPE (groupcast_relay_\w+)", metrics, re.M))
+    for name in set(re.findall(r"groupcast_relay_\w+", rules)):
+        assert name in served, (name, sorted(served))
     lines = text.splitlines()
     assert all(LINE.match(ln) for ln in lines), [ln for ln in lines if not LINE.match(ln)]
     assert len(lines) <= 2 * (BURST + 1) + 3, text       # started, stopping: nothing else
@@ -181,3 +190,53 @@ def test_journal_prefixes_only_when_stderr_is_the_journal(lab, build, tmp_path):
         pre = "<5>" if case == "match" else ""
         assert lines == [f"{pre}level=notice event=listening path={path} socket=bound",
                          f"{pre}level=notice event=stopping signal=TERM"], lines
+
+
+
+def test_migration_page_examples(build, tmp_path):
+    """docs/samplicator-migration.md: every `conf` block, written to the file
+    its header names, and every `groupcast relay` command of a `sh` block run
+    on those files with --check (nothing bound, nothing sent) exits 0; the
+    output the page shows after a --check command is what the relay prints."""
+    bin_ = str(build / "tools" / "groupcast")
+    page = (REPO / "docs" / "samplicator-migration.md").read_text()
+    blocks = re.findall(r"^```([a-z]*)(?: (\S+))?\n(.*?)^```\n", page, re.M | re.S)
+    confs = {name: body for kind, name, body in blocks if kind == "conf"}
+    assert len(confs) >= 2, blocks
+    for name, body in confs.items():
+        (tmp_path / name).write_text(body)
+    ran = 0
+    for i, (kind, _, body) in enumerate(blocks):
+        for line in body.splitlines():
+            if kind != "sh" or not line.startswith("groupcast relay "):
+                continue
+            argv = line.split()[2:]
+            argv = [str(tmp_path / Path(a).name) if a.startswith("/etc/") and Path(a).name in confs else a
+                    for a in argv]
+            if "--check" not in argv:
+                argv.insert(0, "--check")
+            p = subprocess.run([bin_, "relay", *argv], capture_output=True, text=True, timeout=30)
+            assert p.returncode == 0 and p.stdout.startswith("groupcast relay: configuration ok:"), \
+                (line, p.stdout, p.stderr)
+            shown = blocks[i + 1] if i + 1 < len(blocks) else None
+            if "--check" in line.split() and shown and shown[0] == "":
+                assert p.stdout == shown[2], (line, p.stdout, shown[2])
+            ran += 1
+    assert ran >= 3
+    # a broken line is refused, naming the file and line (the page's promise)
+    bad = tmp_path / "bad.conf"
+    bad.write_text("192.0.2.0/24 198.51.100.5/2055\n")
+    p = subprocess.run([bin_, "relay", "--check", "-c", bad], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 2 and f"{bad}:1: missing ':'" in p.stderr, p.stderr
+
+
+def test_man_page_alerts_are_the_rules_file():
+    """groupcast-relay(1)'s PromQL under "What to alert on" is the rules file's
+    (which ctest "alerts" runs through promtool test rules)."""
+    rules = (REPO / "contrib" / "prometheus" / "groupcast-relay.rules.yml").read_text()
+    exprs = [e.strip() for e in re.findall(r"expr: >?\n?\s*(.+)", rules)]
+    man = (REPO / "docs" / "man" / "man1" / "groupcast-relay.1").read_text()
+    man = man.replace("\\-", "-").replace("\\(dq", '"')
+    assert len(exprs) == 10
+    for e in exprs:
+        assert e in man, e
