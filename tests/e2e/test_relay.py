@@ -141,6 +141,7 @@ def test_help_and_man_name_every_samplicator_option(build):
     assert out.returncode == 0
     man = (REPO / "docs" / "man" / "man1" / "groupcast-relay.1").read_text()
     for opt in SAMPLICATOR_OPTS + ["--rtp", "--control", "--engine", "--stats-socket", "--query", "--producer",
+                                   "--log-level", "--check",
                                    "--any-producer", "--allow-local-subscribers", "--max-per-source",
                                    "--control-rate", "--cookie-lifetime", "--user", "--metrics"]:
         assert re.search(rf"(^|\s){re.escape(opt)}\b", out.stdout, re.M), f"--help lacks {opt}"
