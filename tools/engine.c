@@ -176,12 +176,7 @@ int cmd_engine(int argc, char **argv)
 			break;
 		case O_QUIET: p.quiet = 1; break;
 		case O_IVL: interval = cli_u64("--stats-interval", optarg, 0, 86400); break;
-		case O_LOGL:
-			log_threshold = log_level_parse(optarg);
-			if (log_threshold < 0)
-				cli_usage_error("--log-level: '%s' is not one of " LOG_LEVEL_NAMES,
-						optarg);
-			break;
+		case O_LOGL: log_threshold = cli_log_level(optarg); break;
 		case 'h': engine_usage(stdout); return 0;
 		default: cli_getopt_error(ch, argv);
 		}

@@ -79,6 +79,14 @@ void cli_warn(const char *fmt, ...)
 	va_end(ap);
 }
 
+int cli_log_level(const char *s)
+{
+	int l = log_level_parse(s);
+	if (l < 0)
+		cli_usage_error("--log-level: '%s' is not one of " LOG_LEVEL_NAMES, s);
+	return l;
+}
+
 void cli_getopt_error(int ch, char **argv)
 {
 	/* getopt_long() has already advanced optind past the bad element. */

@@ -253,12 +253,7 @@ static void parse_args(struct relay *r, struct relay_args *a, int argc, char **a
 			break;
 		case O_USER: r->user = optarg; break;
 		case O_CHECK: r->check = true; break;
-		case O_LOGLEVEL:
-			log_level = log_level_parse(optarg);
-			if (log_level < 0)
-				cli_usage_error("--log-level: '%s' is not one of " LOG_LEVEL_NAMES,
-						optarg);
-			break;
+		case O_LOGLEVEL: log_level = cli_log_level(optarg); break;
 		default: cli_getopt_error(ch, argv);
 		}
 	}
