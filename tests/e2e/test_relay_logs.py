@@ -135,9 +135,9 @@ def fstat_id(path):
 
 
 def test_journal_prefixes_only_when_stderr_is_the_journal(lab, build, tmp_path):
-    """JOURNAL_STREAM naming stderr's device:inode: every line of the relay and
-    of the engine daemon starts with its sd-daemon <N>; naming another file,
-    malformed, or unset: no prefix."""
+    """JOURNAL_STREAM naming stderr's device:inode: every line of the relay,
+    the engine daemon and lmsd starts with its sd-daemon <N>; naming another
+    file, malformed, or unset: no prefix."""
     bin_ = str(build / "tools" / "groupcast")
     s_ns, link = lab.topology.sender, lab.topology.links[0]
     for case in ("match", "other", "junk", "unset"):
@@ -190,6 +190,24 @@ def test_journal_prefixes_only_when_stderr_is_the_journal(lab, build, tmp_path):
         pre = "<5>" if case == "match" else ""
         assert lines == [f"{pre}level=notice event=listening path={path} socket=bound",
                          f"{pre}level=notice event=stopping signal=TERM"], lines
+
+        lmsd_err = tmp_path / f"lmsd-{case}.err"
+        lmsd_err.write_text("")
+        if case == "match":
+            env["JOURNAL_STREAM"] = fstat_id(lmsd_err)
+        with open(lmsd_err, "w") as ef:
+            lmsd = lab.popen(s_ns, [build / "tools" / "lmsd", "-t", 60000], stdout=subprocess.DEVNULL, stderr=ef,
+                             env=env)
+        deadline = time.monotonic() + 10
+        while "event=started" not in lmsd_err.read_text() and time.monotonic() < deadline:
+            assert lmsd.poll() is None, lmsd_err.read_text()
+            time.sleep(0.05)
+        lmsd.send_signal(signal.SIGTERM)
+        lmsd.wait(timeout=20)
+        lines = lmsd_err.read_text().splitlines()
+        assert [ln.split(" event=")[0] + " " + ln.split(" ")[1] for ln in lines] == \
+            [f"{pre}level=notice event=started", f"{pre}level=notice event=stopping"], lines
+        assert all(LINE.match(ln) for ln in lines), lines
 
 
 
