@@ -689,17 +689,17 @@ static size_t handle(struct relay *r, const char *msg, size_t len, const struct 
 		if (!cookie_set) {
 			if (len < CTL_JOIN_MIN) {
 				r->c.ctl_short++; /* the cookie would be longer than the request */
-				ctl_log(&lim_short, from, "shorter than 64 bytes: no answer");
+				ctl_log(&lim_short, from, "shorter_than_64_bytes");
 				return 0;
 			}
 			r->c.ctl_cookies++;
-			ctl_log(&lim_cookie_sent, from, "first JOIN");
+			ctl_log(&lim_cookie_sent, from, "first_join");
 			return reply(out, cap, "COOKIE %u %016llx\n", port,
 				     (unsigned long long)control_cookie(r, &dest, bucket));
 		}
 		if (!*verified) {
 			r->c.ctl_bad_cookie++;
-			ctl_log(&lim_cookie, from, "JOIN with a wrong or expired cookie");
+			ctl_log(&lim_cookie, from, "wrong_or_expired");
 			return reply(out, cap, "ERR bad cookie (expired? JOIN again without it)\n");
 		}
 		if (!s) {
@@ -716,7 +716,7 @@ static size_t handle(struct relay *r, const char *msg, size_t len, const struct 
 			s = subs_add(&r->subs, &dest, now);
 			if (!s) {
 				r->c.ctl_refused++;
-				ctl_log(&lim_full, from, "--max-subscribers reached");
+				ctl_log(&lim_full, from, "max_subscribers");
 				return reply(out, cap, "ERR full (%u subscribers)\n", r->subs.max);
 			}
 			/* never the producer's SSRC: its stream would look like a loop */
@@ -738,7 +738,7 @@ static size_t handle(struct relay *r, const char *msg, size_t len, const struct 
 	}
 	if (!cookie_set || !*verified) {
 		r->c.ctl_bad_cookie++;
-		ctl_log(&lim_cookie, from, cookie_set ? "wrong or expired cookie" : "no cookie");
+		ctl_log(&lim_cookie, from, cookie_set ? "wrong_or_expired" : "missing");
 		return reply(out, cap, cookie_set ? "ERR bad cookie\n" : "ERR cookie= required\n");
 	}
 	if (leave) {
@@ -769,13 +769,13 @@ size_t control_handle(struct relay *r, const char *msg, size_t len,
 		 * source: IPv6 takes the host's own address from outside) would
 		 * feed the relay itself */
 		r->c.ctl_bad_addr++;
-		ctl_log(&lim_addr, from, addr_port(from) ? "a port of this relay" : "port 0");
+		ctl_log(&lim_addr, from, addr_port(from) ? "own_port" : "port_0");
 		return 0;
 	}
 	uint64_t now = relay_now_ns();
 	if (!budget(r, from, now)) {
 		r->c.ctl_rate_limited++;
-		ctl_log(&lim_rate, from, "over --control-rate");
+		ctl_log(&lim_rate, from, "control_rate");
 		return 0;
 	}
 	bool verified = false;
