@@ -172,43 +172,35 @@ def test_journal_prefixes_only_when_stderr_is_the_journal(lab, build, tmp_path):
             else:
                 assert ln.startswith("level="), ln
 
-        eng_err = tmp_path / f"engine-{case}.err"
-        eng_err.write_text("")
-        if case == "match":
-            env["JOURNAL_STREAM"] = fstat_id(eng_err)
-        path = f"/tmp/{lab.prefix}-logs-engine.sock"
-        with open(eng_err, "w") as ef:
-            eng = lab.popen(s_ns, [bin_, "engine", "--listen", path], stdout=subprocess.DEVNULL, stderr=ef,
-                            env=env)
-        deadline = time.monotonic() + 10
-        while "event=listening" not in eng_err.read_text() and time.monotonic() < deadline:
-            assert eng.poll() is None, eng_err.read_text()
-            time.sleep(0.05)
-        eng.send_signal(signal.SIGTERM)
-        eng.wait(timeout=20)
-        lines = eng_err.read_text().splitlines()
         pre = "<5>" if case == "match" else ""
+        path = f"/tmp/{lab.prefix}-logs-engine.sock"
+        lines = daemon_lines(lab, s_ns, [bin_, "engine", "--listen", path], tmp_path / f"engine-{case}.err",
+                             env, case == "match", "event=listening")
         assert lines == [f"{pre}level=notice event=listening path={path} socket=bound",
                          f"{pre}level=notice event=stopping signal=TERM"], lines
-
-        lmsd_err = tmp_path / f"lmsd-{case}.err"
-        lmsd_err.write_text("")
-        if case == "match":
-            env["JOURNAL_STREAM"] = fstat_id(lmsd_err)
-        with open(lmsd_err, "w") as ef:
-            lmsd = lab.popen(s_ns, [build / "tools" / "lmsd", "-t", 60000], stdout=subprocess.DEVNULL, stderr=ef,
-                             env=env)
-        deadline = time.monotonic() + 10
-        while "event=started" not in lmsd_err.read_text() and time.monotonic() < deadline:
-            assert lmsd.poll() is None, lmsd_err.read_text()
-            time.sleep(0.05)
-        lmsd.send_signal(signal.SIGTERM)
-        lmsd.wait(timeout=20)
-        lines = lmsd_err.read_text().splitlines()
+        lines = daemon_lines(lab, s_ns, [build / "tools" / "lmsd", "-t", 60000], tmp_path / f"lmsd-{case}.err",
+                             env, case == "match", "event=started")
         assert [ln.split(" event=")[0] + " " + ln.split(" ")[1] for ln in lines] == \
             [f"{pre}level=notice event=started", f"{pre}level=notice event=stopping"], lines
         assert all(LINE.match(ln) for ln in lines), lines
 
+
+def daemon_lines(lab, ns, argv, err, env, journal, ready):
+    """Run a daemon in ns with stderr to the file err (JOURNAL_STREAM naming
+    it when journal) until its line `ready`, then SIGTERM; its stderr lines."""
+    err.write_text("")
+    env = dict(env)
+    if journal:
+        env["JOURNAL_STREAM"] = fstat_id(err)
+    with open(err, "w") as ef:
+        proc = lab.popen(ns, argv, stdout=subprocess.DEVNULL, stderr=ef, env=env)
+    deadline = time.monotonic() + 10
+    while ready not in err.read_text() and time.monotonic() < deadline:
+        assert proc.poll() is None, err.read_text()
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=20)
+    return err.read_text().splitlines()
 
 
 def test_migration_page_examples(build, tmp_path):
