@@ -60,6 +60,8 @@ void cli_getopt_error(int ch, char **argv) __attribute__((noreturn));
 
 /* Unsigned integer in [min, max] for option opt, or exit 2. */
 uint64_t cli_u64(const char *opt, const char *s, uint64_t min, uint64_t max);
+/* --log-level's argument (log.h's levels), or exit 2. */
+int cli_log_level(const char *s);
 /* CPU number for option opt ("none" or -1: do not pin), or exit 2. */
 int cli_cpu(const char *opt, const char *s);
 

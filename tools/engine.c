@@ -13,6 +13,7 @@
  */
 #include "cli.h"
 #include "promhttp.h"
+#include "log.h"
 #include "sdnotify.h"
 
 #include <errno.h>
@@ -38,7 +39,7 @@ static void engine_usage(FILE *f)
 		"       groupcast engine [options]   (socket-activated: LISTEN_FDS=1)\n"
 		"Run the packet-ring engine as a daemon that other processes attach their\n"
 		"rings to over the Unix socket PATH, until SIGINT or SIGTERM.  Prints\n"
-		"\"groupcast engine: listening on PATH\" to stderr once ready, and the engine\n"
+		"\"level=notice event=listening path=PATH\" to stderr once ready, and the engine\n"
 		"stats as one JSON line on stdout on SIGUSR1, every --stats-interval, and at exit.\n"
 		"  --listen PATH          Unix socket path to serve (required unless systemd\n"
 		"                         passes the listening socket: groupcast-engine.socket)\n"
@@ -58,7 +59,9 @@ static void engine_usage(FILE *f)
 		"  --quiet                do not log ring violations to stderr\n"
 		"  --stats-interval SEC   print the stats every SEC seconds (default 0: never)\n"
 		"  --metrics [ADDR:]PORT  serve the stats for Prometheus on http://ADDR:PORT/metrics\n"
-		"                         (ADDR: 127.0.0.1 unless given; [IPv6]:PORT)\n");
+		"                         (ADDR: 127.0.0.1 unless given; [IPv6]:PORT)\n"
+		"  --log-level LEVEL      err, warning, notice (default), info or debug: the least\n"
+		"                         important log line written (groupcast(1) LOGS)\n");
 }
 
 /* --metrics: what the exposition reads at scrape time. */
@@ -165,7 +168,8 @@ int cmd_engine(int argc, char **argv)
 		O_MAXF,
 		O_MAXC,
 		O_MAXM,
-		O_METRICS
+		O_METRICS,
+		O_LOGL
 	};
 	static const struct option lo[] = {
 		{ "listen", required_argument, NULL, O_LISTEN },
@@ -183,6 +187,7 @@ int cmd_engine(int argc, char **argv)
 		{ "quiet", no_argument, NULL, O_QUIET },
 		{ "stats-interval", required_argument, NULL, O_IVL },
 		{ "metrics", required_argument, NULL, O_METRICS },
+		{ "log-level", required_argument, NULL, O_LOGL },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -196,6 +201,7 @@ int cmd_engine(int argc, char **argv)
 	char *end;
 	int ch;
 	opterr = 0;
+	log_init();
 	while ((ch = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
 		switch (ch) {
 		case O_LISTEN: p.listen = optarg; break;
@@ -242,6 +248,7 @@ int cmd_engine(int argc, char **argv)
 				cli_usage_error("--metrics '%s': %s", optarg, aerr);
 			metrics = optarg;
 			break;
+		case O_LOGL: log_threshold = cli_log_level(optarg); break;
 		case 'h': engine_usage(stdout); return 0;
 		default: cli_getopt_error(ch, argv);
 		}
@@ -307,15 +314,14 @@ int cmd_engine(int argc, char **argv)
 		cli_fail("cannot start the engine on %s: %s (%s): %s", where, name ? name : "?",
 			 strerror(err), gc_errmsg());
 	}
-	if (passed == 1)
-		cli_warn("listening on %s (passed by systemd)", where);
-	else
-		cli_warn("listening on %s", where);
+	log_event(LL_NOTICE, "listening", "path=%s socket=%s", where,
+		  passed == 1 ? "passed_by_systemd" : "bound");
 	/* connect() needs write permission on the socket file */
 	if ((p.n_allow_uids || p.n_allow_gids) && !((p.listen_mode ? p.listen_mode : 0600) & 0022))
-		cli_warn("--allow-uid/--allow-gid: the socket's mode 0%o lets only its owner connect; "
-			 "give --mode (and --group) too",
-			 p.listen_mode ? p.listen_mode : 0600);
+		log_event(LL_WARNING, "socket_mode", "mode=0%o msg=%s",
+			  p.listen_mode ? p.listen_mode : 0600,
+			  "--allow-uid/--allow-gid: the socket's mode lets only its owner connect; "
+			  "give --mode (and --group) too");
 
 	struct engine_metrics em = { .e = e,
 				     .max_clients = p.max_clients ? p.max_clients : 256,
@@ -362,14 +368,17 @@ int cmd_engine(int argc, char **argv)
 			sig = (int)si.ssi_signo;
 		if (mfd >= 0)
 			prom_run();
-		if (sig == SIGINT || sig == SIGTERM)
+		if (sig == SIGINT || sig == SIGTERM) {
+			log_event(LL_NOTICE, "stopping", "signal=%s", sigabbrev_np(sig));
 			break;
+		}
 		if (wd && cli_now(CLOCK_MONOTONIC) >= next_wd) {
 			struct gc_ring_engine_stats wst = GC_RING_ENGINE_STATS_INIT();
 			if (gc_ring_engine_stats(e, &wst) == 0)
 				(void)sd_notify_state("WATCHDOG=1");
 			else
-				cli_warn("watchdog: gc_ring_engine_stats: %s", gc_errmsg());
+				log_event(LL_ERR, "watchdog_skipped", "error=%s",
+					  gc_errmsg()); /* gc_ring_engine_stats() failed */
 			next_wd = cli_now(CLOCK_MONOTONIC) + wd;
 		}
 		/* no signal: the watchdog's or the metrics' turn only, or the stats
@@ -380,7 +389,7 @@ int cmd_engine(int argc, char **argv)
 			next += interval * 1000000000u;
 		struct gc_ring_engine_stats st = GC_RING_ENGINE_STATS_INIT();
 		if (gc_ring_engine_stats(e, &st) != 0) {
-			cli_warn("gc_ring_engine_stats: %s", gc_errmsg());
+			log_event(LL_ERR, "stats_failed", "error=%s", gc_errmsg());
 			rc = CLI_EXIT_FAIL;
 		} else if (print_stats(&st) != 0) {
 			rc = CLI_EXIT_FAIL;
@@ -394,12 +403,12 @@ int cmd_engine(int argc, char **argv)
 	struct gc_ring_engine_stats st = GC_RING_ENGINE_STATS_INIT();
 	bool have_st = gc_ring_engine_stats(e, &st) == 0;
 	if (gc_ring_engine_destroy(e) != 0) {
-		cli_warn("gc_ring_engine_destroy: %s", gc_errmsg());
+		log_event(LL_ERR, "destroy_failed", "error=%s", gc_errmsg());
 		rc = CLI_EXIT_FAIL;
 	}
 	/* (the engine removed its socket file, unless another engine's replaced it) */
 	if (!have_st) {
-		cli_warn("gc_ring_engine_stats: %s", gc_errmsg());
+		log_event(LL_ERR, "stats_failed", "error=%s", gc_errmsg());
 		return CLI_EXIT_FAIL;
 	}
 	return print_stats(&st) == 0 ? rc : CLI_EXIT_FAIL;

@@ -30,15 +30,23 @@
 
 #include <groupcast/group.h>
 
+#include "log.h"
+
 #ifndef GC_TOOL_VERSION
 #define GC_TOOL_VERSION "unknown"
 #endif
 
 const char *cli_cmd = "groupcast";
 
-static void vmsg(const char *fmt, va_list ap)
+static void vmsg(int level, const char *fmt, va_list ap)
 {
 	fflush(stdout);
+	if (log_active && level) { /* a daemon (relay, engine): its log's shape */
+		char m[1024];
+		vsnprintf(m, sizeof(m), fmt, ap);
+		log_event(level, level == LL_ERR ? "fatal" : "warning", "msg=%s", m);
+		return;
+	}
 	fprintf(stderr, "%s: ", cli_cmd);
 	vfprintf(stderr, fmt, ap);
 	fputc('\n', stderr);
@@ -48,7 +56,7 @@ void cli_usage_error(const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	vmsg(fmt, ap);
+	vmsg(0, fmt, ap); /* bad arguments: plain text, as --help */
 	va_end(ap);
 	fprintf(stderr, "Try '%s --help'.\n", cli_cmd);
 	exit(CLI_EXIT_USAGE);
@@ -58,7 +66,7 @@ void cli_fail(const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	vmsg(fmt, ap);
+	vmsg(LL_ERR, fmt, ap);
 	va_end(ap);
 	exit(CLI_EXIT_FAIL);
 }
@@ -67,8 +75,16 @@ void cli_warn(const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	vmsg(fmt, ap);
+	vmsg(LL_WARNING, fmt, ap);
 	va_end(ap);
+}
+
+int cli_log_level(const char *s)
+{
+	int l = log_level_parse(s);
+	if (l < 0)
+		cli_usage_error("--log-level: '%s' is not one of " LOG_LEVEL_NAMES, s);
+	return l;
 }
 
 void cli_getopt_error(int ch, char **argv)

@@ -56,7 +56,8 @@ def test_requests_turned_and_dropped_are_counted_on_their_interface(lmsd_bin):  
                 break
             assert time.monotonic() < deadline, text
             time.sleep(0.1)
-        js = d.state()
+        # the state file is rewritten at least every second: wait for it to have them too
+        js = d.wait(lambda st: st["stats"]["drop_ttl"] >= 3 and st["stats"]["req_turned"] >= 5, timeout=5)
         # the link to h2 goes away: its counters leave the metrics (its ifindex
         # may come back as another interface), and stay in the JSON's totals
         lab.ip(t.ns["r1"], "link", "del", down2)

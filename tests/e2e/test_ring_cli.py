@@ -51,7 +51,7 @@ class Net:
         p = self.lab.popen(self.tx, [self.bin, "engine", "--listen", sock, *args],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         line = self.readline(p.stderr)
-        assert line == f"groupcast engine: listening on {sock}\n", line + p.stderr.read()
+        assert line == f"level=notice event=listening path={sock} socket=bound\n", line + p.stderr.read()
         assert os.path.exists(sock)
         # stdout lines into a queue: select() cannot see what a text file buffered
         p.lines = Queue()
@@ -365,7 +365,7 @@ def test_client_does_not_trust_foreign_engine(net, shared_dir):
     p = net.lab.popen(net.tx, as_nobody([net.bin, "engine", "--listen", sock]),
                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     line = net.readline(p.stderr)
-    assert line == f"groupcast engine: listening on {sock}\n", line
+    assert line == f"level=notice event=listening path={sock} socket=bound\n", line
     res = net.ring_send("--connect", sock, "--dest", f"{net.v4}:9", "--count", 1)
     assert res.returncode == 1 and "EPERM" in res.stderr and "uid 65534" in res.stderr, res
     p.send_signal(signal.SIGTERM)

@@ -378,7 +378,7 @@ def test_engine_unit_socket_activation(build):
             assert "groupcast_engine_datagrams_sent_total 100\n" in scrape(lab, ns, "127.0.0.1:9466")
             svc.check_watchdog()
             out, err = svc.stop()
-            assert "passed by systemd" in err, err
+            assert "event=listening path=" in err and "socket=passed_by_systemd" in err, err
             assert '"rings":' in out, out
             assert os.path.exists(path), "the engine removed systemd's socket file"
         finally:

@@ -32,6 +32,7 @@
  */
 #include "lmsd.h"
 #include "lms.h"
+#include "log.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -160,26 +161,43 @@ static struct cand *find(uint32_t src, uint32_t group, uint32_t ifindex, uint32_
 	return NULL;
 }
 
+/* Reports come from the network (forged ones too): rate-limited (log.h). */
+static struct log_limit lim_bad = LOG_LIMIT_INIT(LL_WARNING, "hier_malformed");
+static struct log_limit lim_refused = LOG_LIMIT_INIT(LL_WARNING, "hier_refused");
+
+static void refused(uint32_t from, uint32_t ifindex, const char *why)
+{
+	char a[INET_ADDRSTRLEN] = "?";
+	if (!log_enabled(LL_WARNING))
+		return;
+	inet_ntop(AF_INET, &from, a, sizeof(a));
+	log_limited(&lim_refused, "src=%s ifindex=%u reason=%s", a, ifindex, why);
+}
+
 /* Validate and record one report; true when the candidates changed. */
 static bool take(const struct gc_lms_hier *m, uint32_t from, uint32_t ifindex, int ttl,
 		 const struct lmsd_sg *sg, int nsg, uint64_t now)
 {
 	if (ttl != 1) {
 		H.st.ttl++;
+		refused(from, ifindex, "ttl_not_1");
 		return false;
 	}
 	if (!lmsd_onlink(ifindex, from)) {
 		H.st.offlink++;
+		refused(from, ifindex, "source_not_on_link");
 		return false;
 	}
 	if (!rate_ok(ifindex, now)) {
 		H.st.limited++;
+		refused(from, ifindex, "rate_limited");
 		return false;
 	}
 	/* The claimed replier must be reached through the interface the report
 	 * came in on: nobody speaks for a subtree it is not in. */
 	if (!lmsd_addr_of(ifindex, route_src(m->replier))) {
 		H.st.rpf++;
+		refused(from, ifindex, "replier_not_behind_interface");
 		return false;
 	}
 	const struct lmsd_sg *e = NULL;
@@ -208,6 +226,7 @@ static bool take(const struct gc_lms_hier *m, uint32_t from, uint32_t ifindex, i
 	if (!c) {
 		if (H.n == MAX_CANDS) {
 			H.st.full++;
+			refused(from, ifindex, "table_full");
 			return false;
 		}
 		c = &H.c[H.n++];
@@ -251,6 +270,11 @@ bool lmsd_hier_input(const struct lmsd_sg *sg, int nsg)
 		if (n != sizeof(m) || m.magic[0] != 'L' || m.magic[1] != 'H' ||
 		    m.version != GC_LMS_HIER_VERSION || !ifindex || (m.flags & ~GC_LMS_HIER_LEAVE)) {
 			H.st.bad++;
+			if (log_enabled(LL_WARNING)) {
+				char a[INET_ADDRSTRLEN] = "?";
+				inet_ntop(AF_INET, &from.sin_addr, a, sizeof(a));
+				log_limited(&lim_bad, "src=%s bytes=%zd ifindex=%u", a, n, ifindex);
+			}
 			continue;
 		}
 		changed |= take(&m, from.sin_addr.s_addr, ifindex, ttl, sg, nsg, now);

@@ -20,6 +20,7 @@
  */
 #include "lmsd.h"
 #include "promhttp.h"
+#include "log.h"
 #include "sdnotify.h"
 
 #include <arpa/inet.h>
@@ -94,9 +95,16 @@ static void on_signal(int sig)
 
 static int libbpf_log(enum libbpf_print_level level, const char *fmt, va_list ap)
 {
-	if (level == LIBBPF_DEBUG && !verbose)
+	int lv = level == LIBBPF_WARN ? LL_WARNING : level == LIBBPF_INFO ? LL_INFO : LL_DEBUG;
+	if ((level == LIBBPF_DEBUG && !verbose) || !log_enabled(lv))
 		return 0;
-	return vfprintf(stderr, fmt, ap);
+	char m[1024];
+	int n = vsnprintf(m, sizeof(m), fmt, ap);
+	size_t len = strlen(m);
+	while (len && m[len - 1] == '\n')
+		m[--len] = '\0';
+	log_event(lv, "libbpf", "msg=%s", m);
+	return n;
 }
 
 /* ---- attaching ----------------------------------------------------------- */
@@ -136,12 +144,12 @@ static void sync_attach(void)
 		if (in_list(D.refused, D.nrefused, want[i]))
 			continue;
 		if (r == -EBUSY)
-			fprintf(stderr,
-				"lmsd: ifindex %u: tc ingress priority 0x%x handle %d holds a filter that "
-				"is not lmsd's: left alone, LMS not attached there\n",
-				want[i], GC_LMS_TC_PRIO, GC_LMS_TC_HANDLE);
+			log_event(LL_WARNING, "attach_refused",
+				  "ifindex=%u tc_prio=0x%x tc_handle=%d reason=%s", want[i],
+				  GC_LMS_TC_PRIO, GC_LMS_TC_HANDLE,
+				  "the filter there is not lmsd's: left alone, LMS not attached there");
 		else
-			fprintf(stderr, "lmsd: attach to ifindex %u: %s\n", want[i], strerror(-r));
+			log_event(LL_ERR, "attach_failed", "ifindex=%u error=%s", want[i], strerror(-r));
 		if (D.nrefused < LMSD_MAX_IFS)
 			D.refused[D.nrefused++] = want[i];
 	}
@@ -489,8 +497,8 @@ static int kread(int what)
 	if (!what)
 		return 0;
 	if (lmsd_nl_read(&D.k, what)) {
-		fprintf(stderr, "lmsd: reading the kernel's state over rtnetlink: %s (tried again)\n",
-			strerror(errno));
+		log_event(LL_WARNING, "rtnetlink_read_failed", "error=%s then=%s", strerror(errno),
+			  "tried again");
 		return what;
 	}
 	D.reads++;
@@ -601,12 +609,12 @@ static void save_state(void)
 	snprintf(tmp, sizeof(tmp), "%s.tmp", D.state_path);
 	f = fopen(tmp, "w");
 	if (!f) {
-		fprintf(stderr, "lmsd: state file %s: %s\n", tmp, strerror(errno));
+		log_event(LL_ERR, "state_file_failed", "path=%s error=%s", tmp, strerror(errno));
 		return;
 	}
 	write_state(f);
 	if (fclose(f) || rename(tmp, D.state_path))
-		fprintf(stderr, "lmsd: state file %s: %s\n", D.state_path, strerror(errno));
+		log_event(LL_ERR, "state_file_failed", "path=%s error=%s", D.state_path, strerror(errno));
 }
 
 /* ---- --metrics: the Prometheus text format ------------------------------------ */
@@ -755,7 +763,9 @@ static void usage(FILE *f)
 		"      --once          read once, print the state to stdout, detach, exit\n"
 		"      --check         only check the configuration file\n"
 		"      --flush         remove the filters a killed lmsd left in this namespace, exit\n"
-		"  -v, --verbose       libbpf debug messages\n");
+		"  -v, --verbose       libbpf debug messages (implies --log-level debug)\n"
+		"      --log-level LEVEL  err, warning, notice (default), info or debug: the\n"
+		"                      least important log line written (lmsd(8) LOGS)\n");
 }
 
 static int parse_ms(const char *opt, const char *arg, long lo, long hi, long *out)
@@ -805,11 +815,39 @@ static uint64_t now_ms(void)
 	return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
 }
 
+/* SIGHUP: the config file again; a bad one keeps the running configuration
+ * and says why, one line per error. */
+static void reload_config(void)
+{
+	struct lmsd_config *c = malloc(sizeof(*c));
+	char *err = NULL;
+	size_t errlen = 0;
+	FILE *ef = open_memstream(&err, &errlen);
+	if (c && ef && D.config_path && !lmsd_config_read(D.config_path, c, ef)) {
+		D.cfg = *c;
+		log_event(LL_NOTICE, "reloaded", "config=%s repliers=%zu", D.config_path, D.cfg.n);
+	} else if (!D.config_path) {
+		log_event(LL_NOTICE, "reloaded", "config=none");
+	} else if (ef) {
+		fflush(ef);
+		for (char *save = NULL, *l = strtok_r(err, "\n", &save); l;
+		     l = strtok_r(NULL, "\n", &save))
+			log_event(LL_ERR, "reload_failed", "error=%s config=%s",
+				  strncmp(l, "lmsd: ", 6) ? l : l + 6,
+				  "the configuration in force stays");
+	}
+	if (ef)
+		fclose(ef);
+	free(err);
+	free(c);
+}
+
 /* --flush: every filter of ours in this namespace, whoever left it. */
 static int flush(void)
 {
 	if (lmsd_nl_read(&D.k, LMSD_NL_LINKS)) {
-		fprintf(stderr, "lmsd: --flush: listing the interfaces: %s\n", strerror(errno));
+		log_event(LL_ERR, "fatal", "msg=%s error=%s", "--flush: listing the interfaces",
+			  strerror(errno));
 		return 1;
 	}
 	int n = sweep(false);
@@ -831,14 +869,16 @@ int main(int argc, char **argv)
 					      { "no-provisional", no_argument, 0, 'P' },
 					      { "metrics", required_argument, 0, 'M' },
 					      { "help", no_argument, 0, 'h' },
+					      { "log-level", required_argument, 0, 'L' },
 					      { 0, 0, 0, 0 } };
 	long interval = 1000, hold_ms = 0;
 	bool once = false, check = false, do_flush = false;
 	const char *metrics = NULL;
 	struct sockaddr_storage metrics_addr;
 	char aerr[160];
-	int ch, mfd = -1;
+	int ch, mfd = -1, log_level = -1;
 
+	log_init();
 	while ((ch = getopt_long(argc, argv, "c:s:t:T:vh", opts, NULL)) != -1) {
 		switch (ch) {
 		case 'c': D.config_path = optarg; break;
@@ -867,6 +907,14 @@ int main(int argc, char **argv)
 		case 'k': check = true; break;
 		case 'F': do_flush = true; break;
 		case 'v': verbose = true; break;
+		case 'L':
+			log_level = log_level_parse(optarg);
+			if (log_level < 0) {
+				fprintf(stderr, "lmsd: --log-level %s: not one of " LOG_LEVEL_NAMES "\n",
+					optarg);
+				return 2;
+			}
+			break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -875,6 +923,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "lmsd: unexpected argument %s\n", argv[optind]);
 		return 2;
 	}
+	log_threshold = log_level >= 0 ? log_level : verbose ? LL_DEBUG : LOG_DEFAULT_LEVEL;
 	if (!D.k.ntables)
 		D.k.tables[D.k.ntables++] = RT_TABLE_DEFAULT;
 	if (D.config_path && lmsd_config_read(D.config_path, &D.cfg, stderr))
@@ -890,9 +939,10 @@ int main(int argc, char **argv)
 	libbpf_set_print(libbpf_log);
 	if (lmsd_lock() < 0) {
 		if (errno == EADDRINUSE)
-			fprintf(stderr, "lmsd: another lmsd runs in this network namespace\n");
+			log_event(LL_ERR, "fatal", "msg=%s",
+				  "another lmsd runs in this network namespace");
 		else
-			fprintf(stderr, "lmsd: lock: %s\n", strerror(errno));
+			log_event(LL_ERR, "fatal", "msg=%s error=%s", "lock", strerror(errno));
 		return 1;
 	}
 	if (do_flush)
@@ -914,22 +964,22 @@ int main(int argc, char **argv)
 		}
 	}
 	if (!D.skel) {
-		fprintf(stderr,
-			"lmsd: cannot load the LMS program: %s (needs CAP_BPF and CAP_NET_ADMIN)\n",
-			strerror(errno));
+		log_event(LL_ERR, "fatal", "msg=%s error=%s",
+			  "cannot load the LMS program (needs CAP_BPF and CAP_NET_ADMIN)",
+			  strerror(errno));
 		return 1;
 	}
 	/* Listen before the first read: no change falls between the two. */
 	D.nl_fd = lmsd_nl_open();
 	if (D.nl_fd < 0) {
-		fprintf(stderr, "lmsd: rtnetlink: %s\n", strerror(errno));
+		log_event(LL_ERR, "fatal", "msg=%s error=%s", "rtnetlink", strerror(errno));
 		lms__destroy(D.skel);
 		return 1;
 	}
 	/* both checked above: hold_ms <= 60000, 3 * interval <= 10800000 */
 	D.hier_fd = lmsd_hier_open((uint32_t)(hold_ms ? hold_ms : 3 * interval));
 	if (D.hier_fd < 0)
-		fprintf(stderr, "lmsd: LMS-HIER off: port %d: %s\n", GC_LMS_HIER_PORT, strerror(errno));
+		log_event(LL_WARNING, "hier_off", "port=%d error=%s", GC_LMS_HIER_PORT, strerror(errno));
 	struct sigaction sa = { .sa_handler = on_signal }; /* no SA_RESTART: wake the poll */
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
@@ -939,9 +989,8 @@ int main(int argc, char **argv)
 	int pending = kread(LMSD_NL_ALL);
 	int stale = sweep(true); /* before attaching: what a killed lmsd left */
 	if (stale)
-		fprintf(stderr,
-			"lmsd: found %d LMS-FWD filter(s) a killed lmsd left: replaced or removed\n",
-			stale);
+		log_event(LL_NOTICE, "stale_filters", "count=%d left_by=%s action=%s", stale,
+			  "a killed lmsd", "replaced or removed");
 	D.stale = (uint64_t)stale;
 	apply();
 	save_state();
@@ -960,23 +1009,24 @@ int main(int argc, char **argv)
 				 (struct prom_requests){ &D.http_ok, &D.http_not_found,
 							 &D.http_bad_method });
 		if (mfd < 0) {
-			fprintf(stderr, "lmsd: --metrics: libmicrohttpd could not start on '%s'\n",
-				metrics);
+			log_event(LL_ERR, "fatal", "msg=%s addr=%s",
+				  "--metrics: libmicrohttpd could not start", metrics);
 			return 1;
 		}
 	}
-	if (!once)
+	if (!once) {
+		log_event(LL_NOTICE, "started", "tables=%d repliers=%zu hier=%s provisional=%s",
+			  D.k.ntables, D.cfg.n, D.hier_fd >= 0 ? "on" : "off",
+			  provisional ? "on" : "off");
 		(void)sd_notify_state("READY=1");
+	}
 	while (!stop && !once) {
 		bool dirty = false, reloaded = false;
 		if (reload) {
 			reload = 0;
 			reloaded = true;
 			(void)sd_notify_reloading();
-			struct lmsd_config *c = malloc(sizeof(*c));
-			if (c && D.config_path && !lmsd_config_read(D.config_path, c, stderr))
-				D.cfg = *c; /* a bad file keeps the running configuration */
-			free(c);
+			reload_config();
 			dirty = true;
 		}
 		if (wd_ms && now_ms() - last_wd >= wd_ms) {
@@ -1022,11 +1072,15 @@ int main(int argc, char **argv)
 			save_state();
 			next_save = now_ms() + save_every;
 		}
+		log_tick();   /* the summaries of rate-limited warnings */
 		if (reloaded) /* applied: the new configuration is in force */
 			(void)sd_notify_state("READY=1");
 	}
-	if (!once)
+	if (!once) {
+		log_event(LL_NOTICE, "stopping", NULL);
 		(void)sd_notify_state("STOPPING=1");
+	}
+	log_flush();
 	prom_stop();
 	save_state(); /* the final counters */
 	for (int i = 0; i < D.nattached; i++)

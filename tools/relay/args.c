@@ -7,6 +7,7 @@
  */
 #include "relay.h"
 #include "../cli.h"
+#include "../log.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -37,6 +38,7 @@ static void relay_usage(FILE *f)
 		"                 counted and dropped\n"
 		"  -t MILLIS      exit with status 5 when nothing arrives for MILLIS\n"
 		"  -d LEVEL       debug: 1 each datagram received, 2 each datagram sent\n"
+		"                 (log lines of level debug; -d implies --log-level debug)\n"
 		"  -f             fork into the background\n"
 		"  -m FILE        write the process ID to FILE (created exclusively; a stale\n"
 		"                 one, naming a process that is gone, is replaced)\n"
@@ -52,10 +54,14 @@ static void relay_usage(FILE *f)
 		"  --engine NAME         auto (default), loop, mmsg, uring, uring_zc, kernel\n"
 		"  --cpu CPU             pin the relay to CPU (default: not pinned)\n"
 		"  --status SECONDS      status line on stderr every SECONDS (default 60; 0 off)\n"
+		"  --log-level LEVEL     err, warning, notice (default), info or debug: the\n"
+		"                        least important log line written (groupcast-relay(1) LOGS)\n"
 		"  --stats-socket PATH   serve JSON counters on a Unix socket at PATH\n"
 		"  --metrics [ADDR:]PORT serve the counters for Prometheus on http://ADDR:PORT/metrics\n"
 		"                        (ADDR a numeric IPv4 address or [IPv6]; default 127.0.0.1)\n"
 		"  --query PATH          print the JSON of the relay serving PATH, and exit\n"
+		"  --check               read the options and config files as a start would,\n"
+		"                        print what they give, and exit (0, or 2 naming the error)\n"
 		"  --json                print the final counters as JSON on stdout at exit\n"
 		"  --time-sends          measure the CPU time inside the sends (send_ns; costs two clock calls per send)\n"
 		"  --duration SECONDS    exit cleanly after SECONDS\n"
@@ -118,7 +124,9 @@ static void parse_args(struct relay *r, struct relay_args *a, int argc, char **a
 		O_PERSOURCE,
 		O_CTLRATE,
 		O_COOKIE,
-		O_USER
+		O_USER,
+		O_LOGLEVEL,
+		O_CHECK
 	};
 	static const struct option lo[] = {
 		{ "engine", required_argument, NULL, O_ENGINE },
@@ -145,11 +153,13 @@ static void parse_args(struct relay *r, struct relay_args *a, int argc, char **a
 		{ "control-rate", required_argument, NULL, O_CTLRATE },
 		{ "cookie-lifetime", required_argument, NULL, O_COOKIE },
 		{ "user", required_argument, NULL, O_USER },
+		{ "log-level", required_argument, NULL, O_LOGLEVEL },
+		{ "check", no_argument, NULL, O_CHECK },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	bool seen_S = false, seen_n = false, seen_x = false;
-	int ch;
+	int ch, log_level = -1;
 	opterr = 0;
 	while ((ch = getopt_long(argc, argv, ":hu:b:d:t:m:p:s:x:c:fSn46", lo, NULL)) != -1) {
 		switch (ch) {
@@ -242,11 +252,15 @@ static void parse_args(struct relay *r, struct relay_args *a, int argc, char **a
 			r->cookie_s = (unsigned)cli_u64("--cookie-lifetime", optarg, 1, 3600);
 			break;
 		case O_USER: r->user = optarg; break;
+		case O_CHECK: r->check = true; break;
+		case O_LOGLEVEL: log_level = cli_log_level(optarg); break;
 		default: cli_getopt_error(ch, argv);
 		}
 	}
 	a->rcv = argv + optind;
 	a->nrcv = argc - optind;
+	/* samplicator's -d shows its per-datagram lines (debug) unless --log-level says */
+	log_threshold = log_level >= 0 ? log_level : r->debug ? LL_DEBUG : LOG_DEFAULT_LEVEL;
 	if (r->rtp && (r->ncfile || seen_S || seen_n || seen_x))
 		cli_usage_error("%s does not apply with --rtp (broadcast mode has no config file, spoofing or delay)",
 				r->ncfile	 ? "-c"

@@ -43,6 +43,7 @@
  * socket.
  */
 #include "relay.h"
+#include "../log.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -559,6 +560,27 @@ static size_t reply(char *out, size_t cap, const char *fmt, ...)
 	return (size_t)n < cap ? (size_t)n : cap - 1;
 }
 
+/* Remote senders drive these (forged sources too): rate-limited (log.h).
+ * Cookies sent to a first JOIN are per datagram, hence debug. */
+static struct log_limit lim_malformed = LOG_LIMIT_INIT(LL_WARNING, "control_malformed");
+static struct log_limit lim_cookie = LOG_LIMIT_INIT(LL_WARNING, "bad_cookie");
+static struct log_limit lim_addr = LOG_LIMIT_INIT(LL_WARNING, "subscriber_refused");
+static struct log_limit lim_per_source = LOG_LIMIT_INIT(LL_WARNING, "per_source_limit");
+static struct log_limit lim_rate = LOG_LIMIT_INIT(LL_WARNING, "control_rate_limited");
+static struct log_limit lim_full = LOG_LIMIT_INIT(LL_WARNING, "subscribers_full");
+static struct log_limit lim_short = LOG_LIMIT_INIT(LL_WARNING, "join_short");
+static struct log_limit lim_cookie_sent = LOG_LIMIT_INIT(LL_DEBUG, "cookie_sent");
+static struct log_limit lim_joined = LOG_LIMIT_INIT(LL_INFO, "joined");
+static struct log_limit lim_left = LOG_LIMIT_INIT(LL_INFO, "left");
+
+/* One line for a request from `from`: why it went no further (or what it did). */
+static void ctl_log(struct log_limit *lim, const struct sockaddr_storage *from, const char *why)
+{
+	char a[80];
+	if (log_enabled(lim->level))
+		log_limited(lim, "src=%s reason=%s", addr_str(from, a, sizeof(a)), why);
+}
+
 static size_t handle(struct relay *r, const char *msg, size_t len, const struct sockaddr_storage *from,
 		     uint64_t now, char *out, size_t cap, bool *verified)
 {
@@ -566,6 +588,7 @@ static size_t handle(struct relay *r, const char *msg, size_t len, const struct 
 	size_t nw = 0;
 	if (len == 0 || len > CTL_MAX_LEN) {
 		r->c.ctl_unknown++;
+		ctl_log(&lim_malformed, from, "length");
 		return 0;
 	}
 	memcpy(buf, msg, len);
@@ -574,6 +597,7 @@ static size_t handle(struct relay *r, const char *msg, size_t len, const struct 
 		unsigned char ch = (unsigned char)buf[i];
 		if (ch == '\0' || ch > 0x7e || (ch < 0x20 && ch != '\t' && ch != '\r' && ch != '\n')) {
 			r->c.ctl_unknown++; /* not text */
+			ctl_log(&lim_malformed, from, "not_text");
 			return 0;
 		}
 	}
@@ -581,18 +605,21 @@ static size_t handle(struct relay *r, const char *msg, size_t len, const struct 
 	     t = strtok_r(NULL, " \t\r\n", &save)) {
 		if (nw == CTL_MAX_WORDS) {
 			r->c.ctl_bad++;
+			ctl_log(&lim_malformed, from, "bad_argument");
 			return reply(out, cap, "ERR too many words\n");
 		}
 		w[nw++] = t;
 	}
 	if (nw == 0) {
 		r->c.ctl_unknown++;
+		ctl_log(&lim_malformed, from, "empty");
 		return 0;
 	}
 	bool join = !strcasecmp(w[0], "JOIN"), leave = !strcasecmp(w[0], "LEAVE");
 	bool keep = !strcasecmp(w[0], "KEEPALIVE") || !strcasecmp(w[0], "PING");
 	if (!join && !leave && !keep) {
 		r->c.ctl_unknown++; /* STATS too: the Unix stats socket has it */
+		ctl_log(&lim_malformed, from, "unknown_command");
 		return 0;
 	}
 	/* PORT, then key=value options */
@@ -608,24 +635,28 @@ static size_t handle(struct relay *r, const char *msg, size_t len, const struct 
 				rtcp = 0;
 			} else if (!parse_u16(w[i] + 5, &rtcp) || rtcp == 0) {
 				r->c.ctl_bad++;
+				ctl_log(&lim_malformed, from, "bad_argument");
 				return reply(out, cap, "ERR bad rtcp= (expected 1..65535 or none)\n");
 			}
 			rtcp_set = true;
 		} else if (join && !strncasecmp(w[i], "ssrc=", 5)) {
 			if (!parse_hex(w[i] + 5, 8, &ssrc)) {
 				r->c.ctl_bad++;
+				ctl_log(&lim_malformed, from, "bad_argument");
 				return reply(out, cap, "ERR bad ssrc= (expected 1 to 8 hex digits)\n");
 			}
 			ssrc_set = true;
 		} else if (!strncasecmp(w[i], "cookie=", 7)) {
 			if (!parse_hex(w[i] + 7, 16, &cookie)) {
 				r->c.ctl_bad++;
+				ctl_log(&lim_malformed, from, "bad_argument");
 				return reply(out, cap,
 					     "ERR bad cookie= (expected the 16 hex digits of COOKIE)\n");
 			}
 			cookie_set = true;
 		} else {
 			r->c.ctl_bad++;
+			ctl_log(&lim_malformed, from, "bad_argument");
 			return reply(out, cap, "ERR unexpected '%.40s' (expected %s)\n", w[i],
 				     join ? "JOIN [PORT] [rtcp=PORT|none] [ssrc=HEX] [cookie=HEX]"
 					     : leave ? "LEAVE [PORT] cookie=HEX"
@@ -639,6 +670,7 @@ static size_t handle(struct relay *r, const char *msg, size_t len, const struct 
 	char why[96];
 	if (control_check_subscriber(r, &dest, why, sizeof(why))) {
 		r->c.ctl_bad_addr++;
+		ctl_log(&lim_addr, from, why);
 		return reply(out, cap, "ERR refused: %s\n", why);
 	}
 	char a[80];
@@ -657,20 +689,26 @@ static size_t handle(struct relay *r, const char *msg, size_t len, const struct 
 		if (!cookie_set) {
 			if (len < CTL_JOIN_MIN) {
 				r->c.ctl_short++; /* the cookie would be longer than the request */
+				ctl_log(&lim_short, from, "shorter_than_64_bytes");
 				return 0;
 			}
 			r->c.ctl_cookies++;
+			ctl_log(&lim_cookie_sent, from, "first_join");
 			return reply(out, cap, "COOKIE %u %016llx\n", port,
 				     (unsigned long long)control_cookie(r, &dest, bucket));
 		}
 		if (!*verified) {
 			r->c.ctl_bad_cookie++;
+			ctl_log(&lim_cookie, from, "wrong_or_expired");
 			return reply(out, cap, "ERR bad cookie (expired? JOIN again without it)\n");
 		}
 		if (!s) {
 			uint32_t k = subs_per_source(&r->subs, &dest);
 			if (k >= r->max_per_source) {
 				r->c.ctl_per_source++;
+				if (log_enabled(LL_WARNING))
+					log_limited(&lim_per_source, "src=%s subscribers=%u limit=%u",
+						    addr_str(from, a, sizeof(a)), k, r->max_per_source);
 				return reply(out, cap,
 					     "ERR too many subscribers from this address (%u, --max-per-source)\n",
 					     k);
@@ -678,6 +716,7 @@ static size_t handle(struct relay *r, const char *msg, size_t len, const struct 
 			s = subs_add(&r->subs, &dest, now);
 			if (!s) {
 				r->c.ctl_refused++;
+				ctl_log(&lim_full, from, "max_subscribers");
 				return reply(out, cap, "ERR full (%u subscribers)\n", r->subs.max);
 			}
 			/* never the producer's SSRC: its stream would look like a loop */
@@ -690,11 +729,16 @@ static size_t handle(struct relay *r, const char *msg, size_t len, const struct 
 			s->rtcp_port = rtcp;
 		if (ssrc_set)
 			subs_set_ssrc(&r->subs, s, (uint32_t)ssrc);
+		char d[80];
+		if (log_enabled(LL_INFO))
+			log_limited(&lim_joined, "subscriber=%s ssrc=0x%08x rtcp=%u",
+				    addr_str(&dest, d, sizeof(d)), s->ssrc, s->rtcp_port);
 		return reply(out, cap, "OK JOIN %s ssrc=0x%08x rtcp=%u expires=%u\n", a, s->ssrc,
 			     s->rtcp_port, r->expire_s);
 	}
 	if (!cookie_set || !*verified) {
 		r->c.ctl_bad_cookie++;
+		ctl_log(&lim_cookie, from, cookie_set ? "wrong_or_expired" : "missing");
 		return reply(out, cap, cookie_set ? "ERR bad cookie\n" : "ERR cookie= required\n");
 	}
 	if (leave) {
@@ -703,6 +747,9 @@ static size_t handle(struct relay *r, const char *msg, size_t len, const struct 
 			return reply(out, cap, "ERR not subscribed: %s\n", a);
 		if (s->is_static)
 			return reply(out, cap, "ERR static subscriber: %s\n", a);
+		char d[80];
+		if (log_enabled(LL_INFO))
+			log_limited(&lim_left, "subscriber=%s", addr_str(&dest, d, sizeof(d)));
 		subs_remove(&r->subs, s);
 		return reply(out, cap, "OK LEAVE %s\n", a);
 	}
@@ -722,11 +769,13 @@ size_t control_handle(struct relay *r, const char *msg, size_t len,
 		 * source: IPv6 takes the host's own address from outside) would
 		 * feed the relay itself */
 		r->c.ctl_bad_addr++;
+		ctl_log(&lim_addr, from, addr_port(from) ? "own_port" : "port_0");
 		return 0;
 	}
 	uint64_t now = relay_now_ns();
 	if (!budget(r, from, now)) {
 		r->c.ctl_rate_limited++;
+		ctl_log(&lim_rate, from, "control_rate");
 		return 0;
 	}
 	bool verified = false;

@@ -15,6 +15,7 @@
  * datagram its source matches, then every Nth.
  */
 #include "relay.h"
+#include "../log.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -371,8 +372,8 @@ static void debug_sent(struct relay *r, const struct receiver *v, size_t len)
 {
 	char a[80];
 	if (r->debug > 1)
-		fprintf(stderr, "  %s %zu bytes to %s\n", v->st.last_errno ? "tried" : "sent", len,
-			addr_str(&v->addr, a, sizeof(a)));
+		log_event(LL_DEBUG, v->st.last_errno ? "send_failed" : "sent", "bytes=%zu dst=%s",
+			  len, addr_str(&v->addr, a, sizeof(a)));
 }
 
 void fanout_datagram(struct relay *r, const uint8_t *d, size_t len, const struct sockaddr_storage *from)
@@ -390,8 +391,8 @@ void fanout_datagram(struct relay *r, const uint8_t *d, size_t len, const struct
 		r->c.unmatched++;
 		if (r->debug) {
 			char a[80];
-			fprintf(stderr, "relay: %zu bytes from %s match no source\n", len,
-				addr_str(from, a, sizeof(a)));
+			log_event(LL_DEBUG, "unmatched", "bytes=%zu src=%s", len,
+				  addr_str(from, a, sizeof(a)));
 		}
 		return;
 	}

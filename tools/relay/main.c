@@ -12,6 +12,7 @@
  */
 #include "relay.h"
 #include "../cli.h"
+#include "../log.h"
 #include "../sdnotify.h"
 
 #include <errno.h>
@@ -171,10 +172,9 @@ static void attach_engines(struct relay *r)
 		if (gc_get_engine(fds[i]) != GC_ENGINE_KERNEL)
 			continue;
 		if (gc_set_engine(fds[i], GC_ENGINE_KERNEL) != 0)
-			fprintf(stderr,
-				"relay: --user: the kernel engine could not attach before the switch (%s); "
-				"sends use the user path if it cannot later\n",
-				gc_errmsg());
+			log_event(LL_WARNING, "kernel_engine_attach_failed",
+				  "when=before_user error=%s then=%s", gc_errmsg(),
+				  "sends use the user path if it cannot attach later");
 		(void)gc_set_engine(fds[i], GC_ENGINE_AUTO);
 	}
 }
@@ -189,7 +189,7 @@ static void reload(struct relay *r, const struct relay_args *a)
 	char err[512];
 	struct rc_conf c;
 	if (!r->ncfile) {
-		fprintf(stderr, "relay: SIGHUP: no config file (-c) to reload\n");
+		log_event(LL_WARNING, "reload_skipped", "reason=%s", "no config file (-c) to reload");
 		return;
 	}
 	uint64_t t0 = relay_now_ns();
@@ -205,15 +205,18 @@ static void reload(struct relay *r, const struct relay_args *a)
 	if (bad) {
 		rc_free(&c);
 		r->c.reload_failures++;
-		fprintf(stderr, "relay: reload failed: %s%s; the configuration in force stays\n", err,
-			strstr(err, "is not an IPv4 or IPv6 address") || strstr(err, "bad port")
-				? " (host and service names are resolved at start only: use addresses in a file you reload)"
-				: "");
+		if (strstr(err, "is not an IPv4 or IPv6 address") || strstr(err, "bad port"))
+			log_event(LL_ERR, "reload_failed", "error=%s hint=%s config=%s", err,
+				  "host and service names are resolved at start only: use addresses in a file you reload",
+				  "the configuration in force stays");
+		else
+			log_event(LL_ERR, "reload_failed", "error=%s config=%s", err,
+				  "the configuration in force stays");
 		return;
 	}
 	r->c.reloads++;
-	fprintf(stderr, "relay: reloaded: %zu sources, %zu receivers in %.1f ms\n", r->conf.n,
-		r->conf.receivers, (double)(relay_now_ns() - t0) / 1e6);
+	log_event(LL_NOTICE, "reloaded", "sources=%zu receivers=%zu ms=%.1f", r->conf.n,
+		  r->conf.receivers, (double)(relay_now_ns() - t0) / 1e6);
 }
 
 /* ---- the loop ------------------------------------------------------------------ */
@@ -265,8 +268,8 @@ static void read_data(struct relay *r, struct inbuf *b, size_t li)
 			const struct sockaddr_storage *from = &b->from[i];
 			if (r->debug) {
 				char a[80];
-				fprintf(stderr, "received %zu bytes from %s\n", len,
-					addr_str(from, a, sizeof(a)));
+				log_event(LL_DEBUG, "received", "bytes=%zu src=%s", len,
+					  addr_str(from, a, sizeof(a)));
 			}
 			if ((h->msg_flags & MSG_TRUNC) || len > r->max_size) {
 				r->c.oversize++;
@@ -508,7 +511,7 @@ static void loop_setup(struct relay *r, struct loop *lp)
 	lp->last_status = lp->last_expire = lp->last_addrs = r->start_ns;
 }
 
-/* "relay: replicate mode on 0.0.0.0:2000, receivers 3, engine kernel" */
+/* "level=notice event=started mode=replicate listen=0.0.0.0:2000 receivers=3 engine=auto" */
 static void print_banner(const struct relay *r)
 {
 	char lst[256] = "";
@@ -524,9 +527,9 @@ static void print_banner(const struct relay *r)
 									   : "control=",
 					addr_str(&ss, s, sizeof(s)));
 	}
-	fprintf(stderr, "relay: %s mode on %s, %s %zu, engine %s\n",
-		r->rtp ? "broadcast" : "replicate", lst, r->rtp ? "static subscribers" : "receivers",
-		r->rtp ? (size_t)r->subs.nactive : r->conf.receivers, gc_engine_name(r->engine));
+	log_event(LL_NOTICE, "started", "mode=%s listen=%s %s=%zu engine=%s",
+		  r->rtp ? "broadcast" : "replicate", lst, r->rtp ? "static_subscribers" : "receivers",
+		  r->rtp ? (size_t)r->subs.nactive : r->conf.receivers, gc_engine_name(r->engine));
 }
 
 /* ---- the loop's events ----------------------------------------------------------- */
@@ -540,15 +543,16 @@ static void on_signals(struct relay *r, struct loop *lp)
 		if (si.ssi_signo == SIGHUP && !r->rtp)
 			reload(r, &lp->a);
 		else if (si.ssi_signo == SIGHUP && control_local_addrs(r) == 0)
-			fprintf(stderr, "relay: SIGHUP: %zu local addresses (refused as subscribers)\n",
-				r->nlocal);
+			log_event(LL_NOTICE, "local_addresses", "count=%zu refused_as=subscribers",
+				  r->nlocal);
 		else if (si.ssi_signo == SIGHUP)
-			fprintf(stderr, "relay: SIGHUP: cannot list the host's addresses: %s\n",
-				strerror(errno));
+			log_event(LL_ERR, "local_addresses_failed", "error=%s", strerror(errno));
 		else if (si.ssi_signo == SIGUSR1)
-			stats_status_line(r, stderr);
-		else
+			stats_status_line(r);
+		else if (!lp->stop) {
+			log_event(LL_NOTICE, "stopping", "signal=%s", sigabbrev_np((int)si.ssi_signo));
 			lp->stop = true;
+		}
 		if (si.ssi_signo == SIGHUP)
 			(void)sd_notify_state("READY=1");
 	}
@@ -566,7 +570,7 @@ static void on_tick(struct relay *r, struct loop *lp)
 		lp->last_wd = now;
 	}
 	if (r->status_s && now - lp->last_status >= (uint64_t)r->status_s * 1000000000u) {
-		stats_status_line(r, stderr);
+		stats_status_line(r);
 		lp->last_status = now;
 	}
 	if (r->rtp && now - lp->last_addrs >= LOCAL_ADDRS_NS) {
@@ -576,14 +580,19 @@ static void on_tick(struct relay *r, struct loop *lp)
 		lp->last_addrs = now;
 	}
 	if (r->rtp && now - lp->last_expire >= 1000000000u) {
-		r->c.expired += subs_expire(&r->subs, now, (uint64_t)r->expire_s * 1000000000u);
+		uint32_t gone = subs_expire(&r->subs, now, (uint64_t)r->expire_s * 1000000000u);
+		if (gone)
+			log_event(LL_INFO, "subscribers_expired", "count=%u silent_s=%u", gone,
+				  r->expire_s);
+		r->c.expired += gone;
 		lp->last_expire = now;
 	}
+	log_tick(); /* the summaries of rate-limited warnings */
 	prom_run(); /* idle connections time out (libmicrohttpd's timeouts are seconds) */
 	if (r->duration_s > 0 && (double)(now - r->start_ns) / 1e9 >= r->duration_s)
 		lp->stop = true;
 	if (r->timeout_ms && now - last_data_ns > (uint64_t)r->timeout_ms * 1000000u) {
-		fprintf(stderr, "Timeout, no data received in %u milliseconds.\n", r->timeout_ms);
+		log_event(LL_ERR, "timeout", "ms=%u msg=%s", r->timeout_ms, "no data received (-t)");
 		lp->rc = 5;
 		lp->stop = true;
 	}
@@ -627,7 +636,8 @@ static void relay_loop(struct relay *r, struct loop *lp)
 static void relay_teardown(struct relay *r, struct loop *lp)
 {
 	if (r->status_s)
-		stats_status_line(r, stderr);
+		stats_status_line(r);
+	log_flush();
 	if (r->json) {
 		stats_json(r, stdout, true);
 		fflush(stdout);
@@ -681,7 +691,14 @@ int cmd_relay(int argc, char **argv)
 	struct loop *lp = &L;
 	struct rc_conf conf;
 
+	log_init();
 	relay_configure(r, &lp->a, argc, argv, &conf);
+	if (r->check) { /* nothing bound, nothing sent */
+		printf("groupcast relay: configuration ok: %s mode, %zu sources, %zu receivers\n",
+		       r->rtp ? "broadcast" : "replicate", conf.n, conf.receivers);
+		rc_free(&conf);
+		return 0;
+	}
 	relay_setup(r, lp, &conf);
 	loop_setup(r, lp);
 	print_banner(r);

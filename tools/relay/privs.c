@@ -20,6 +20,7 @@
  */
 #include "relay.h"
 #include "../cli.h"
+#include "../log.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -89,8 +90,8 @@ void relay_write_pidfile(const char *path)
 		 * O_EXCL create after it fails if anything is back. */
 		if (unlink(path) != 0 && errno != ENOENT)
 			cli_fail("-m: cannot remove the stale PID file '%s': %s", path, strerror(errno));
-		fprintf(stderr, "relay: -m: replaced the stale PID file '%s' (process %ld is gone)\n",
-			path, pid);
+		log_event(LL_NOTICE, "pidfile_replaced", "path=%s stale_pid=%ld reason=%s", path,
+			  pid, "process is gone");
 	}
 	cli_fail("-m: PID file '%s' keeps coming back: refusing to touch it", path);
 }

@@ -312,6 +312,7 @@ struct relay {
 	bool json;
 	bool time_sends; /* --time-sends: measure send_ns (two clock calls per send) */
 	double duration_s;
+	bool check; /* --check: the configuration only */
 	/* config files (-c), each with the options in force where it was given */
 	struct {
 		const char *path;
@@ -428,7 +429,7 @@ struct gc_sock {
 	const char *role;    /* "send", "rtp", "rtcp" */
 };
 size_t relay_gc_sockets(const struct relay *r, struct gc_sock *out, size_t cap);
-void stats_status_line(struct relay *r, FILE *f);
+void stats_status_line(struct relay *r);
 int stats_listen(struct relay *r, const char *path);
 void stats_accept(struct relay *r, int lfd);
 void stats_conn_event(struct relay *r, int idx, uint32_t events);

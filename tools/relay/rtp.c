@@ -34,6 +34,7 @@
  * counted (rtp_loops).
  */
 #include "relay.h"
+#include "../log.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -139,6 +140,22 @@ static long rtp_check(const uint8_t *d, size_t len)
 	return (long)(len - h - pad);
 }
 
+/* Remote senders drive these: rate-limited (log.h). */
+static struct log_limit lim_rejected = LOG_LIMIT_INIT(LL_WARNING, "rtp_rejected");
+static struct log_limit lim_invalid = LOG_LIMIT_INIT(LL_WARNING, "rtp_invalid");
+static struct log_limit lim_loop = LOG_LIMIT_INIT(LL_WARNING, "rtp_loop");
+static struct log_limit lim_rtcp = LOG_LIMIT_INIT(LL_WARNING, "rtcp_rejected");
+static struct log_limit lim_producer = LOG_LIMIT_INIT(LL_NOTICE, "producer_changed");
+
+/* One line for a datagram from `from` dropped for lim's reason. */
+static void dropped(struct log_limit *lim, const struct sockaddr_storage *from, size_t len,
+		    const char *why)
+{
+	char a[80];
+	if (log_enabled(lim->level))
+		log_limited(lim, "src=%s bytes=%zu reason=%s", addr_str(from, a, sizeof(a)), len, why);
+}
+
 static void producer_track(struct relay *r, uint32_t ssrc, uint16_t seq, uint32_t ts,
 			   const struct sockaddr_storage *from, uint64_t now)
 {
@@ -163,9 +180,10 @@ static void producer_track(struct relay *r, uint32_t ssrc, uint16_t seq, uint32_
 		r->c.producer_changes++;
 		if (r->debug || ssrc != p->ssrc) {
 			char a[80];
-			fprintf(stderr,
-				"relay: producer %s: ssrc 0x%08x seq %u (was 0x%08x seq %u); subscribers' numbering continues\n",
-				addr_str(from, a, sizeof(a)), ssrc, seq, p->ssrc, p->last_seq);
+			log_limited(&lim_producer,
+				    "src=%s ssrc=0x%08x seq=%u was_ssrc=0x%08x was_seq=%u numbering=%s",
+				    addr_str(from, a, sizeof(a)), ssrc, seq, p->ssrc, p->last_seq,
+				    "continues");
 		}
 		p->ssrc = ssrc;
 		p->addr = *from;
@@ -183,11 +201,13 @@ void rtp_forward(struct relay *r, const uint8_t *d, size_t len, const struct soc
 {
 	if (!producer_ok(r, from)) {
 		r->c.rtp_rejected++;
+		dropped(&lim_rejected, from, len, "not_from_producer");
 		return;
 	}
 	long payload = rtp_check(d, len);
 	if (payload < 0) {
 		r->c.rtp_invalid++;
+		dropped(&lim_invalid, from, len, "not_rtp_v2");
 		return;
 	}
 	if (d[1] >= 200 && d[1] <= 204) { /* RTCP multiplexed on the RTP port (RFC 5761) */
@@ -208,6 +228,7 @@ void rtp_forward(struct relay *r, const uint8_t *d, size_t len, const struct soc
 		if (own && r->prod.have && same_port(from, &r->prod.addr))
 			subs_new_ssrc(&r->subs, own);
 		r->c.rtp_loops++;
+		dropped(&lim_loop, from, len, own ? "relay_ssrc" : "from_subscriber");
 		return;
 	}
 	producer_track(r, ssrc, seq, ts, from, now);
@@ -395,12 +416,14 @@ void rtcp_forward(struct relay *r, const uint8_t *d, size_t len,
 	bool from_producer = r->prod.have ? addr_same_host(from, &r->prod.addr) : producer_ok(r, from);
 	if (!from_producer || !producer_ok(r, from)) {
 		r->c.rtcp_rejected++;
+		dropped(&lim_rtcp, from, len, "not_from_producer");
 		return;
 	}
 	struct patch pt[RTCP_MAX_PATCH];
 	size_t np = 0;
 	if (len > RTCP_MAX || !r->prod.have || rtcp_scan(d, len, r->prod.ssrc, pt, &np)) {
 		r->c.rtcp_invalid++;
+		dropped(&lim_rtcp, from, len, "invalid_rtcp");
 		return;
 	}
 	if (!rebuild(r))

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * stats.c - what the relay counts, and three ways to read it:
- *   - a status line every --status seconds on stderr (rates since the last one);
+ *   - a status line (event=status) every --status seconds on stderr (rates since the last one);
  *   - JSON from the stats socket (--stats-socket PATH): connect, read until
  *     EOF; `groupcast relay --query PATH` does that and prints it;
  *   - JSON on stdout at exit (--json).
@@ -13,6 +13,7 @@
  */
 #include "relay.h"
 #include "../cli.h"
+#include "../log.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -266,7 +267,7 @@ void stats_json(struct relay *r, FILE *f, bool detail)
 	fputs("]}\n", f);
 }
 
-void stats_status_line(struct relay *r, FILE *f)
+void stats_status_line(struct relay *r)
 {
 	static uint64_t t0, cpu0, send0, in0, out0, oct0;
 	uint64_t now = relay_now_ns(), cpu = relay_cpu_ns();
@@ -282,16 +283,15 @@ void stats_status_line(struct relay *r, FILE *f)
 	char sendpct[16] = "-"; /* without --time-sends nothing measures it */
 	if (r->time_sends)
 		snprintf(sendpct, sizeof(sendpct), "%.0f%%", dcpu > 0 ? 100.0 * dsend / dcpu : 0.0);
-	fprintf(f,
-		"relay: in %.0f/s %.2f Mbit/s  out %.0f/s  %s %u  drops %llu  oversize %llu  errors %llu  "
-		"cpu %.1f%%  send %s  %.1f us/datagram  engine %s\n",
-		(double)din / dt, (double)(c->in_octets - oct0) * 8 / dt / 1e6,
-		(double)(c->out - out0) / dt, r->rtp ? "subscribers" : "receivers",
-		r->rtp ? r->subs.nactive : (unsigned)r->conf.receivers,
-		(unsigned long long)c->ingest_drops, (unsigned long long)c->oversize,
-		(unsigned long long)c->errors, dcpu / dt / 1e7, sendpct,
-		din ? dcpu / (double)din / 1e3 : 0.0, engine_resolved(r));
-	fflush(f);
+	log_event(LL_NOTICE, "status",
+		  "in_per_s=%.0f in_mbit_s=%.2f out_per_s=%.0f %s=%u drops=%llu oversize=%llu "
+		  "errors=%llu cpu_pct=%.1f send_pct=%s us_per_datagram=%.1f engine=%s",
+		  (double)din / dt, (double)(c->in_octets - oct0) * 8 / dt / 1e6,
+		  (double)(c->out - out0) / dt, r->rtp ? "subscribers" : "receivers",
+		  r->rtp ? r->subs.nactive : (unsigned)r->conf.receivers,
+		  (unsigned long long)c->ingest_drops, (unsigned long long)c->oversize,
+		  (unsigned long long)c->errors, dcpu / dt / 1e7, sendpct,
+		  din ? dcpu / (double)din / 1e3 : 0.0, engine_resolved(r));
 	t0 = now;
 	cpu0 = cpu;
 	send0 = c->send_ns;
