@@ -18,7 +18,7 @@ static double cpu_us(void)
 	struct rusage ru;
 	getrusage(RUSAGE_SELF, &ru);
 	return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e6 +
-	       (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+		(double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
 }
 
 static double wall_us(void)
@@ -60,7 +60,7 @@ int main(int argc, char **argv)
 			fprintf(stderr, "bindings_send: %s\n", gc_errmsg());
 			return 1;
 		}
-	printf("{\"cpu_us_per_send\": %.3f, \"wall_us_per_send\": %.3f}\n", (cpu_us() - c0) / (double)sends,
-	       (wall_us() - w0) / (double)sends);
+	printf("{\"cpu_us_per_send\": %.3f, \"wall_us_per_send\": %.3f}\n",
+	       (cpu_us() - c0) / (double)sends, (wall_us() - w0) / (double)sends);
 	return 0;
 }

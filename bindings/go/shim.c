@@ -89,8 +89,8 @@ int gcgo_setgroup(int fd, struct gcgo_bufs *b, size_t n, struct gcgo_err *e)
 	return gc_setgroup(fd, n ? b->ss : NULL, n) == 0 ? 0 : fail(e);
 }
 
-ssize_t gcgo_send(int fd, const void *buf, size_t len, struct gcgo_bufs *b, size_t n, ssize_t *failed,
-		  struct gcgo_err *e)
+ssize_t gcgo_send(int fd, const void *buf, size_t len, struct gcgo_bufs *b, size_t n,
+		  ssize_t *failed, struct gcgo_err *e)
 {
 	*failed = 0;
 	ssize_t r = gc_send(fd, buf, len, MSG_DONTWAIT);
@@ -112,15 +112,15 @@ ssize_t gcgo_send(int fd, const void *buf, size_t len, struct gcgo_bufs *b, size
 	return -1;
 }
 
-int gcgo_sendgroup(int fd, const void *shared, size_t slen, struct gcgo_bufs *b, const size_t *lens, size_t n,
-		   struct gcgo_err *e)
+int gcgo_sendgroup(int fd, const void *shared, size_t slen, struct gcgo_bufs *b, const size_t *lens,
+		   size_t n, struct gcgo_err *e)
 {
-	struct iovec sh = {(void *)shared, slen};
+	struct iovec sh = { (void *)shared, slen };
 	for (size_t i = 0; i < n; i++) {
 		to_ss(&b->m[i], &b->rec[i].dest);
 		const size_t *l = lens + 4 * i;
-		b->rec[i].prepend = (struct iovec){l[1] ? b->arena + l[0] : NULL, l[1]};
-		b->rec[i].append = (struct iovec){l[3] ? b->arena + l[2] : NULL, l[3]};
+		b->rec[i].prepend = (struct iovec){ l[1] ? b->arena + l[0] : NULL, l[1] };
+		b->rec[i].append = (struct iovec){ l[3] ? b->arena + l[2] : NULL, l[3] };
 	}
 	int r = gc_sendgroup(fd, &sh, b->rec, n, MSG_DONTWAIT, b->errs);
 	return r >= 0 ? r : fail(e);

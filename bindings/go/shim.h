@@ -40,13 +40,13 @@ void gcgo_free(struct gcgo_bufs *b);
 int gcgo_setgroup(int fd, struct gcgo_bufs *b, size_t n, struct gcgo_err *e);
 /* gc_send(); on a per-member failure, the errno of each member into b->errs
  * and their count into *failed. */
-ssize_t gcgo_send(int fd, const void *buf, size_t len, struct gcgo_bufs *b, size_t n, ssize_t *failed,
-		  struct gcgo_err *e);
+ssize_t gcgo_send(int fd, const void *buf, size_t len, struct gcgo_bufs *b, size_t n,
+		  ssize_t *failed, struct gcgo_err *e);
 /* gc_sendgroup() for recipients b->m[0..n): prepend i is arena[pre[i].. +
  * plen[i]), append i arena[app[i].. + alen[i]) (offsets and lengths in
  * lens[4*i..4*i+4)). */
-int gcgo_sendgroup(int fd, const void *shared, size_t slen, struct gcgo_bufs *b, const size_t *lens, size_t n,
-		   struct gcgo_err *e);
+int gcgo_sendgroup(int fd, const void *shared, size_t slen, struct gcgo_bufs *b, const size_t *lens,
+		   size_t n, struct gcgo_err *e);
 int gcgo_set_engine(int fd, int engine, struct gcgo_err *e);
 int gcgo_get_engine(int fd, struct gcgo_err *e);
 int gcgo_auto_reason(int fd, char *buf, size_t len, struct gcgo_err *e);

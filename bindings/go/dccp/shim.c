@@ -34,8 +34,9 @@ static socklen_t sockaddr_of(const struct gcgo_cfg *c, struct sockaddr_storage *
 
 static struct gc_dccp_opts opts_of(const struct gcgo_cfg *c)
 {
-	struct gc_dccp_opts o = GC_DCCP_OPTS_INIT(.ccid = c->ccid, .encap = c->encap, .service = c->service,
-						  .mps = c->mps, .ring_slots = c->ring_slots,
+	struct gc_dccp_opts o = GC_DCCP_OPTS_INIT(.ccid = c->ccid, .encap = c->encap,
+						  .service = c->service, .mps = c->mps,
+						  .ring_slots = c->ring_slots,
 						  .timeout_ms = c->timeout_ms);
 	return o;
 }
@@ -73,7 +74,7 @@ struct gc_dccp *gcgo_accept(struct gc_dccp_listener *l, int timeout_ms, struct g
 ssize_t gcgo_recv(struct gc_dccp *c, void *buf, size_t len, uint64_t *seq, uint64_t *lost, int *eof,
 		  int timeout_ms, struct gcgo_err *e)
 {
-	struct gc_dccp_rxinfo ri = {0};
+	struct gc_dccp_rxinfo ri = { 0 };
 	ssize_t n = gc_dccp_recv(c, buf, len, &ri, timeout_ms);
 	if (n < 0)
 		return fail(e);
@@ -83,7 +84,8 @@ ssize_t gcgo_recv(struct gc_dccp *c, void *buf, size_t len, uint64_t *seq, uint6
 	return n;
 }
 
-int gcgo_write(struct gc_dccp *c, const void *buf, size_t len, uint64_t seq, unsigned *pos, struct gcgo_err *e)
+int gcgo_write(struct gc_dccp *c, const void *buf, size_t len, uint64_t seq, unsigned *pos,
+	       struct gcgo_err *e)
 {
 	struct gc_ring *r = gc_dccp_ring(c);
 	struct gc_zone *z = gc_dccp_zone(c);
@@ -139,9 +141,9 @@ int gcgo_stats(struct gc_dccp *c, struct gcgo_dccp_stats *out, struct gcgo_err *
 	struct gc_dccp_stats st = GC_DCCP_STATS_INIT();
 	if (gc_dccp_stats(c, &st) != 0)
 		return fail(e);
-	*out = (struct gcgo_dccp_stats){st.state, st.ccid,	st.cwnd, st.pipe,     st.x_bps,
-					 st.rtt_us, st.sent,	st.acked, st.lost,     st.dead,
-					 st.received, st.rx_lost, st.invalid};
+	*out = (struct gcgo_dccp_stats){ st.state,    st.ccid,	  st.cwnd,   st.pipe, st.x_bps,
+					 st.rtt_us,   st.sent,	  st.acked,  st.lost, st.dead,
+					 st.received, st.rx_lost, st.invalid };
 	return 0;
 }
 

@@ -31,7 +31,8 @@ ssize_t gcgo_recv(struct gc_dccp *c, void *buf, size_t len, uint64_t *seq, uint6
 		  int timeout_ms, struct gcgo_err *e);
 /* Copy buf into the zone buffer of a free ring slot, queue and submit it;
  * its position into *pos.  -1 EAGAIN when the ring is full. */
-int gcgo_write(struct gc_dccp *c, const void *buf, size_t len, uint64_t seq, unsigned *pos, struct gcgo_err *e);
+int gcgo_write(struct gc_dccp *c, const void *buf, size_t len, uint64_t seq, unsigned *pos,
+	       struct gcgo_err *e);
 /* Wait at most timeout_ms for a free slot: 0, or -1 (ETIMEDOUT, ...). */
 int gcgo_wait(struct gc_dccp *c, int timeout_ms, struct gcgo_err *e);
 /* Late data choice: mark dead every packet the engine has not taken whose
