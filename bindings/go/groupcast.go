@@ -98,14 +98,15 @@ func (e *PartialError) Error() string {
 	return b.String()
 }
 
-// Unwrap returns the members' errors, so errors.Is(err, syscall.EPERM)
-// tells whether any member failed with EPERM (Go 1.20 and later).
-func (e *PartialError) Unwrap() []error {
-	errs := make([]error, len(e.Failed))
-	for i := range e.Failed {
-		errs[i] = e.Failed[i]
+// Is reports whether any member failed with target (a syscall.Errno), so
+// errors.Is(err, syscall.EPERM) tells whether a firewall refused a member.
+func (e *PartialError) Is(target error) bool {
+	for _, m := range e.Failed {
+		if m.Errno == target {
+			return true
+		}
 	}
-	return errs
+	return false
 }
 
 // Engine is how a group send goes out; all engines send the same bytes.

@@ -146,7 +146,8 @@ func TestPartialErrorNamesUnreachableMember(t *testing.T) {
 				t.Fatalf("Send: %v (%T), want a *PartialError", err, err)
 			}
 			if pe.Sent != 3 || len(pe.Failed) != 1 || pe.Failed[0].Index != 1 || pe.Failed[0].Addr != noRoute ||
-				pe.Failed[0].Errno != syscall.ENETUNREACH {
+				pe.Failed[0].Errno != syscall.ENETUNREACH || !errors.Is(err, syscall.ENETUNREACH) ||
+				errors.Is(err, syscall.EPERM) {
 				t.Fatalf("PartialError %+v", pe)
 			}
 			for _, c := range conns {
