@@ -25,7 +25,6 @@ package groupcast
 import "C"
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -34,6 +33,8 @@ import (
 	"sync"
 	"syscall"
 	"unsafe"
+
+	"groupcast/internal/addr"
 )
 
 // Error is a failure of a call to the library: the errno and the library's
@@ -189,33 +190,12 @@ func (g *Group) control(f func(fd C.int)) error {
 
 // member writes a into C memory.
 func member(m *C.struct_gcgo_member, a netip.AddrPort) error {
-	ip := a.Addr()
-	if !ip.IsValid() {
-		return errors.New("groupcast: invalid address")
+	p, err := addr.Split(a)
+	if err != nil {
+		return err
 	}
-	if ip.Is4In6() {
-		ip = ip.Unmap()
-	}
-	dst := (*[16]byte)(unsafe.Pointer(&m.addr[0]))
-	m.port = C.ushort(a.Port())
-	m.scope = 0
-	if ip.Is4() {
-		m.family = 4
-		b := ip.As4()
-		copy(dst[:], b[:])
-		return nil
-	}
-	m.family = 6
-	*dst = ip.As16()
-	if z := ip.Zone(); z != "" {
-		if n, err := strconv.ParseUint(z, 10, 32); err == nil {
-			m.scope = C.uint(n)
-		} else if ifi, err := net.InterfaceByName(z); err == nil {
-			m.scope = C.uint(ifi.Index)
-		} else {
-			return fmt.Errorf("groupcast: %v: zone %q: %w", a, z, err)
-		}
-	}
+	*(*[16]byte)(unsafe.Pointer(&m.addr[0])) = p.Addr
+	m.port, m.family, m.scope = C.ushort(p.Port), C.uchar(p.Family), C.uint(p.Scope)
 	return nil
 }
 

@@ -18,21 +18,7 @@ import (
 	"groupcast/internal/netns"
 )
 
-func TestMain(m *testing.M) {
-	if code, done := netns.Reexec(); done {
-		os.Exit(code)
-	}
-	os.Exit(m.Run())
-}
-
-// needNetns skips a test that sends unless it runs in the namespace
-// TestMain made (root).
-func needNetns(t *testing.T) {
-	t.Helper()
-	if !netns.Inside() {
-		t.Skip("needs root: runs in a network namespace of its own")
-	}
-}
+func TestMain(m *testing.M) { netns.Main(m) }
 
 // noRoute is an address no route covers in a namespace with only lo.
 var noRoute = netip.MustParseAddrPort("10.255.0.1:9")
@@ -93,14 +79,20 @@ func engines(t *testing.T) []groupcast.Engine {
 	return es
 }
 
+func engineSender(t *testing.T, e groupcast.Engine) *groupcast.Group {
+	t.Helper()
+	_, g := sender(t)
+	if err := g.SetEngine(e); err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
 func TestSendEveryMemberEveryEngine(t *testing.T) {
-	needNetns(t)
+	netns.Need(t)
 	for _, e := range engines(t) {
 		t.Run(e.String(), func(t *testing.T) {
-			_, g := sender(t)
-			if err := g.SetEngine(e); err != nil {
-				t.Fatal(err)
-			}
+			g := engineSender(t, e)
 			if got, err := g.Engine(); err != nil || got != e {
 				t.Fatalf("Engine() = %v, %v; want %v", got, err, e)
 			}
@@ -128,13 +120,10 @@ func TestSendEveryMemberEveryEngine(t *testing.T) {
 // A member that cannot be reached is named in the *PartialError with its
 // errno, and the others are sent to, on every engine.
 func TestPartialErrorNamesUnreachableMember(t *testing.T) {
-	needNetns(t)
+	netns.Need(t)
 	for _, e := range engines(t) {
 		t.Run(e.String(), func(t *testing.T) {
-			_, g := sender(t)
-			if err := g.SetEngine(e); err != nil {
-				t.Fatal(err)
-			}
+			g := engineSender(t, e)
 			conns, addrs := receivers(t, 3)
 			group := []netip.AddrPort{addrs[0], noRoute, addrs[1], addrs[2]}
 			if err := g.SetGroup(group); err != nil {
@@ -160,7 +149,7 @@ func TestPartialErrorNamesUnreachableMember(t *testing.T) {
 }
 
 func TestSendGroupPerRecipientBytes(t *testing.T) {
-	needNetns(t)
+	netns.Need(t)
 	_, g := sender(t)
 	conns, addrs := receivers(t, 3)
 	recs := []groupcast.Recipient{
@@ -189,7 +178,7 @@ func TestSendGroupPerRecipientBytes(t *testing.T) {
 }
 
 func TestCallErrorsAndOldGroupKept(t *testing.T) {
-	needNetns(t)
+	netns.Need(t)
 	_, g := sender(t)
 	var ge *groupcast.Error
 	if err := g.Send([]byte("x")); !errors.As(err, &ge) || ge.Errno != syscall.EDESTADDRREQ {
@@ -234,7 +223,7 @@ func TestEngineNamesAndAutoReason(t *testing.T) {
 	if _, err := groupcast.ParseEngine("fast"); err == nil {
 		t.Fatal("ParseEngine(fast) gave no error")
 	}
-	needNetns(t)
+	netns.Need(t)
 	_, g := sender(t)
 	_, addrs := receivers(t, 1)
 	if err := g.SetGroup(addrs); err != nil {
@@ -253,7 +242,7 @@ func TestEngineNamesAndAutoReason(t *testing.T) {
 
 // Several goroutines on several groups, and on one group, under -race.
 func TestConcurrentGroups(t *testing.T) {
-	needNetns(t)
+	netns.Need(t)
 	conns, addrs := receivers(t, 20)
 	var wg sync.WaitGroup
 	const groups, rounds = 4, 50
@@ -305,7 +294,7 @@ func TestConcurrentGroups(t *testing.T) {
 
 // The socket stays Go's: its deadlines and its own writes still work.
 func TestAttachedSocketStillGos(t *testing.T) {
-	needNetns(t)
+	netns.Need(t)
 	c, g := sender(t)
 	conns, addrs := receivers(t, 1)
 	if err := g.SetGroup(addrs); err != nil {

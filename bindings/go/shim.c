@@ -1,19 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "shim.h"
 
-#include <errno.h>
-#include <netinet/in.h>
 #include <stdlib.h>
-#include <string.h>
-
-static int fail(struct gcgo_err *e)
-{
-	e->errnum = errno;
-	const char *m = gc_errmsg();
-	strncpy(e->msg, m ? m : "", sizeof(e->msg) - 1);
-	e->msg[sizeof(e->msg) - 1] = 0;
-	return -1;
-}
 
 static void *grow(void *p, size_t n, size_t size)
 {
@@ -65,28 +53,11 @@ void gcgo_free(struct gcgo_bufs *b)
 	memset(b, 0, sizeof(*b));
 }
 
-static void to_ss(const struct gcgo_member *m, struct sockaddr_storage *ss)
-{
-	memset(ss, 0, sizeof(*ss));
-	if (m->family == 4) {
-		struct sockaddr_in *s = (struct sockaddr_in *)ss;
-		s->sin_family = AF_INET;
-		s->sin_port = htons(m->port);
-		memcpy(&s->sin_addr, m->addr, 4);
-	} else {
-		struct sockaddr_in6 *s = (struct sockaddr_in6 *)ss;
-		s->sin6_family = AF_INET6;
-		s->sin6_port = htons(m->port);
-		memcpy(&s->sin6_addr, m->addr, 16);
-		s->sin6_scope_id = m->scope;
-	}
-}
-
 int gcgo_setgroup(int fd, struct gcgo_bufs *b, size_t n, struct gcgo_err *e)
 {
 	for (size_t i = 0; i < n; i++)
-		to_ss(&b->m[i], &b->ss[i]);
-	return gc_setgroup(fd, n ? b->ss : NULL, n) == 0 ? 0 : fail(e);
+		gcgo_sockaddr(&b->m[i], &b->ss[i]);
+	return gc_setgroup(fd, n ? b->ss : NULL, n) == 0 ? 0 : gcgo_fail(e);
 }
 
 ssize_t gcgo_send(int fd, const void *buf, size_t len, struct gcgo_bufs *b, size_t n,
@@ -96,7 +67,7 @@ ssize_t gcgo_send(int fd, const void *buf, size_t len, struct gcgo_bufs *b, size
 	ssize_t r = gc_send(fd, buf, len, MSG_DONTWAIT);
 	if (r >= 0)
 		return r;
-	fail(e);
+	gcgo_fail(e);
 	ssize_t f = gc_last_errors(fd, b->errs, n);
 	/* A refusal of the call itself (a bad argument, no group) leaves the
 	 * previous send's errors in place: the per-member failure is the one
@@ -117,41 +88,41 @@ int gcgo_sendgroup(int fd, const void *shared, size_t slen, struct gcgo_bufs *b,
 {
 	struct iovec sh = { (void *)shared, slen };
 	for (size_t i = 0; i < n; i++) {
-		to_ss(&b->m[i], &b->rec[i].dest);
+		gcgo_sockaddr(&b->m[i], &b->rec[i].dest);
 		const size_t *l = lens + 4 * i;
 		b->rec[i].prepend = (struct iovec){ l[1] ? b->arena + l[0] : NULL, l[1] };
 		b->rec[i].append = (struct iovec){ l[3] ? b->arena + l[2] : NULL, l[3] };
 	}
 	int r = gc_sendgroup(fd, &sh, b->rec, n, MSG_DONTWAIT, b->errs);
-	return r >= 0 ? r : fail(e);
+	return r >= 0 ? r : gcgo_fail(e);
 }
 
 int gcgo_set_engine(int fd, int engine, struct gcgo_err *e)
 {
-	return gc_set_engine(fd, (enum gc_engine)engine) == 0 ? 0 : fail(e);
+	return gc_set_engine(fd, (enum gc_engine)engine) == 0 ? 0 : gcgo_fail(e);
 }
 
 int gcgo_get_engine(int fd, struct gcgo_err *e)
 {
 	enum gc_engine g = gc_get_engine(fd);
-	return g != GC_ENGINE_NONE ? (int)g : fail(e);
+	return g != GC_ENGINE_NONE ? (int)g : gcgo_fail(e);
 }
 
 int gcgo_auto_reason(int fd, char *buf, size_t len, struct gcgo_err *e)
 {
-	return gc_auto_reason(fd, buf, len) == 0 ? 0 : fail(e);
+	return gc_auto_reason(fd, buf, len) == 0 ? 0 : gcgo_fail(e);
 }
 
 int gcgo_engine_available(int engine, struct gcgo_err *e)
 {
-	return gc_engine_available((enum gc_engine)engine) == 0 ? 0 : fail(e);
+	return gc_engine_available((enum gc_engine)engine) == 0 ? 0 : gcgo_fail(e);
 }
 
 int gcgo_stats(int fd, struct gcgo_stats *out, struct gcgo_err *e)
 {
 	struct gc_stats st = GC_STATS_INIT();
 	if (gc_stats(fd, &st) != 0)
-		return fail(e);
+		return gcgo_fail(e);
 	out->group_sends = st.group_sends;
 	out->datagrams = st.datagrams;
 	out->bytes = st.bytes;
@@ -163,5 +134,5 @@ int gcgo_stats(int fd, struct gcgo_stats *out, struct gcgo_err *e)
 
 int gcgo_release(int fd, struct gcgo_err *e)
 {
-	return gc_release(fd) == 0 ? 0 : fail(e);
+	return gc_release(fd) == 0 ? 0 : gcgo_fail(e);
 }

@@ -8,19 +8,7 @@
 #include <sys/types.h>
 #include <groupcast/group.h>
 
-struct gcgo_err {
-	int errnum;
-	char msg[256];
-};
-
-/* One member as Go writes it into C memory: family 4 or 6, the address in
- * network order (v4 in addr[0..4)), the port, the IPv6 scope id. */
-struct gcgo_member {
-	unsigned char addr[16];
-	unsigned short port;
-	unsigned char family;
-	unsigned int scope;
-};
+#include "gcgo.h"
 
 /* The group buffers of one Go Group, in C memory: members converted into ss
  * for gc_setgroup(), errs for gc_last_errors(), giovecs and an arena that

@@ -32,6 +32,8 @@ import (
 	"syscall"
 	"time"
 	"unsafe"
+
+	"groupcast/internal/addr"
 )
 
 // The C API has no descriptor to poll: a blocked Read, Write or Accept
@@ -132,23 +134,13 @@ func resolve(ctx context.Context, network, address string, listen bool) (C.struc
 		ip = ips[0].Unmap()
 	}
 	ap := netip.AddrPortFrom(ip, uint16(port))
-	dst := (*[16]byte)(unsafe.Pointer(&c.addr[0]))
-	if ip.Is4() {
-		c.family = 4
-		b := ip.As4()
-		copy(dst[:], b[:])
-	} else {
-		c.family = 6
-		*dst = ip.As16()
-		if z := ip.Zone(); z != "" {
-			ifi, err := net.InterfaceByName(z)
-			if err != nil {
-				return c, ap, err
-			}
-			c.scope = C.uint(ifi.Index)
-		}
+	p, err := addr.Split(ap)
+	if err != nil {
+		return c, ap, err
 	}
-	c.port = C.ushort(port)
+	w := &c.where
+	*(*[16]byte)(unsafe.Pointer(&w.addr[0])) = p.Addr
+	w.port, w.family, w.scope = C.ushort(p.Port), C.uchar(p.Family), C.uint(p.Scope)
 	c.encap = C.int(enc)
 	return c, ap, nil
 }

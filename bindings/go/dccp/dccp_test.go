@@ -18,19 +18,7 @@ import (
 	"groupcast/internal/netns"
 )
 
-func TestMain(m *testing.M) {
-	if code, done := netns.Reexec(); done {
-		os.Exit(code)
-	}
-	os.Exit(m.Run())
-}
-
-func needNetns(t *testing.T) {
-	t.Helper()
-	if !netns.Inside() {
-		t.Skip("needs root: runs in a network namespace of its own")
-	}
-}
+func TestMain(m *testing.M) { netns.Main(m) }
 
 // pair listens on network at addr, dials it, and returns both ends.
 func pair(t *testing.T, network, addr string, cfg *dccp.Config) (client, server *dccp.Conn) {
@@ -64,7 +52,7 @@ func pair(t *testing.T, network, addr string, cfg *dccp.Config) (client, server 
 // Every Write arrives as one Read of the same length and bytes; Close
 // reaches the peer as io.EOF.
 func TestDatagramBoundaries(t *testing.T) {
-	needNetns(t)
+	netns.Need(t)
 	for _, nw := range []struct{ net, addr string }{{"dccp-udp4", "127.0.0.1:6511"}, {"dccp4", "127.0.0.1:5001"}} {
 		t.Run(nw.net, func(t *testing.T) {
 			c, s := pair(t, nw.net, nw.addr, &dccp.Config{CCID: 2})
@@ -106,7 +94,7 @@ func TestDatagramBoundaries(t *testing.T) {
 }
 
 func TestDeadlinesAndClose(t *testing.T) {
-	needNetns(t)
+	netns.Need(t)
 	c, s := pair(t, "dccp-udp4", "127.0.0.1:6512", nil)
 	defer c.Close()
 	buf := make([]byte, 100)
@@ -146,7 +134,7 @@ func TestDeadlinesAndClose(t *testing.T) {
 // DropStale: packets queued behind the congestion window are dropped before
 // they go, counted as dead, and never arrive.
 func TestDropStale(t *testing.T) {
-	needNetns(t)
+	netns.Need(t)
 	c, s := pair(t, "dccp-udp4", "127.0.0.1:6513", &dccp.Config{CCID: 2, Timeout: 5 * time.Second})
 	defer s.Close()
 	// Bursts of writes until one outruns the congestion window (the first,
@@ -198,7 +186,7 @@ func TestDropStale(t *testing.T) {
 }
 
 func TestDialErrors(t *testing.T) {
-	needNetns(t)
+	netns.Need(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if _, err := dccp.Dial(ctx, "dccp-udp4", "127.0.0.1:6514", nil); !errors.Is(err, context.Canceled) {

@@ -1,37 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "shim.h"
 
-#include <errno.h>
-#include <netinet/in.h>
-#include <string.h>
-
-static int fail(struct gcgo_err *e)
-{
-	e->errnum = errno;
-	const char *m = gc_errmsg();
-	strncpy(e->msg, m ? m : "", sizeof(e->msg) - 1);
-	e->msg[sizeof(e->msg) - 1] = 0;
-	return -1;
-}
-
-static socklen_t sockaddr_of(const struct gcgo_cfg *c, struct sockaddr_storage *ss)
-{
-	memset(ss, 0, sizeof(*ss));
-	if (c->family == 4) {
-		struct sockaddr_in *s = (struct sockaddr_in *)ss;
-		s->sin_family = AF_INET;
-		s->sin_port = htons(c->port);
-		memcpy(&s->sin_addr, c->addr, 4);
-		return sizeof(*s);
-	}
-	struct sockaddr_in6 *s = (struct sockaddr_in6 *)ss;
-	s->sin6_family = AF_INET6;
-	s->sin6_port = htons(c->port);
-	memcpy(&s->sin6_addr, c->addr, 16);
-	s->sin6_scope_id = c->scope;
-	return sizeof(*s);
-}
-
 static struct gc_dccp_opts opts_of(const struct gcgo_cfg *c)
 {
 	struct gc_dccp_opts o = GC_DCCP_OPTS_INIT(.ccid = c->ccid, .encap = c->encap,
@@ -44,22 +13,22 @@ static struct gc_dccp_opts opts_of(const struct gcgo_cfg *c)
 struct gc_dccp *gcgo_connect(const struct gcgo_cfg *c, struct gcgo_err *e)
 {
 	struct sockaddr_storage ss;
-	socklen_t sl = sockaddr_of(c, &ss);
+	socklen_t sl = gcgo_sockaddr(&c->where, &ss);
 	struct gc_dccp_opts o = opts_of(c);
 	struct gc_dccp *d = gc_dccp_connect((struct sockaddr *)&ss, sl, &o);
 	if (!d)
-		fail(e);
+		gcgo_fail(e);
 	return d;
 }
 
 struct gc_dccp_listener *gcgo_listen(const struct gcgo_cfg *c, struct gcgo_err *e)
 {
 	struct sockaddr_storage ss;
-	socklen_t sl = sockaddr_of(c, &ss);
+	socklen_t sl = gcgo_sockaddr(&c->where, &ss);
 	struct gc_dccp_opts o = opts_of(c);
 	struct gc_dccp_listener *l = gc_dccp_listen((struct sockaddr *)&ss, sl, &o);
 	if (!l)
-		fail(e);
+		gcgo_fail(e);
 	return l;
 }
 
@@ -67,7 +36,7 @@ struct gc_dccp *gcgo_accept(struct gc_dccp_listener *l, int timeout_ms, struct g
 {
 	struct gc_dccp *d = gc_dccp_accept(l, timeout_ms);
 	if (!d)
-		fail(e);
+		gcgo_fail(e);
 	return d;
 }
 
@@ -77,7 +46,7 @@ ssize_t gcgo_recv(struct gc_dccp *c, void *buf, size_t len, uint64_t *seq, uint6
 	struct gc_dccp_rxinfo ri = { 0 };
 	ssize_t n = gc_dccp_recv(c, buf, len, &ri, timeout_ms);
 	if (n < 0)
-		return fail(e);
+		return gcgo_fail(e);
 	*seq = ri.seq;
 	*lost = ri.lost;
 	*eof = ri.eof;
@@ -94,7 +63,7 @@ int gcgo_write(struct gc_dccp *c, const void *buf, size_t len, uint64_t seq, uns
 		int err = errno;
 		gc_ring_submit(r);
 		errno = err;
-		return fail(e);
+		return gcgo_fail(e);
 	}
 	/* one zone buffer per ring slot (zone_bufs defaults to ring_slots) */
 	*pos = gc_ring_pos(r, p);
@@ -104,12 +73,12 @@ int gcgo_write(struct gc_dccp *c, const void *buf, size_t len, uint64_t seq, uns
 	p->off = gc_zone_offset(z, b);
 	p->len = (uint32_t)len;
 	p->user_seq = seq;
-	return gc_ring_submit(r) < 0 ? fail(e) : 0;
+	return gc_ring_submit(r) < 0 ? gcgo_fail(e) : 0;
 }
 
 int gcgo_wait(struct gc_dccp *c, int timeout_ms, struct gcgo_err *e)
 {
-	return gc_ring_wait(gc_dccp_ring(c), 1, timeout_ms) == 0 ? 0 : fail(e);
+	return gc_ring_wait(gc_dccp_ring(c), 1, timeout_ms) == 0 ? 0 : gcgo_fail(e);
 }
 
 int gcgo_drop(struct gc_dccp *c, uint64_t *queued, unsigned n, uint64_t cutoff, struct gcgo_err *e)
@@ -118,7 +87,7 @@ int gcgo_drop(struct gc_dccp *c, uint64_t *queued, unsigned n, uint64_t cutoff, 
 	unsigned first;
 	int m = gc_ring_rewind(r, GC_RING_OLDEST, &first), dropped = 0;
 	if (m < 0)
-		return fail(e);
+		return gcgo_fail(e);
 	for (int k = 0; k < m; k++) {
 		unsigned pos = (first + (unsigned)k) % n;
 		if (queued[pos] && queued[pos] < cutoff) {
@@ -127,7 +96,7 @@ int gcgo_drop(struct gc_dccp *c, uint64_t *queued, unsigned n, uint64_t cutoff, 
 		}
 	}
 	if (gc_ring_submit(r) < 0)
-		return fail(e);
+		return gcgo_fail(e);
 	return dropped;
 }
 
@@ -140,7 +109,7 @@ int gcgo_stats(struct gc_dccp *c, struct gcgo_dccp_stats *out, struct gcgo_err *
 {
 	struct gc_dccp_stats st = GC_DCCP_STATS_INIT();
 	if (gc_dccp_stats(c, &st) != 0)
-		return fail(e);
+		return gcgo_fail(e);
 	*out = (struct gcgo_dccp_stats){ st.state,    st.ccid,	  st.cwnd,   st.pipe, st.x_bps,
 					 st.rtt_us,   st.sent,	  st.acked,  st.lost, st.dead,
 					 st.received, st.rx_lost, st.invalid };
@@ -149,5 +118,5 @@ int gcgo_stats(struct gc_dccp *c, struct gcgo_dccp_stats *out, struct gcgo_err *
 
 int gcgo_close(struct gc_dccp *c, int timeout_ms, struct gcgo_err *e)
 {
-	return gc_dccp_close(c, timeout_ms) == 0 ? 0 : fail(e);
+	return gc_dccp_close(c, timeout_ms) == 0 ? 0 : gcgo_fail(e);
 }

@@ -8,17 +8,11 @@
 #include <sys/types.h>
 #include <groupcast/dccp.h>
 
-struct gcgo_err {
-	int errnum;
-	char msg[256];
-};
+#include "../gcgo.h"
 
 /* An address and the options, as Go fills them (no pointers). */
 struct gcgo_cfg {
-	unsigned char addr[16];
-	unsigned short port;
-	unsigned char family; /* 4 or 6 */
-	unsigned int scope;
+	struct gcgo_member where;
 	int encap;
 	int ccid;
 	uint32_t service, mps, ring_slots, timeout_ms;

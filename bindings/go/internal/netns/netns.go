@@ -9,7 +9,25 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"testing"
 )
+
+// Main is a package's TestMain: the tests run in the namespace (as root),
+// or here, where Need skips those that send.
+func Main(m *testing.M) {
+	if code, done := Reexec(); done {
+		os.Exit(code)
+	}
+	os.Exit(m.Run())
+}
+
+// Need skips a test that sends unless it runs in the namespace Main made.
+func Need(t testing.TB) {
+	t.Helper()
+	if !Inside() {
+		t.Skip("needs root: runs in a network namespace of its own")
+	}
+}
 
 const envInside = "GROUPCAST_GO_TEST_NETNS"
 
