@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
 	"sync"
 	"syscall"
 	"testing"
@@ -145,6 +146,37 @@ func TestPartialErrorNamesUnreachableMember(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A member an nftables output rule drops fails with EPERM; AUTO, which
+// declines the kernel engine under such a rule (groupcast(7)), reports it.
+func TestPartialErrorFirewall(t *testing.T) {
+	netns.Need(t)
+	if _, err := exec.LookPath("nft"); err != nil {
+		t.Skip("nft not installed (scripts/install-deps.sh installs nftables)")
+	}
+	conns, addrs := receivers(t, 2)
+	rule := fmt.Sprintf("add table ip gcgo; add chain ip gcgo out { type filter hook output priority 0; }; "+
+		"add rule ip gcgo out udp dport %d drop", addrs[1].Port())
+	if out, err := exec.Command("nft", rule).CombinedOutput(); err != nil {
+		t.Fatalf("nft: %v: %s", err, out)
+	}
+	defer exec.Command("nft", "delete table ip gcgo").Run()
+	for _, e := range []groupcast.Engine{groupcast.EngineAuto, groupcast.EngineLoop} {
+		g := engineSender(t, e)
+		if err := g.SetGroup(addrs); err != nil {
+			t.Fatal(err)
+		}
+		err := g.Send([]byte("y"))
+		var pe *groupcast.PartialError
+		if !errors.As(err, &pe) || len(pe.Failed) != 1 || pe.Failed[0].Addr != addrs[1] ||
+			!errors.Is(err, syscall.EPERM) {
+			t.Fatalf("%v: Send: %v, want EPERM for %v", e, err, addrs[1])
+		}
+		if got := recv(t, conns[0]); string(got) != "y" {
+			t.Fatalf("got %q", got)
+		}
 	}
 }
 
