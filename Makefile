@@ -5,7 +5,7 @@ BUILD_ASAN ?= build-asan
 BUILD_TSAN ?= build-tsan
 JOBS       ?= $(shell nproc)
 
-.PHONY: all deps build build-asan test unit tsan e2e interop pkg-test demo demo-send install clean abi-update deb deb-symbols
+.PHONY: all deps build build-asan test unit tsan e2e go-test interop pkg-test demo demo-send install clean abi-update deb deb-symbols
 
 all: build
 
@@ -28,7 +28,7 @@ build-asan: deps
 # end-to-end tests in network namespaces, DCCP against Linux 6.1, then the
 # Debian packages: last, also under -j (it installs them system-wide, and
 # purges them when done).
-test: unit tsan e2e interop
+test: unit tsan e2e go-test interop
 	$(MAKE) pkg-test
 
 unit: build-asan
@@ -49,6 +49,25 @@ tsan: deps
 
 e2e: build
 	GC_BUILD_DIR=$(abspath $(BUILD)) python3 -m pytest -q tests/e2e
+
+# The Go module (bindings/go) against this build, installed into a prefix in
+# the build tree (its groupcast.pc; an rpath, so the test binaries re-run
+# under unshare(1) find the library): gofmt, go vet, the tests under the race
+# detector with cgocheck=1, again under GOEXPERIMENT=cgocheck2 where the
+# toolchain has it (Go 1.21 and later), then the rtpfan example's e2e.
+GO        ?= $(shell command -v go || echo /usr/local/go/bin/go)
+GO_PREFIX  = $(abspath $(BUILD))/go-prefix
+GO_ENV     = cd bindings/go && GOTOOLCHAIN=local GOFLAGS=-count=1 \
+	PKG_CONFIG_PATH=$(GO_PREFIX)/lib/pkgconfig CGO_LDFLAGS=-Wl,-rpath,$(GO_PREFIX)/lib
+go-test: build
+	rm -rf $(GO_PREFIX) && cmake --install $(BUILD) --prefix $(GO_PREFIX) >/dev/null
+	test -z "$$(cd bindings/go && $(dir $(GO))gofmt -l .)" || { echo "gofmt -l bindings/go: not formatted"; exit 1; }
+	$(GO_ENV) $(GO) vet ./...
+	$(GO_ENV) GODEBUG=cgocheck=1 $(GO) test -race ./...
+	if (cd bindings/go && GOEXPERIMENT=cgocheck2 $(GO) env >/dev/null 2>&1); then \
+		$(GO_ENV) GOEXPERIMENT=cgocheck2 $(GO) test ./...; fi
+	$(GO_ENV) $(GO) build -o $(GO_PREFIX)/rtpfan ./examples/rtpfan
+	GC_RTPFAN=$(GO_PREFIX)/rtpfan python3 -m pytest -q bindings/go/examples/rtpfan
 
 # Linux 6.1's own DCCP as the peer, in a QEMU guest (tests/interop).  The first
 # run fetches Debian's 6.1 kernel package (about 70 MB) into

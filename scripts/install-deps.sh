@@ -90,6 +90,10 @@ fi
 
 apt_install "${pkgs[@]}"
 
+# make go-test (bindings/go): a Go toolchain, Debian's (1.19 on Debian 12,
+# which the module keeps to) when none is on PATH.
+command -v go >/dev/null || [ -x /usr/local/go/bin/go ] || apt_install golang-go
+
 # Multicast routing daemons for the LMS labs: smcroute (static routes) and
 # pimd (PIM-SM).  They run only inside lab namespaces, each with its own
 # config, socket and pid paths (lab/netlab.py).  The two Debian packages
