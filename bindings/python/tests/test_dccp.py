@@ -44,6 +44,8 @@ def test_round_trip_with_selectors_and_asyncio(lab, encap):
                 conn.recv(timeout=0.05)
             with pytest.raises(ValueError):
                 conn.send(b"x" * 1401)
+            acked = conn.acked()      # send()'s numbers, as the peer's Acks named them
+            assert acked and acked == sorted(acked) and set(acked) <= set(range(1, len(sent) + 1))
             st = conn.stats()
             assert st.sent >= len(sent) and st.received == len(sent) and st.rx_lost == 0
         out, err = srv.communicate(timeout=20)

@@ -3,13 +3,14 @@ receivers in a lab: the sender socket lives in namespace s, receivers in r1
 (IPv4) and r2 (IPv6)."""
 import ctypes
 import errno
+import os
 import socket
 import subprocess
 import textwrap
 
 import pytest
 
-from conftest import BUILD, REPO, netns
+from conftest import REPO, netns
 
 import groupcast
 from groupcast import _lib
@@ -117,7 +118,6 @@ def test_unavailable_engine_is_refused_with_the_reason(where):
         assert g.engine == Engine.MMSG, g.engine
         print("auto:", g.auto_reason())
     """)
-    import os
     env = {"PYTHONPATH": str(REPO / "bindings/python/src"), "GROUPCAST_LIB": os.environ["GROUPCAST_LIB"]}
     out = subprocess.run(["ip", "netns", "exec", where["s"], "setpriv", "--reuid=nobody", "--regid=nogroup",
                           "--clear-groups", "env", *[f"{k}={v}" for k, v in env.items()], "python3", "-c", code],

@@ -12,6 +12,7 @@ import errno as _errno
 import ipaddress
 import os
 import socket
+import sys
 from ctypes import (POINTER, Structure, c_char, c_char_p, c_double, c_int, c_int32, c_size_t, c_ssize_t,
                     c_uint, c_uint32, c_uint64, c_void_p)
 
@@ -156,7 +157,7 @@ def sockaddr(member: tuple, into: SockaddrStorage | None = None) -> tuple[Sockad
     ss.family = socket.AF_INET6
     raw[2:4] = port.to_bytes(2, "big")
     raw[8:24] = ip.packed
-    raw[24:28] = scope.to_bytes(4, "little" if os.sys.byteorder == "little" else "big")
+    raw[24:28] = scope.to_bytes(4, sys.byteorder)   # sin6_scope_id: host order
     return ss, 28
 
 

@@ -99,12 +99,12 @@ class Connection:
     decides when it goes, and DCCP never retransmits.  recv() returns b""
     once the peer closed, and raises ConnectionResetError on a Reset."""
 
-    def __init__(self, handle: int, queue: int = 1024):
+    def __init__(self, handle: int, queue: int = 1024, mps: int = 0):
         self._c = handle
         self._ring = _lib.gc_dccp_ring(handle)
         self._zone = _lib.gc_dccp_zone(handle)
         self._slots = _lib.gc_ring_entries(self._ring)
-        self._mps = 0
+        self._mps = mps or 1400   # the library's default
         self._seq = 0
         self._send_lock = threading.Lock()
         self._q: collections.deque = collections.deque()
@@ -198,8 +198,8 @@ class Connection:
         if self._c is None:
             raise ValueError("connection is closed")
         n = len(data)
-        if n > self._mps_bytes():
-            raise ValueError(f"data: {n} bytes is more than the connection's mps ({self._mps_bytes()})")
+        if n > self._mps:
+            raise ValueError(f"data: {n} bytes is more than the connection's mps ({self._mps})")
         with self._send_lock:
             p = _lib.gc_ring_get_pkt(self._ring)
             if not p:
@@ -223,9 +223,6 @@ class Connection:
                 raise _lib.error()
             return self._seq
 
-    def _mps_bytes(self) -> int:
-        return self._mps or 1400
-
     def acked(self) -> list[int]:
         """Numbers (send()'s return values) of packets the peer acknowledged
         since the last call, oldest first (gc_ring_acks())."""
@@ -237,9 +234,11 @@ class Connection:
 
     def stats(self) -> Stats:
         """gc_dccp_stats(3)."""
+        if self._c is None:
+            raise ValueError("connection is closed")
         st = _lib.sized(_lib.DccpStats)
-        if self._c is None or _lib.gc_dccp_stats(self._c, ctypes.byref(st)) < 0:
-            raise _lib.error() if self._c else ValueError("connection is closed")
+        if _lib.gc_dccp_stats(self._c, ctypes.byref(st)) < 0:
+            raise _lib.error()
         return Stats(State(st.state), st.ccid, st.cwnd, st.pipe, st.x_bps, st.rtt_us, st.p, st.sent, st.acked,
                      st.lost, st.dead, st.retransmitted, st.received, st.rx_lost, st.syncs, st.invalid)
 
@@ -287,9 +286,7 @@ def connect(peer: Address, *, encap: Encap = Encap.NATIVE, ccid: int = 2, servic
     c = _lib.gc_dccp_connect(ctypes.byref(ss), alen, ctypes.byref(o))
     if not c:
         raise _lib.error()
-    conn = Connection(c, queue)
-    conn._mps = mps
-    return conn
+    return Connection(c, queue, mps)
 
 
 class Listener:
@@ -315,9 +312,7 @@ class Listener:
         c = _lib.gc_dccp_accept(self._l, _ms(timeout))
         if not c:
             raise _lib.error()
-        conn = Connection(c, self._queue)
-        conn._mps = self._mps
-        return conn
+        return Connection(c, self._queue, self._mps)
 
     def close(self) -> None:
         """gc_dccp_listener_destroy(3)."""
