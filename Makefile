@@ -5,7 +5,7 @@ BUILD_ASAN ?= build-asan
 BUILD_TSAN ?= build-tsan
 JOBS       ?= $(shell nproc)
 
-.PHONY: all deps build build-asan test unit tsan e2e go-test interop pkg-test demo demo-send install clean abi-update deb deb-symbols
+.PHONY: all deps build build-asan test unit tsan e2e go-test test-python interop pkg-test demo demo-send install clean abi-update deb deb-symbols
 
 all: build
 
@@ -29,6 +29,7 @@ build-asan: deps
 # Debian packages: last, also under -j (it installs them system-wide, and
 # purges them when done).
 test: unit tsan e2e go-test interop
+	$(MAKE) test-python
 	$(MAKE) pkg-test
 
 unit: build-asan
@@ -68,6 +69,12 @@ go-test: build
 		$(GO_ENV) GOEXPERIMENT=cgocheck2 $(GO) test ./...; fi
 	$(GO_ENV) $(GO) build -o $(GO_PREFIX)/rtpfan ./examples/rtpfan
 	GC_RTPFAN=$(GO_PREFIX)/rtpfan python3 -m pytest -q bindings/go/examples/rtpfan
+# The Python binding (bindings/python): its tests, as root in lab namespaces,
+# import the package from the tree and load $(BUILD)'s library
+# (GROUPCAST_LIB); test_install.py also pip-installs it into a venv.
+test-python: build
+	GC_BUILD_DIR=$(abspath $(BUILD)) GROUPCAST_LIB=$(abspath $(BUILD))/libgroupcast.so.1 \
+		python3 -m pytest -q bindings/python/tests
 
 # Linux 6.1's own DCCP as the peer, in a QEMU guest (tests/interop).  The first
 # run fetches Debian's 6.1 kernel package (about 70 MB) into

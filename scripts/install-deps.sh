@@ -34,6 +34,7 @@ pkgs=(
   tcpdump tshark                     # tshark judges DCCP wire formats (test_dccp_wire.py, interop); tcpdump captures
   libnorm-dev libpgm-dev             # bench/ltp.py L2: the NORM and PGM peers (bench/norm_peer.c, pgm_peer.c)
   libngtcp2-dev libngtcp2-crypto-gnutls-dev libgnutls28-dev   # bench/dccp.py P3: the QUIC DATAGRAM peer (bench/quic_peer.c)
+  python3-venv python3-setuptools    # make test-python: pip install ./bindings/python into a venv, offline
   strace                             # relay e2e: AUTO keeps the kernel engine after the capability drop (counts syscalls, never times)
 )
 

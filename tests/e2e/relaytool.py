@@ -3,8 +3,9 @@
 
     relaytool.py rx --addr A --ports 3000,3001 [--idle 1.5] [--timeout 30] [--ready F]
         receive on the ports; print one JSON object: {port: [[src, ttl, hex], ...]}
-    relaytool.py tx --to A:P [--src A] [--sport P] --count N --rate R --size S [--rtp ...]
-        send numbered datagrams ("D" + 7-digit index, padded), or RTP packets
+    relaytool.py tx --to A:P [--src A] [--sport P] --count N --rate R --size S [--rtp ... | --netflow]
+        send numbered datagrams ("D" + 7-digit index, padded), RTP packets, or
+        NetFlow v5 export packets (flow_sequence numbers them)
     relaytool.py sniff --ifname veth1 --port P --duration S
         capture IPv4/UDP to port P with a packet socket (the port may be owned
         by another process, e.g. ffmpeg); print [[ssrc, seq, ts, len], ...]
@@ -87,6 +88,21 @@ def rtp_packet(seq, ts, ssrc, payload, marker=False, pt=96):
     return struct.pack("!BBHII", 0x80, (0x80 if marker else 0) | pt, seq & 0xFFFF, ts & 0xFFFFFFFF, ssrc) + payload
 
 
+def netflow_v5(i, size):
+    """NetFlow v5 export packet number i: the 24-byte header (flow_sequence
+    counts the flows before it) and as many 48-byte flow records as fit in
+    size (1 to 30), each a different flow."""
+    n = max(1, min(30, (size - 24) // 48))
+    uptime, secs = 1_000_000 + i * 10, 1_700_000_000 + i // 100
+    head = struct.pack("!HHIIIIBBH", 5, n, uptime, secs, (i % 100) * 10_000_000, i * n, 0, 1, 0)
+    recs = b"".join(struct.pack("!4s4s4sHHIIIIHHBBBBHHBBH",
+                                bytes((10, 9, k, i & 0xFF)), bytes((10, 8, i >> 8 & 0xFF, k)), bytes(4),
+                                1, 2, 1 + k, 64 * (1 + k) + i, uptime - 500, uptime,
+                                1024 + k, (443, 53, 123)[k % 3], 0, 0x18, (6, 17, 17)[k % 3], 0, 0, 0, 24, 24, 0)
+                    for k in range(n))
+    return head + recs
+
+
 def cmd_tx(a):
     host, port = parse_hostport(a.to)
     fam = family_of(host)
@@ -105,6 +121,8 @@ def cmd_tx(a):
             pkt = rtp_packet(seq, ts, ssrc, body + bytes(max(0, a.size - 12 - len(body))))
             seq += 1
             ts += a.ts_step
+        elif a.netflow:
+            pkt = netflow_v5(i, a.size)
         else:
             body = f"D{i:07d}".encode()
             pkt = body + bytes((j * 7 + i) & 0xFF for j in range(max(0, a.size - len(body))))
@@ -262,6 +280,7 @@ def main():
     tx.add_argument("--rate", type=float, default=1000)
     tx.add_argument("--size", type=int, default=100)
     tx.add_argument("--rtp", action="store_true")
+    tx.add_argument("--netflow", action="store_true", help="NetFlow v5 export packets (size picks the record count)")
     tx.add_argument("--ssrc", type=lambda x: int(x, 0), default=0x11223344)
     tx.add_argument("--seq", type=int, default=65500)
     tx.add_argument("--ts", type=int, default=1000)
