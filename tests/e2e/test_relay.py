@@ -143,7 +143,8 @@ def test_help_and_man_name_every_samplicator_option(build):
     for opt in SAMPLICATOR_OPTS + ["--rtp", "--control", "--engine", "--stats-socket", "--query", "--producer",
                                    "--log-level", "--check",
                                    "--any-producer", "--allow-local-subscribers", "--max-per-source",
-                                   "--control-rate", "--cookie-lifetime", "--user", "--metrics"]:
+                                   "--control-rate", "--cookie-lifetime", "--user", "--metrics", "--join", "--upstream",
+                                   "--upstream-timeout", "--upstream-revert"]:
         assert re.search(rf"(^|\s){re.escape(opt)}\b", out.stdout, re.M), f"--help lacks {opt}"
         assert opt.replace("-", r"\-") in man or opt in man, f"man page lacks {opt}"
 
