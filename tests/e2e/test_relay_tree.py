@@ -387,6 +387,37 @@ def test_failover_within_a_second_and_back_without_duplicates(tree, cut):
     assert all(1 <= s < 300 for s in steps)
 
 
+def test_rtp_never_relayed_twice_when_the_new_upstream_lags(tree):
+    """d reverts from b to a stand-in upstream (relaytool lagger in c) that
+    first sends d the last 20 datagrams again: d drops them as duplicates
+    (SSRC and sequence relayed already), the receiver gets each one once."""
+    t = tree
+    o, o_sock, _ = t.relay("e", ["--rtp", "-p", 5000, "--producer", t.v4("p")])
+    b, b_sock, _ = t.relay("b", ["--rtp", "-p", 5000, "--upstream", f"{t.v4('e')}:5002"])
+    lag = t.lab.popen(t.ns("c"), [sys.executable, TOOL, "lagger", "--origin", f"{t.v4('e')}:5002", "--port", 5000,
+                                  "--replay", 20, "--silent", 2.0, "--duration", 8],
+                      stdout=subprocess.PIPE, text=True)
+    t.wait_for(o_sock, lambda s: s["subscriber_count"] == 2, what="b and the lagger on o")
+    uc, ub = f"{t.v4('c')}:5002", f"{t.v4('b')}:5002"
+    d, d_sock, d_log = t.relay("d", ["--rtp", "-p", 5000, "--upstream", uc, "--upstream", ub, "--upstream-revert"])
+    t.wait_for(d_sock, lambda s: s["upstream"] == ub, what="d on b while c is silent")
+    rx = t.rx("r", [6300], idle="1.5")
+    assert t.join("r", f"{t.v4('d')}:5002", 6300)["reply"].startswith("OK JOIN")
+    n = 800
+    t.tx(f"{t.v4('e')}:5000", n, rate=200, size=200, extra=["--rtp"])
+    got = t.collect(rx)[6300]
+    fd = t.stop(d)
+    counts = json.loads(lag.communicate(timeout=30)[0])
+    for p in (b, o):
+        t.stop(p)
+    idx = [payload_index(h) for _, _, h in got]
+    print(f"lagging upstream: {fd['rtp_duplicates']} duplicates dropped, gap {fd['up_gap']}, {len(got)} of {n}")
+    assert counts["joins"] == 1 and counts["replayed"] == 20
+    assert fd["up_switches"] == 1 and fd["rtp_duplicates"] >= 15, fd    # b, then back to c
+    assert len(set(idx)) == len(idx), "a datagram relayed twice"
+    assert idx == sorted(idx) and n - len(got) == fd["up_gap"]
+
+
 # ---- security ---------------------------------------------------------------------------
 
 def test_spoofed_relay_join_starts_nothing_and_a_relay_gets_one_copy(tree):
