@@ -184,15 +184,6 @@ static void send_join(struct relay *r, struct upstream *u, uint64_t now)
 			 r->own_port[1], (unsigned long long)r->relay_id, (unsigned long long)u->cookie);
 }
 
-static void start(struct relay *r, size_t i, uint64_t now)
-{
-	struct upstream *u = &r->up[i];
-	u->st = UP_COOKIE;
-	u->start_ns = now;
-	fprintf(stderr, "relay: upstream %s: subscribing\n", up_name(u));
-	send_join(r, u, now);
-}
-
 static void leave(struct relay *r, struct upstream *u, uint64_t now)
 {
 	if (u->st == UP_ACTIVE || u->st == UP_JOINING)
@@ -222,6 +213,22 @@ static void fail(struct relay *r, size_t i, uint64_t now, const char *why)
 	}
 }
 
+static void start(struct relay *r, size_t i, uint64_t now)
+{
+	struct upstream *u = &r->up[i];
+	u->st = UP_COOKIE;
+	u->start_ns = now;
+	fprintf(stderr, "relay: upstream %s: subscribing\n", up_name(u));
+	/* (again): a route that appeared since, or the address the host uses now */
+	if (connect(u->fd, (struct sockaddr *)&u->addr, addr_len(&u->addr)) != 0) {
+		char why[96];
+		snprintf(why, sizeof(why), "connect: %s", strerror(errno));
+		fail(r, i, now, why);
+		return;
+	}
+	send_join(r, u, now);
+}
+
 /* ---- the loop's calls ------------------------------------------------------------ */
 
 int upstream_open(struct relay *r)
@@ -231,11 +238,7 @@ int upstream_open(struct relay *r)
 		struct upstream *u = &r->up[i];
 		u->fd = socket(u->addr.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 		if (u->fd < 0)
-			return -1;
-		if (connect(u->fd, (struct sockaddr *)&u->addr, addr_len(&u->addr)) != 0) {
-			/* no route now: the socket stays, the handshake fails and retries */
-			fprintf(stderr, "relay: upstream %s: connect: %s\n", up_name(u), strerror(errno));
-		}
+			return -1; /* connected by each handshake's start() */
 	}
 	return 0;
 }
