@@ -583,6 +583,7 @@ static struct log_limit lim_short = LOG_LIMIT_INIT(LL_WARNING, "join_short");
 static struct log_limit lim_cookie_sent = LOG_LIMIT_INIT(LL_DEBUG, "cookie_sent");
 static struct log_limit lim_joined = LOG_LIMIT_INIT(LL_INFO, "joined");
 static struct log_limit lim_left = LOG_LIMIT_INIT(LL_INFO, "left");
+static struct log_limit lim_loop = LOG_LIMIT_INIT(LL_WARNING, "relay_loop_refused");
 
 /* One line for a request from `from`: why it went no further (or what it did). */
 static void ctl_log(struct log_limit *lim, const struct sockaddr_storage *from, const char *why)
@@ -608,6 +609,9 @@ static bool loop_refused(struct relay *r, uint64_t id, struct sub **s, char *out
 	if (!why)
 		return false;
 	r->c.ctl_loop++;
+	if (log_enabled(LL_WARNING))
+		log_limited(&lim_loop, "relay=%016llx reason=%s path_len=%zu", (unsigned long long)id, why,
+			    np);
 	if (*s && !(*s)->is_static) {
 		subs_remove(&r->subs, *s);
 		*s = NULL;

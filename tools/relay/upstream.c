@@ -34,6 +34,7 @@
  * logged.
  */
 #include "relay.h"
+#include "../log.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -205,8 +206,8 @@ static void fail(struct relay *r, size_t i, uint64_t now, const char *why)
 	/* up to a quarter more, so that relays that failed together retry apart */
 	u->retry_ns = now + u->backoff_ns + randombytes_uniform((uint32_t)(u->backoff_ns / 4000u)) * 1000u;
 	r->c.up_failures++;
-	fprintf(stderr, "relay: upstream %s: down (%s); next try in %llu ms\n", up_name(u), why,
-		(unsigned long long)((u->retry_ns - now) / 1000000u));
+	log_event(LL_WARNING, "upstream_down", "upstream=%s reason=%s retry_ms=%llu", up_name(u), why,
+		  (unsigned long long)((u->retry_ns - now) / 1000000u));
 	if ((int)i == r->up_cur) {
 		r->up_cur = -1;
 		r->dd.switched = true;
@@ -218,7 +219,7 @@ static void start(struct relay *r, size_t i, uint64_t now)
 	struct upstream *u = &r->up[i];
 	u->st = UP_COOKIE;
 	u->start_ns = now;
-	fprintf(stderr, "relay: upstream %s: subscribing\n", up_name(u));
+	log_event(LL_NOTICE, "upstream_subscribing", "upstream=%s", up_name(u));
 	/* (again): a route that appeared since, or the address the host uses now */
 	if (connect(u->fd, (struct sockaddr *)&u->addr, addr_len(&u->addr)) != 0) {
 		char why[96];
@@ -334,8 +335,8 @@ static bool reply_path(struct relay *r, size_t i, const char *msg, uint64_t now)
 	}
 	if (path_has(u, r->relay_id)) {
 		r->c.up_loops++;
-		fprintf(stderr, "relay: upstream %s: loop: this relay (%016llx) is in its path; leaving\n",
-			up_name(u), (unsigned long long)r->relay_id);
+		log_event(LL_WARNING, "upstream_loop", "upstream=%s relay_id=%016llx reason=\"in its path\"",
+			  up_name(u), (unsigned long long)r->relay_id);
 		leave(r, u, now);
 		fail(r, i, now, "loop");
 		return false;
@@ -351,8 +352,8 @@ static void became_active(struct relay *r, size_t i, uint64_t now)
 	r->c.up_subscribed++;
 	int old = r->up_cur;
 	if (old >= 0 && (size_t)old == i) {
-		fprintf(stderr, "relay: upstream %s: subscribed again (%zu relays upstream)\n",
-			up_name(u), u->npath);
+		log_event(LL_NOTICE, "upstream_subscribed", "upstream=%s relays_upstream=%zu again=yes",
+			  up_name(u), u->npath);
 		return;
 	}
 	if (old >= 0 && (size_t)old < i) { /* cannot happen: better ones are not tried while active */
@@ -364,8 +365,8 @@ static void became_active(struct relay *r, size_t i, uint64_t now)
 		r->c.up_switches++;
 		r->dd.switched = true;
 	}
-	fprintf(stderr, "relay: upstream %s: subscribed, stream from here (%zu relays upstream)%s\n",
-		up_name(u), u->npath, old >= 0 ? "; leaving the one before" : "");
+	log_event(LL_NOTICE, "upstream_subscribed", "upstream=%s relays_upstream=%zu again=no left=%s",
+		  up_name(u), u->npath, old >= 0 ? up_name(&r->up[old]) : "none");
 	if (old >= 0)
 		leave(r, &r->up[old], now);
 }
@@ -406,11 +407,11 @@ void upstream_read(struct relay *r, size_t i)
 		} else if (u->st == UP_ACTIVE && !strncmp(m, "OK KEEPALIVE ", 13)) {
 			(void)reply_path(r, i, m, now);
 		} else if (!strncmp(m, "ERR loop", 8)) {
-			fprintf(stderr, "relay: upstream %s: refused: %s\n", up_name(u), m);
+			log_event(LL_WARNING, "upstream_refused", "upstream=%s reply=%s", up_name(u), m);
 			fail(r, i, now, "it would close a loop");
 		} else if (!strncmp(m, "ERR", 3) && u->st == UP_ACTIVE) {
 			/* it restarted (new cookie key, empty table) or dropped us */
-			fprintf(stderr, "relay: upstream %s: %s; subscribing again\n", up_name(u), m);
+			log_event(LL_NOTICE, "upstream_restarted", "upstream=%s reply=%s", up_name(u), m);
 			start(r, i, now);
 		} else if (!strncmp(m, "ERR", 3)) {
 			fail(r, i, now, m);
@@ -453,9 +454,8 @@ bool upstream_dedupe(struct relay *r, uint32_t ssrc, uint16_t seq)
 		}
 		if (switched && ahead > 1) {
 			r->c.up_gap += (uint64_t)(ahead - 1);
-			fprintf(stderr,
-				"relay: upstream switch: %d packets missing (ssrc 0x%08x seq %u to %u)\n",
-				ahead - 1, ssrc, (uint16_t)(d->top + 1), (uint16_t)(seq - 1));
+			log_event(LL_WARNING, "upstream_gap", "packets=%d ssrc=0x%08x first_seq=%u last_seq=%u",
+				  ahead - 1, ssrc, (uint16_t)(d->top + 1), (uint16_t)(seq - 1));
 		}
 		d->top = seq;
 		d->win[(seq % 1024) / 64] |= 1ull << (seq % 64);
@@ -504,7 +504,7 @@ int mjoin_apply(struct relay *r, char *err, size_t errlen)
 			snprintf(err, errlen, "--join '%s': %s", j->arg, strerror(errno));
 			return -1;
 		}
-		fprintf(stderr, "relay: joined %s\n", j->arg);
+		log_event(LL_NOTICE, "group_joined", "join=%s", j->arg);
 	}
 	return 0;
 }
