@@ -276,8 +276,8 @@ static void parse_args(struct relay *r, struct relay_args *a, int argc, char **a
 			if (r->njoin == RELAY_MAX_JOINS)
 				cli_usage_error("--join: at most %d groups", RELAY_MAX_JOINS);
 			if (mjoin_parse(&r->join[r->njoin], optarg, err, sizeof(err)))
-				cli_usage_error("--join '%s': %s (expected GROUP[,SOURCE][@IFACE])", optarg,
-						err);
+				cli_usage_error("--join '%s': %s (expected GROUP[,SOURCE][@IFACE])",
+						optarg, err);
 			r->njoin++;
 			break;
 		}
@@ -308,13 +308,13 @@ static void parse_args(struct relay *r, struct relay_args *a, int argc, char **a
 					: seen_n ? "-n"
 						 : "-x");
 	if (!r->rtp &&
-	    (r->control_port || r->rtcp_port_opt || a->producer || r->max_subs ||
-	     r->expire_s != 30 || r->clock_rate || r->any_producer || r->allow_local ||
-	     r->max_per_source || r->ctl_rate || r->cookie_s || r->nup || r->up_timeout_ms ||
-	     r->up_revert))
-		cli_usage_error("--control, --rtcp-port, --producer, --any-producer, --allow-local-subscribers, "
-				"--max-subscribers, --max-per-source, --control-rate, --cookie-lifetime, --expire, "
-				"--clock-rate, --upstream, --upstream-timeout and --upstream-revert need --rtp");
+	    (r->control_port || r->rtcp_port_opt || a->producer || r->max_subs || r->expire_s != 30 ||
+	     r->clock_rate || r->any_producer || r->allow_local || r->max_per_source ||
+	     r->ctl_rate || r->cookie_s || r->nup || r->up_timeout_ms || r->up_revert))
+		cli_usage_error(
+			"--control, --rtcp-port, --producer, --any-producer, --allow-local-subscribers, "
+			"--max-subscribers, --max-per-source, --control-rate, --cookie-lifetime, --expire, "
+			"--clock-rate, --upstream, --upstream-timeout and --upstream-revert need --rtp");
 	if (r->rtp && !a->producer && !r->any_producer && !r->nup)
 		cli_usage_error("--rtp needs --producer ADDR[/MASK] (where the stream comes from), --upstream "
 				"ADDR:PORT, or --any-producer to take RTP from anyone");

@@ -610,8 +610,8 @@ static bool loop_refused(struct relay *r, uint64_t id, struct sub **s, char *out
 		return false;
 	r->c.ctl_loop++;
 	if (log_enabled(LL_WARNING))
-		log_limited(&lim_loop, "relay=%016llx reason=%s path_len=%zu", (unsigned long long)id, why,
-			    np);
+		log_limited(&lim_loop, "relay=%016llx reason=%s path_len=%zu",
+			    (unsigned long long)id, why, np);
 	if (*s && !(*s)->is_static) {
 		subs_remove(&r->subs, *s);
 		*s = NULL;
@@ -629,8 +629,8 @@ static size_t path_reply(const struct relay *r, const struct sub *s, char *out, 
 		uint64_t path[RELAY_MAX_HOPS + 1];
 		size_t np = relay_path(r, path);
 		for (size_t i = 0; i < np; i++)
-			n += reply(out + n, cap - n, "%s%016llx", i ? "." : " path=",
-				   (unsigned long long)path[i]);
+			n += reply(out + n, cap - n, "%s%016llx",
+				   i ? "." : " path=", (unsigned long long)path[i]);
 	}
 	return n + reply(out + n, cap - n, "\n");
 }
@@ -703,7 +703,8 @@ static size_t handle(struct relay *r, const char *msg, size_t len, const struct 
 		} else if (join && !strncasecmp(w[i], "relay=", 6)) {
 			if (!parse_hex(w[i] + 6, 16, &relay_id) || relay_id == 0) {
 				r->c.ctl_bad++;
-				return reply(out, cap, "ERR bad relay= (expected 1 to 16 hex digits, not 0)\n");
+				return reply(out, cap,
+					     "ERR bad relay= (expected 1 to 16 hex digits, not 0)\n");
 			}
 		} else if (!strncasecmp(w[i], "cookie=", 7)) {
 			if (!parse_hex(w[i] + 7, 16, &cookie)) {
@@ -797,8 +798,8 @@ static size_t handle(struct relay *r, const char *msg, size_t len, const struct 
 				    addr_str(&dest, d, sizeof(d)), s->ssrc, s->rtcp_port,
 				    (unsigned long long)relay_id);
 		s->relay_id = relay_id;
-		n = reply(out, cap, "OK JOIN %s ssrc=0x%08x rtcp=%u expires=%u", a, s->ssrc, s->rtcp_port,
-			  r->expire_s);
+		n = reply(out, cap, "OK JOIN %s ssrc=0x%08x rtcp=%u expires=%u", a, s->ssrc,
+			  s->rtcp_port, r->expire_s);
 		return path_reply(r, s, out, cap, n);
 	}
 	if (!cookie_set || !*verified) {

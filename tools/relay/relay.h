@@ -146,8 +146,8 @@ struct relay_counters {
 	uint64_t reloads, reload_failures;
 	uint64_t stats_queries, stats_refused;
 	uint64_t metrics_scrapes, metrics_not_found, metrics_bad_method; /* --metrics requests */
-	uint64_t ctl_loop;	 /* relay JOIN/KEEPALIVE refused: a loop, or deeper than RELAY_MAX_HOPS */
-	uint64_t up_loops;	 /* --upstream: our own identity in an upstream's path: left */
+	uint64_t ctl_loop; /* relay JOIN/KEEPALIVE refused: a loop, or deeper than RELAY_MAX_HOPS */
+	uint64_t up_loops; /* --upstream: our own identity in an upstream's path: left */
 	uint64_t up_subscribed;	 /* --upstream: subscriptions made (OK JOIN) */
 	uint64_t up_failures;	 /* --upstream: upstreams given up (silent, refused, ERR) */
 	uint64_t up_switches;	 /* --upstream: the stream taken from another upstream */
@@ -296,10 +296,10 @@ struct upstream {
 	int fd;			      /* connected UDP socket */
 	enum up_state st;
 	uint64_t cookie;
-	uint64_t start_ns;  /* this handshake started */
-	uint64_t sent_ns;   /* last request sent */
-	uint64_t heard_ns;  /* last reply or datagram from it */
-	uint64_t retry_ns;  /* IDLE: not before */
+	uint64_t start_ns; /* this handshake started */
+	uint64_t sent_ns;  /* last request sent */
+	uint64_t heard_ns; /* last reply or datagram from it */
+	uint64_t retry_ns; /* IDLE: not before */
 	uint64_t backoff_ns;
 	uint64_t path[RELAY_MAX_HOPS]; /* its path: itself first, then its upstreams */
 	size_t npath;
@@ -402,11 +402,11 @@ struct relay {
 	size_t njoin;
 	struct upstream up[RELAY_MAX_UPSTREAMS];
 	size_t nup;
-	bool up_revert;		  /* --upstream-revert */
-	unsigned up_timeout_ms;	  /* --upstream-timeout */
-	int up_cur;		  /* the upstream the stream comes from, -1: none */
-	uint64_t relay_id;	  /* random at start, never 0 */
-	struct relay_dedupe {	  /* RTP dedupe (--upstream) */
+	bool up_revert;		/* --upstream-revert */
+	unsigned up_timeout_ms; /* --upstream-timeout */
+	int up_cur;		/* the upstream the stream comes from, -1: none */
+	uint64_t relay_id;	/* random at start, never 0 */
+	struct relay_dedupe {	/* RTP dedupe (--upstream) */
 		bool have, switched;
 		uint32_t ssrc;
 		uint16_t top;

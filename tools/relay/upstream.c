@@ -141,11 +141,13 @@ int mjoin_parse(struct mjoin *j, const char *arg, char *err, size_t errlen)
 	}
 	if (comma) {
 		if (parse_ip(comma + 1, &j->source)) {
-			snprintf(err, errlen, "source '%s' is not a numeric IPv4 or IPv6 address", comma + 1);
+			snprintf(err, errlen, "source '%s' is not a numeric IPv4 or IPv6 address",
+				 comma + 1);
 			return -1;
 		}
 		if (j->source.ss_family != j->group.ss_family) {
-			snprintf(err, errlen, "source '%s' is not of the group's address family", comma + 1);
+			snprintf(err, errlen, "source '%s' is not of the group's address family",
+				 comma + 1);
 			return -1;
 		}
 	}
@@ -206,8 +208,8 @@ static void fail(struct relay *r, size_t i, uint64_t now, const char *why)
 	/* up to a quarter more, so that relays that failed together retry apart */
 	u->retry_ns = now + u->backoff_ns + randombytes_uniform((uint32_t)(u->backoff_ns / 4000u)) * 1000u;
 	r->c.up_failures++;
-	log_event(LL_WARNING, "upstream_down", "upstream=%s reason=%s retry_ms=%llu", up_name(u), why,
-		  (unsigned long long)((u->retry_ns - now) / 1000000u));
+	log_event(LL_WARNING, "upstream_down", "upstream=%s reason=%s retry_ms=%llu", up_name(u),
+		  why, (unsigned long long)((u->retry_ns - now) / 1000000u));
 	if ((int)i == r->up_cur) {
 		r->up_cur = -1;
 		r->dd.switched = true;
@@ -335,8 +337,9 @@ static bool reply_path(struct relay *r, size_t i, const char *msg, uint64_t now)
 	}
 	if (path_has(u, r->relay_id)) {
 		r->c.up_loops++;
-		log_event(LL_WARNING, "upstream_loop", "upstream=%s relay_id=%016llx reason=\"in its path\"",
-			  up_name(u), (unsigned long long)r->relay_id);
+		log_event(LL_WARNING, "upstream_loop",
+			  "upstream=%s relay_id=%016llx reason=\"in its path\"", up_name(u),
+			  (unsigned long long)r->relay_id);
 		leave(r, u, now);
 		fail(r, i, now, "loop");
 		return false;
@@ -352,8 +355,8 @@ static void became_active(struct relay *r, size_t i, uint64_t now)
 	r->c.up_subscribed++;
 	int old = r->up_cur;
 	if (old >= 0 && (size_t)old == i) {
-		log_event(LL_NOTICE, "upstream_subscribed", "upstream=%s relays_upstream=%zu again=yes",
-			  up_name(u), u->npath);
+		log_event(LL_NOTICE, "upstream_subscribed",
+			  "upstream=%s relays_upstream=%zu again=yes", up_name(u), u->npath);
 		return;
 	}
 	if (old >= 0 && (size_t)old < i) { /* cannot happen: better ones are not tried while active */
@@ -454,8 +457,9 @@ bool upstream_dedupe(struct relay *r, uint32_t ssrc, uint16_t seq)
 		}
 		if (switched && ahead > 1) {
 			r->c.up_gap += (uint64_t)(ahead - 1);
-			log_event(LL_WARNING, "upstream_gap", "packets=%d ssrc=0x%08x first_seq=%u last_seq=%u",
-				  ahead - 1, ssrc, (uint16_t)(d->top + 1), (uint16_t)(seq - 1));
+			log_event(LL_WARNING, "upstream_gap",
+				  "packets=%d ssrc=0x%08x first_seq=%u last_seq=%u", ahead - 1,
+				  ssrc, (uint16_t)(d->top + 1), (uint16_t)(seq - 1));
 		}
 		d->top = seq;
 		d->win[(seq % 1024) / 64] |= 1ull << (seq % 64);
