@@ -31,6 +31,7 @@ import os
 import select
 import socket
 import struct
+import subprocess
 import sys
 import time
 
@@ -325,6 +326,21 @@ def cmd_lagger(a):
                 subs = [x for x in subs if x != (src[0], port)]
                 ctl.sendto(f"OK LEAVE {who}\n".encode(), src)
     print(json.dumps(counts))
+
+
+def start_rx(lab, ns, addr, ports, idle, timeout, ready):
+    """For the tests: `rx` in namespace ns (lab.popen), once it is ready."""
+    if os.path.exists(ready):
+        os.unlink(ready)
+    p = lab.popen(ns, [sys.executable, os.path.abspath(__file__), "rx", "--addr", addr, "--ports",
+                       ",".join(map(str, ports)), "--idle", idle, "--timeout", timeout, "--ready", ready],
+                  stdout=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 10
+    while not os.path.exists(ready):
+        assert p.poll() is None and time.monotonic() < deadline, "receiver did not start"
+        time.sleep(0.02)
+    os.unlink(ready)
+    return p
 
 
 def main():

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+import relaytool
+
 HERE = Path(__file__).resolve().parent
 TOOL = HERE / "relaytool.py"
 REPO = HERE.parents[1]
@@ -79,18 +81,8 @@ class Net:
     def rx(self, node, ports, family=4, idle=1.5, timeout=40):
         ready = f"/tmp/{self.lab.prefix}-rx{self.n}-{node.ns}-{ports[0]}.ready"
         self.n += 1
-        if os.path.exists(ready):
-            os.unlink(ready)
-        addr = node.v4 if family == 4 else node.v6
-        p = self.lab.popen(node.ns, [sys.executable, TOOL, "rx", "--addr", addr, "--ports",
-                                     ",".join(map(str, ports)), "--idle", idle, "--timeout", timeout,
-                                     "--ready", ready], stdout=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 10
-        while not os.path.exists(ready):
-            assert p.poll() is None and time.monotonic() < deadline, "receiver did not start"
-            time.sleep(0.02)
-        os.unlink(ready)
-        return p
+        return relaytool.start_rx(self.lab, node.ns, node.v4 if family == 4 else node.v6, ports, idle, timeout,
+                                  ready)
 
     @staticmethod
     def collect(p):

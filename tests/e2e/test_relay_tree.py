@@ -11,13 +11,14 @@ import json
 import os
 import re
 import signal
-import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+
+import relaytool
 
 HERE = Path(__file__).resolve().parent
 TOOL = HERE / "relaytool.py"
@@ -98,15 +99,7 @@ class Tree:
         ready = f"/tmp/{self.lab.prefix}-rx{self.n}-{name}.ready"
         self.n += 1
         addr = self.v4(name) if family == 4 else self.v6(name)
-        p = self.lab.popen(self.ns(name), [sys.executable, TOOL, "rx", "--addr", addr, "--ports",
-                                           ",".join(map(str, ports)), "--idle", idle, "--timeout", timeout,
-                                           "--ready", ready], stdout=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 10
-        while not os.path.exists(ready):
-            assert p.poll() is None and time.monotonic() < deadline, "receiver did not start"
-            time.sleep(0.02)
-        os.unlink(ready)
-        return p
+        return relaytool.start_rx(self.lab, self.ns(name), addr, ports, idle, timeout, ready)
 
     @staticmethod
     def collect(p):
@@ -345,6 +338,17 @@ def test_subscription_storm_stays_bounded(tree):
             cur = up_of.get(cur)
 
 
+def _edge(t, first, second, on, port):
+    """Relay d with --upstream first --upstream second --upstream-revert, once
+    its stream comes from `on`, and a receiver in r subscribed to it at port."""
+    d, d_sock, d_log = t.relay("d", ["--rtp", "-p", 5000, "--upstream", first, "--upstream", second,
+                                     "--upstream-revert"])
+    t.wait_for(d_sock, lambda s: s["upstream"] == on, what=f"d on {on}")
+    rx = t.rx("r", [port], idle="1.5")
+    assert t.join("r", f"{t.v4('d')}:5002", port)["reply"].startswith("OK JOIN")
+    return d, d_sock, d_log, rx
+
+
 def _failover(t, cut):
     """o (origin) -> a and b -> d (--upstream a, then b, --upstream-revert) ->
     receiver r; the producer sends RTP at 200/s.  a is killed (cut=False) or
@@ -356,10 +360,7 @@ def _failover(t, cut):
     for s in (a_sock, b_sock):
         t.wait_for(s, lambda st: st["upstream"] is not None, what="a and b on o")
     ua, ub = f"{t.v4('a')}:5002", f"{t.v4('b')}:5002"
-    d, d_sock, d_log = t.relay("d", ["--rtp", "-p", 5000, "--upstream", ua, "--upstream", ub, "--upstream-revert"])
-    t.wait_for(d_sock, lambda s: s["upstream"] == ua, what="d on a")
-    rx = t.rx("r", [6200], idle="2")
-    assert t.join("r", f"{t.v4('d')}:5002", 6200)["reply"].startswith("OK JOIN")
+    d, d_sock, d_log, rx = _edge(t, ua, ub, ua, 6200)
     n = 1400
     tx = t.tx(f"{t.v4('e')}:5000", n, rate=200, size=200, extra=["--rtp"], wait=False)
     time.sleep(1.5)
@@ -422,10 +423,7 @@ def test_rtp_never_relayed_twice_when_the_new_upstream_lags(tree):
     t.procs.append(lag)
     t.wait_for(o_sock, lambda s: s["subscriber_count"] == 2, what="b and the lagger on o")
     uc, ub = f"{t.v4('c')}:5002", f"{t.v4('b')}:5002"
-    d, d_sock, d_log = t.relay("d", ["--rtp", "-p", 5000, "--upstream", uc, "--upstream", ub, "--upstream-revert"])
-    t.wait_for(d_sock, lambda s: s["upstream"] == ub, what="d on b while c is silent")
-    rx = t.rx("r", [6300], idle="1.5")
-    assert t.join("r", f"{t.v4('d')}:5002", 6300)["reply"].startswith("OK JOIN")
+    d, d_sock, d_log, rx = _edge(t, uc, ub, ub, 6300)     # on b while c is silent
     n = 800
     t.tx(f"{t.v4('e')}:5000", n, rate=200, size=200, extra=["--rtp"])
     got = t.collect(rx)[6300]
