@@ -411,7 +411,7 @@ static void relay_defaults(struct relay *r)
 	r->argv_opts.flags = RCV_CHECKSUM;
 	r->data_fd[0] = r->data_fd[1] = r->rtcp_fd[0] = r->rtcp_fd[1] = -1;
 	r->raw_fd[0] = r->raw_fd[1] = -1;
-	r->up_cur = -1;
+	r->up_cur = r->up_last = -1;
 }
 
 /* ...and those whose "not given" is 0. */

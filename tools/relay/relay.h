@@ -405,6 +405,7 @@ struct relay {
 	bool up_revert;		/* --upstream-revert */
 	unsigned up_timeout_ms; /* --upstream-timeout */
 	int up_cur;		/* the upstream the stream comes from, -1: none */
+	int up_last;		/* the last one it came from, -1: none yet */
 	uint64_t relay_id;	/* random at start, never 0 */
 	struct relay_dedupe {	/* RTP dedupe (--upstream) */
 		bool have, switched;

@@ -236,7 +236,7 @@ static void start(struct relay *r, size_t i, uint64_t now)
 
 int upstream_open(struct relay *r)
 {
-	r->up_cur = -1;
+	r->up_cur = r->up_last = -1;
 	for (size_t i = 0; i < r->nup; i++) {
 		struct upstream *u = &r->up[i];
 		u->fd = socket(u->addr.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -364,10 +364,11 @@ static void became_active(struct relay *r, size_t i, uint64_t now)
 		return;
 	}
 	r->up_cur = (int)i;
-	if (old >= 0 || r->c.up_subscribed > 1) {
-		r->c.up_switches++;
+	if (r->up_last >= 0) /* after a failure, the same upstream again: a gap, not a switch */
 		r->dd.switched = true;
-	}
+	if (r->up_last >= 0 && (size_t)r->up_last != i)
+		r->c.up_switches++;
+	r->up_last = (int)i;
 	log_event(LL_NOTICE, "upstream_subscribed", "upstream=%s relays_upstream=%zu again=no left=%s",
 		  up_name(u), u->npath, old >= 0 ? up_name(&r->up[old]) : "none");
 	if (old >= 0)
