@@ -17,6 +17,11 @@
     relaytool.py spoof --src A:P --to A:P (--msg TEXT [--pad] | --hex HEX)
         one UDP datagram with a forged source address and port (raw socket,
         IPv4 or IPv6); the source port may be 0
+    relaytool.py lagger --origin A:P --port P --replay N --silent S --duration S
+        a stand-in upstream relay that lags: it subscribes to the relay at
+        --origin (control port) as a relay, answers the control protocol on
+        --port + 2 after --silent seconds, and gives each new subscriber the
+        last N RTP datagrams again before the live ones; prints its counts
 
 Only the standard library; every loop is bounded by a count or a deadline.
 """
@@ -26,6 +31,7 @@ import os
 import select
 import socket
 import struct
+import subprocess
 import sys
 import time
 
@@ -263,6 +269,80 @@ def cmd_spoof(a):
     print(json.dumps({"sent": len(payload)}))
 
 
+def cmd_lagger(a):
+    host, cport = parse_hostport(a.origin)
+    fam = family_of(host)
+    data = socket.socket(fam, socket.SOCK_DGRAM)
+    data.bind(("", a.port))
+    ctl = socket.socket(fam, socket.SOCK_DGRAM)
+    ctl.bind(("", a.port + 2))
+    up = socket.socket(fam, socket.SOCK_DGRAM)
+    up.settimeout(1.0)
+    rid = "00000000000001a9"
+    res = handshake(up, (host, cport), [a.port], opts=f"rtcp=none relay={rid}")[a.port]
+    cookie = res["cookie"]
+    recent, subs, counts = [], [], {"in": 0, "out": 0, "replayed": 0, "joins": 0}
+    start = time.monotonic()
+    last_keep = start
+    poll = select.poll()
+    poll.register(data.fileno(), select.POLLIN)
+    poll.register(ctl.fileno(), select.POLLIN)
+    while time.monotonic() - start < a.duration:
+        now = time.monotonic()
+        if now - last_keep > 0.2:
+            up.sendto(f"KEEPALIVE {a.port} cookie={cookie}".encode(), (host, cport))
+            last_keep = now
+        for fd, _ in poll.poll(50):
+            if fd == data.fileno():
+                d, _ = data.recvfrom(65536)
+                counts["in"] += 1
+                recent = (recent + [d])[-a.replay:]
+                for s in subs:
+                    data.sendto(d, s)
+                    counts["out"] += 1
+                continue
+            msg, src = ctl.recvfrom(2000)
+            if now - start < a.silent:
+                continue
+            w = msg.decode(errors="replace").split()
+            if not w:
+                continue
+            port = int(w[1]) if len(w) > 1 and w[1].isdigit() else src[1]
+            who = f"{src[0]} {port}"
+            if w[0] == "JOIN" and not any(x.startswith("cookie=") for x in w):
+                ctl.sendto(f"COOKIE {port} 00000000000000aa\n".encode(), src)
+            elif w[0] == "JOIN":
+                ctl.sendto(f"OK JOIN {who} ssrc=0x00000000 rtcp=0 expires=30 path={rid}\n".encode(), src)
+                dest = (src[0], port)
+                if dest not in subs:
+                    counts["joins"] += 1
+                    for d in recent:      # what it sent before, again: it lags
+                        data.sendto(d, dest)
+                        counts["replayed"] += 1
+                    subs.append(dest)
+            elif w[0] == "KEEPALIVE":
+                ctl.sendto(f"OK KEEPALIVE {who} expires=30 path={rid}\n".encode(), src)
+            elif w[0] == "LEAVE":
+                subs = [x for x in subs if x != (src[0], port)]
+                ctl.sendto(f"OK LEAVE {who}\n".encode(), src)
+    print(json.dumps(counts))
+
+
+def start_rx(lab, ns, addr, ports, idle, timeout, ready):
+    """For the tests: `rx` in namespace ns (lab.popen), once it is ready."""
+    if os.path.exists(ready):
+        os.unlink(ready)
+    p = lab.popen(ns, [sys.executable, os.path.abspath(__file__), "rx", "--addr", addr, "--ports",
+                       ",".join(map(str, ports)), "--idle", idle, "--timeout", timeout, "--ready", ready],
+                  stdout=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 10
+    while not os.path.exists(ready):
+        assert p.poll() is None and time.monotonic() < deadline, "receiver did not start"
+        time.sleep(0.02)
+    os.unlink(ready)
+    return p
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -312,9 +392,15 @@ def main():
     sp.add_argument("--msg", default="")
     sp.add_argument("--hex", help="payload in hex instead of --msg")
     sp.add_argument("--pad", action="store_true")
+    lg = sub.add_parser("lagger")
+    lg.add_argument("--origin", required=True)
+    lg.add_argument("--port", type=int, required=True)
+    lg.add_argument("--replay", type=int, default=20)
+    lg.add_argument("--silent", type=float, default=0)
+    lg.add_argument("--duration", type=float, required=True)
     a = ap.parse_args()
     {"rx": cmd_rx, "tx": cmd_tx, "sniff": cmd_sniff, "ctl": cmd_ctl, "join": cmd_join,
-     "spoof": cmd_spoof}[a.cmd](a)
+     "spoof": cmd_spoof, "lagger": cmd_lagger}[a.cmd](a)
     sys.stdout.flush()
     os._exit(0)
 

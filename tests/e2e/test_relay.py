@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+import relaytool
+
 HERE = Path(__file__).resolve().parent
 TOOL = HERE / "relaytool.py"
 REPO = HERE.parents[1]
@@ -79,18 +81,8 @@ class Net:
     def rx(self, node, ports, family=4, idle=1.5, timeout=40):
         ready = f"/tmp/{self.lab.prefix}-rx{self.n}-{node.ns}-{ports[0]}.ready"
         self.n += 1
-        if os.path.exists(ready):
-            os.unlink(ready)
-        addr = node.v4 if family == 4 else node.v6
-        p = self.lab.popen(node.ns, [sys.executable, TOOL, "rx", "--addr", addr, "--ports",
-                                     ",".join(map(str, ports)), "--idle", idle, "--timeout", timeout,
-                                     "--ready", ready], stdout=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 10
-        while not os.path.exists(ready):
-            assert p.poll() is None and time.monotonic() < deadline, "receiver did not start"
-            time.sleep(0.02)
-        os.unlink(ready)
-        return p
+        return relaytool.start_rx(self.lab, node.ns, node.v4 if family == 4 else node.v6, ports, idle, timeout,
+                                  ready)
 
     @staticmethod
     def collect(p):
@@ -143,7 +135,8 @@ def test_help_and_man_name_every_samplicator_option(build):
     for opt in SAMPLICATOR_OPTS + ["--rtp", "--control", "--engine", "--stats-socket", "--query", "--producer",
                                    "--log-level", "--check",
                                    "--any-producer", "--allow-local-subscribers", "--max-per-source",
-                                   "--control-rate", "--cookie-lifetime", "--user", "--metrics"]:
+                                   "--control-rate", "--cookie-lifetime", "--user", "--metrics", "--join", "--upstream",
+                                   "--upstream-timeout", "--upstream-revert"]:
         assert re.search(rf"(^|\s){re.escape(opt)}\b", out.stdout, re.M), f"--help lacks {opt}"
         assert opt.replace("-", r"\-") in man or opt in man, f"man page lacks {opt}"
 

@@ -67,6 +67,82 @@ static uint64_t join(const struct sockaddr_storage *from, unsigned port)
 	return strncmp(out, "OK JOIN", 7) ? 0 : (uint64_t)c;
 }
 
+/* The handshake with options opts (relay=...); out has the last reply. */
+static void join_opts(const struct sockaddr_storage *from, unsigned port, const char *opts)
+{
+	char m[160];
+	snprintf(m, sizeof(m), "JOIN %u %s", port, opts);
+	unsigned long long c = 0;
+	unsigned p = 0;
+	if (!req(from, pad(m)) || sscanf(out, "COOKIE %u %llx", &p, &c) != 2)
+		return;
+	snprintf(m, sizeof(m), "JOIN %u %s cookie=%016llx", port, opts, c);
+	req(from, m);
+}
+
+/* The loop rule (relay= in JOIN, path= in replies) and the RTP dedupe. */
+static void relays(void)
+{
+	struct sockaddr_storage e = v4("198.51.100.20", 40000);
+	R.relay_id = 0xa1;
+	R.up_cur = -1;
+	R.nup = 0;
+	uint32_t before = R.subs.nactive;
+	join_opts(&e, 7000, "relay=a1");
+	CHECK(!strncmp(out, "ERR loop: relay=00000000000000a1 is this relay", 46), "self: '%s'", out);
+	CHECK(R.c.ctl_loop == 1 && R.subs.nactive == before, "self joined");
+	/* this relay takes its stream from b2, which takes it from c3 */
+	R.nup = 1;
+	R.up_cur = 0;
+	R.up[0].st = UP_ACTIVE;
+	R.up[0].path[0] = 0xb2;
+	R.up[0].path[1] = 0xc3;
+	R.up[0].npath = 2;
+	join_opts(&e, 7000, "relay=c3");
+	CHECK(strstr(out, "ERR loop: relay=00000000000000c3 is upstream of this relay"), "c3: '%s'", out);
+	CHECK(R.c.ctl_loop == 2 && R.subs.nactive == before, "c3 joined");
+	join_opts(&e, 7000, "relay=d4");
+	CHECK(!strncmp(out, "OK JOIN 198.51.100.20 7000 ", 27) &&
+		      strstr(out, " path=00000000000000a1.00000000000000b2.00000000000000c3\n"),
+	      "d4: '%s'", out);
+	struct sockaddr_storage d7 = v4("198.51.100.20", 7000);
+	struct sub *s = subs_find(&R.subs, &d7);
+	CHECK(s && s->relay_id == 0xd4, "d4 not a relay subscriber");
+	unsigned long long c = s ? s->cookie : 0;
+	/* the path changes to one with d4 in it: its next KEEPALIVE removes it */
+	R.up[0].path[2] = 0xd4;
+	R.up[0].npath = 3;
+	char m[96];
+	snprintf(m, sizeof(m), "KEEPALIVE 7000 cookie=%016llx", c);
+	req(&e, m);
+	CHECK(!strncmp(out, "ERR loop: relay=00000000000000d4", 32) && !subs_find(&R.subs, &d7),
+	      "keepalive of a loop: '%s'", out);
+	/* a path of 8 relays: no deeper */
+	R.up[0].npath = 7;
+	join_opts(&e, 7000, "relay=e5");
+	CHECK(strstr(out, "would be deeper than the hop limit"), "depth: '%s'", out);
+	CHECK(R.c.ctl_loop == 4, "ctl_loop %llu", (unsigned long long)R.c.ctl_loop);
+	R.up[0].npath = 2;
+	/* a plain subscriber's reply has no path */
+	join_opts(&e, 7002, "");
+	CHECK(!strncmp(out, "OK JOIN", 7) && !strstr(out, "path="), "plain: '%s'", out);
+	join_opts(&e, 7004, "relay=0");
+	CHECK(!strncmp(out, "ERR bad relay=", 14), "relay=0: '%s'", out);
+
+	/* dedupe: in order, a repeat, a switch with a gap, the 16-bit wrap */
+	memset(&R.dd, 0, sizeof(R.dd));
+	CHECK(upstream_dedupe(&R, 0x1234, 65530) && upstream_dedupe(&R, 0x1234, 65531), "in order");
+	CHECK(!upstream_dedupe(&R, 0x1234, 65530) && R.c.rtp_duplicates == 1, "repeat passed");
+	R.dd.switched = true;
+	CHECK(!upstream_dedupe(&R, 0x1234, 65531), "repeat after the switch passed");
+	CHECK(upstream_dedupe(&R, 0x1234, 3) && R.c.up_gap == 7, "gap %llu",
+	      (unsigned long long)R.c.up_gap);
+	CHECK(upstream_dedupe(&R, 0x1234, 1) && !upstream_dedupe(&R, 0x1234, 1), "late one");
+	CHECK(upstream_dedupe(&R, 0x5678, 3), "another SSRC is another stream");
+	R.up_cur = -1;
+	R.nup = 0;
+}
+
 int main(void)
 {
 	R.rtp = true;
@@ -174,6 +250,8 @@ int main(void)
 	      "own port with --allow-local-subscribers: '%s'", out);
 	CHECK(join(&lo, 9000), "local subscriber with --allow-local-subscribers: '%s'", out);
 	CHECK(R.subs.nactive == before + 1, "%u subscribers", R.subs.nactive);
+
+	relays();
 
 	/* the budget: 100 requests at once, then one per 10 ms */
 	struct sockaddr_storage f = v4("203.0.113.1", 1000);

@@ -89,6 +89,15 @@ static void relay_usage(FILE *f)
 		"  --max-per-source N    subscribers per IPv4 address or IPv6 /64 (default 64)\n"
 		"  --control-rate N      control requests a second per source (default 200)\n"
 		"  --cookie-lifetime S   a JOIN cookie is good for S to 2*S seconds (default 30)\n"
+		"  --upstream ADDR:PORT  subscribe to the relay whose control port is ADDR:PORT\n"
+		"                        and take the stream from it (repeatable, up to 8, in\n"
+		"                        priority order: the next one when the first fails)\n"
+		"  --upstream-timeout MS an upstream silent for MS is given up (default 500)\n"
+		"  --upstream-revert     go back to an earlier upstream once it answers again\n"
+		"\n"
+		"Both modes:\n"
+		"  --join GROUP[,SOURCE][@IFACE]  receive -p from multicast GROUP (from SOURCE\n"
+		"                        only, if given) on IFACE (repeatable, up to 8)\n"
 		"\n"
 		"Signals: SIGHUP reloads the config files (the old configuration stays when\n"
 		"they are bad; host names are refused on reload) or, with --rtp, re-reads the\n"
@@ -126,7 +135,11 @@ static void parse_args(struct relay *r, struct relay_args *a, int argc, char **a
 		O_COOKIE,
 		O_USER,
 		O_LOGLEVEL,
-		O_CHECK
+		O_CHECK,
+		O_JOIN,
+		O_UPSTREAM,
+		O_UPTIMEOUT,
+		O_UPREVERT
 	};
 	static const struct option lo[] = {
 		{ "engine", required_argument, NULL, O_ENGINE },
@@ -155,6 +168,10 @@ static void parse_args(struct relay *r, struct relay_args *a, int argc, char **a
 		{ "user", required_argument, NULL, O_USER },
 		{ "log-level", required_argument, NULL, O_LOGLEVEL },
 		{ "check", no_argument, NULL, O_CHECK },
+		{ "join", required_argument, NULL, O_JOIN },
+		{ "upstream", required_argument, NULL, O_UPSTREAM },
+		{ "upstream-timeout", required_argument, NULL, O_UPTIMEOUT },
+		{ "upstream-revert", no_argument, NULL, O_UPREVERT },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -254,6 +271,29 @@ static void parse_args(struct relay *r, struct relay_args *a, int argc, char **a
 		case O_USER: r->user = optarg; break;
 		case O_CHECK: r->check = true; break;
 		case O_LOGLEVEL: log_level = cli_log_level(optarg); break;
+		case O_JOIN: {
+			char err[160];
+			if (r->njoin == RELAY_MAX_JOINS)
+				cli_usage_error("--join: at most %d groups", RELAY_MAX_JOINS);
+			if (mjoin_parse(&r->join[r->njoin], optarg, err, sizeof(err)))
+				cli_usage_error("--join '%s': %s (expected GROUP[,SOURCE][@IFACE])",
+						optarg, err);
+			r->njoin++;
+			break;
+		}
+		case O_UPSTREAM: {
+			char err[160];
+			if (r->nup == RELAY_MAX_UPSTREAMS)
+				cli_usage_error("--upstream: at most %d upstreams", RELAY_MAX_UPSTREAMS);
+			if (upstream_parse(&r->up[r->nup], optarg, err, sizeof(err)))
+				cli_usage_error("--upstream '%s': %s", optarg, err);
+			r->nup++;
+			break;
+		}
+		case O_UPTIMEOUT:
+			r->up_timeout_ms = (unsigned)cli_u64("--upstream-timeout", optarg, 50, 600000);
+			break;
+		case O_UPREVERT: r->up_revert = true; break;
 		default: cli_getopt_error(ch, argv);
 		}
 	}
@@ -268,15 +308,25 @@ static void parse_args(struct relay *r, struct relay_args *a, int argc, char **a
 					: seen_n ? "-n"
 						 : "-x");
 	if (!r->rtp &&
-	    (r->control_port || r->rtcp_port_opt || a->producer || r->max_subs ||
-	     r->expire_s != 30 || r->clock_rate || r->any_producer || r->allow_local ||
-	     r->max_per_source || r->ctl_rate || r->cookie_s))
-		cli_usage_error("--control, --rtcp-port, --producer, --any-producer, --allow-local-subscribers, "
-				"--max-subscribers, --max-per-source, --control-rate, --cookie-lifetime, --expire and "
-				"--clock-rate need --rtp");
-	if (r->rtp && !a->producer && !r->any_producer)
-		cli_usage_error("--rtp needs --producer ADDR[/MASK] (where the stream comes from), or --any-producer "
-				"to take RTP from anyone");
+	    (r->control_port || r->rtcp_port_opt || a->producer || r->max_subs || r->expire_s != 30 ||
+	     r->clock_rate || r->any_producer || r->allow_local || r->max_per_source ||
+	     r->ctl_rate || r->cookie_s || r->nup || r->up_timeout_ms || r->up_revert))
+		cli_usage_error(
+			"--control, --rtcp-port, --producer, --any-producer, --allow-local-subscribers, "
+			"--max-subscribers, --max-per-source, --control-rate, --cookie-lifetime, --expire, "
+			"--clock-rate, --upstream, --upstream-timeout and --upstream-revert need --rtp");
+	if (r->rtp && !a->producer && !r->any_producer && !r->nup)
+		cli_usage_error("--rtp needs --producer ADDR[/MASK] (where the stream comes from), --upstream "
+				"ADDR:PORT, or --any-producer to take RTP from anyone");
+	if (!r->nup && (r->up_timeout_ms || r->up_revert))
+		cli_usage_error("--upstream-timeout and --upstream-revert need --upstream");
+	if (r->njoin && r->listen_addr)
+		cli_usage_error("--join and -s exclude each other (a socket bound to one address does not get "
+				"the group's datagrams)");
+	for (size_t i = 0; i < r->njoin; i++)
+		if (r->family && r->join[i].group.ss_family != r->family)
+			cli_usage_error("--join '%s': not of the family of %s", r->join[i].arg,
+					r->family == AF_INET ? "-4" : "-6");
 	if (a->producer && r->any_producer)
 		cli_usage_error("--producer and --any-producer exclude each other");
 }
@@ -361,6 +411,7 @@ static void relay_defaults(struct relay *r)
 	r->argv_opts.flags = RCV_CHECKSUM;
 	r->data_fd[0] = r->data_fd[1] = r->rtcp_fd[0] = r->rtcp_fd[1] = -1;
 	r->raw_fd[0] = r->raw_fd[1] = -1;
+	r->up_cur = r->up_last = -1;
 }
 
 /* ...and those whose "not given" is 0. */
@@ -376,6 +427,8 @@ static void relay_defaults_after_args(struct relay *r)
 		r->ctl_rate = 200;
 	if (!r->cookie_s)
 		r->cookie_s = 30;
+	if (!r->up_timeout_ms)
+		r->up_timeout_ms = 500;
 }
 
 /* The receivers (arguments and -c files) into conf, checked against the mode;

@@ -14,7 +14,7 @@
  * Control protocol: one UDP datagram per request, ASCII, at most 512 bytes,
  * words separated by blanks, command case-insensitive:
  *
- *   JOIN [PORT] [rtcp=PORT|rtcp=none] [ssrc=HEX] [cookie=HEX]
+ *   JOIN [PORT] [rtcp=PORT|rtcp=none] [ssrc=HEX] [relay=HEX] [cookie=HEX]
  *   LEAVE [PORT] cookie=HEX
  *   KEEPALIVE [PORT] cookie=HEX     (or PING)
  *
@@ -41,6 +41,17 @@
  * about their SSRC from their address and RTCP port) for --expire seconds are
  * dropped.  STATS is not served here (it was a reflector): use the Unix stats
  * socket.
+ *
+ * Relays (--upstream, upstream.c) add relay=ID, their 64-bit identity.  Once
+ * the cookie is good, such a JOIN (and each KEEPALIVE of such a subscriber)
+ * is refused with "ERR loop: ..." (ctl_loop) when ID is this relay's own or
+ * in its path (this relay, then the relays it takes its stream from), which
+ * is the subscription that would close a cycle, or when the path would be
+ * longer than RELAY_MAX_HOPS; a subscriber refused on KEEPALIVE is removed.
+ * Otherwise OK JOIN and OK KEEPALIVE end in path=ID.ID... so the subscriber
+ * can check the path itself and knows it as its own.  A relay subscriber
+ * gets the stream's own SSRC, sequence and timestamp (rtp.c).  Plain JOINs
+ * (no relay=) are unchanged.
  */
 #include "relay.h"
 #include "../log.h"
@@ -572,6 +583,7 @@ static struct log_limit lim_short = LOG_LIMIT_INIT(LL_WARNING, "join_short");
 static struct log_limit lim_cookie_sent = LOG_LIMIT_INIT(LL_DEBUG, "cookie_sent");
 static struct log_limit lim_joined = LOG_LIMIT_INIT(LL_INFO, "joined");
 static struct log_limit lim_left = LOG_LIMIT_INIT(LL_INFO, "left");
+static struct log_limit lim_loop = LOG_LIMIT_INIT(LL_WARNING, "relay_loop_refused");
 
 /* One line for a request from `from`: why it went no further (or what it did). */
 static void ctl_log(struct log_limit *lim, const struct sockaddr_storage *from, const char *why)
@@ -579,6 +591,48 @@ static void ctl_log(struct log_limit *lim, const struct sockaddr_storage *from, 
 	char a[80];
 	if (log_enabled(lim->level))
 		log_limited(lim, "src=%s reason=%s", addr_str(from, a, sizeof(a)), why);
+}
+
+/* Whether a relay with identity id may subscribe here: not when id is this
+ * relay or one upstream of it (it would get its own stream back), nor when
+ * the path would grow past RELAY_MAX_HOPS.  A refused subscriber is removed. */
+static bool loop_refused(struct relay *r, uint64_t id, struct sub **s, char *out, size_t cap, size_t *n)
+{
+	uint64_t path[RELAY_MAX_HOPS + 1];
+	size_t np = relay_path(r, path);
+	const char *why = NULL;
+	for (size_t i = 0; i < np && !why; i++)
+		if (path[i] == id)
+			why = i == 0 ? "is this relay" : "is upstream of this relay";
+	if (!why && np >= RELAY_MAX_HOPS)
+		why = "would be deeper than the hop limit";
+	if (!why)
+		return false;
+	r->c.ctl_loop++;
+	if (log_enabled(LL_WARNING))
+		log_limited(&lim_loop, "relay=%016llx reason=%s path_len=%zu",
+			    (unsigned long long)id, why, np);
+	if (*s && !(*s)->is_static) {
+		subs_remove(&r->subs, *s);
+		*s = NULL;
+	}
+	*n = reply(out, cap, "ERR loop: relay=%016llx %s (path of %zu relays)\n",
+		   (unsigned long long)id, why, np);
+	return true;
+}
+
+/* " path=ID.ID...\n" after a reply of length n to relay subscriber s; just
+ * "\n" for a plain one. */
+static size_t path_reply(const struct relay *r, const struct sub *s, char *out, size_t cap, size_t n)
+{
+	if (s->relay_id) {
+		uint64_t path[RELAY_MAX_HOPS + 1];
+		size_t np = relay_path(r, path);
+		for (size_t i = 0; i < np; i++)
+			n += reply(out + n, cap - n, "%s%016llx",
+				   i ? "." : " path=", (unsigned long long)path[i]);
+	}
+	return n + reply(out + n, cap - n, "\n");
 }
 
 static size_t handle(struct relay *r, const char *msg, size_t len, const struct sockaddr_storage *from,
@@ -626,7 +680,7 @@ static size_t handle(struct relay *r, const char *msg, size_t len, const struct 
 	struct sockaddr_storage dest = *from;
 	uint16_t port = addr_port(from), rtcp = 0;
 	bool rtcp_set = false, ssrc_set = false, cookie_set = false;
-	uint64_t ssrc = 0, cookie = 0;
+	uint64_t ssrc = 0, cookie = 0, relay_id = 0;
 	for (size_t i = 1; i < nw; i++) {
 		if (i == 1 && parse_u16(w[i], &port))
 			continue;
@@ -646,6 +700,12 @@ static size_t handle(struct relay *r, const char *msg, size_t len, const struct 
 				return reply(out, cap, "ERR bad ssrc= (expected 1 to 8 hex digits)\n");
 			}
 			ssrc_set = true;
+		} else if (join && !strncasecmp(w[i], "relay=", 6)) {
+			if (!parse_hex(w[i] + 6, 16, &relay_id) || relay_id == 0) {
+				r->c.ctl_bad++;
+				return reply(out, cap,
+					     "ERR bad relay= (expected 1 to 16 hex digits, not 0)\n");
+			}
 		} else if (!strncasecmp(w[i], "cookie=", 7)) {
 			if (!parse_hex(w[i] + 7, 16, &cookie)) {
 				r->c.ctl_bad++;
@@ -658,7 +718,7 @@ static size_t handle(struct relay *r, const char *msg, size_t len, const struct 
 			r->c.ctl_bad++;
 			ctl_log(&lim_malformed, from, "bad_argument");
 			return reply(out, cap, "ERR unexpected '%.40s' (expected %s)\n", w[i],
-				     join ? "JOIN [PORT] [rtcp=PORT|none] [ssrc=HEX] [cookie=HEX]"
+				     join ? "JOIN [PORT] [rtcp=PORT|none] [ssrc=HEX] [relay=HEX] [cookie=HEX]"
 					     : leave ? "LEAVE [PORT] cookie=HEX"
 						     : "KEEPALIVE [PORT] cookie=HEX");
 		}
@@ -674,6 +734,7 @@ static size_t handle(struct relay *r, const char *msg, size_t len, const struct 
 		return reply(out, cap, "ERR refused: %s\n", why);
 	}
 	char a[80];
+	size_t n;
 	addr_str(&dest, a, sizeof(a));
 	char *sp = strrchr(a, ':');
 	if (sp)
@@ -702,6 +763,8 @@ static size_t handle(struct relay *r, const char *msg, size_t len, const struct 
 			ctl_log(&lim_cookie, from, "wrong_or_expired");
 			return reply(out, cap, "ERR bad cookie (expired? JOIN again without it)\n");
 		}
+		if (relay_id && loop_refused(r, relay_id, &s, out, cap, &n))
+			return n;
 		if (!s) {
 			uint32_t k = subs_per_source(&r->subs, &dest);
 			if (k >= r->max_per_source) {
@@ -731,10 +794,13 @@ static size_t handle(struct relay *r, const char *msg, size_t len, const struct 
 			subs_set_ssrc(&r->subs, s, (uint32_t)ssrc);
 		char d[80];
 		if (log_enabled(LL_INFO))
-			log_limited(&lim_joined, "subscriber=%s ssrc=0x%08x rtcp=%u",
-				    addr_str(&dest, d, sizeof(d)), s->ssrc, s->rtcp_port);
-		return reply(out, cap, "OK JOIN %s ssrc=0x%08x rtcp=%u expires=%u\n", a, s->ssrc,
-			     s->rtcp_port, r->expire_s);
+			log_limited(&lim_joined, "subscriber=%s ssrc=0x%08x rtcp=%u relay=%016llx",
+				    addr_str(&dest, d, sizeof(d)), s->ssrc, s->rtcp_port,
+				    (unsigned long long)relay_id);
+		s->relay_id = relay_id;
+		n = reply(out, cap, "OK JOIN %s ssrc=0x%08x rtcp=%u expires=%u", a, s->ssrc,
+			  s->rtcp_port, r->expire_s);
+		return path_reply(r, s, out, cap, n);
 	}
 	if (!cookie_set || !*verified) {
 		r->c.ctl_bad_cookie++;
@@ -756,8 +822,11 @@ static size_t handle(struct relay *r, const char *msg, size_t len, const struct 
 	r->c.ctl_keepalive++;
 	if (!s)
 		return reply(out, cap, "ERR not subscribed: %s\n", a);
+	if (s->relay_id && loop_refused(r, s->relay_id, &s, out, cap, &n))
+		return n;
 	s->seen_ns = now;
-	return reply(out, cap, "OK KEEPALIVE %s expires=%u\n", a, r->expire_s);
+	n = reply(out, cap, "OK KEEPALIVE %s expires=%u", a, r->expire_s);
+	return path_reply(r, s, out, cap, n);
 }
 
 size_t control_handle(struct relay *r, const char *msg, size_t len,

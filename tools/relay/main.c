@@ -31,7 +31,7 @@
 
 int relay_epfd = -1;
 
-enum { TAG_LS = 1, TAG_SIG, TAG_TIMER, TAG_STATS, TAG_METRICS };
+enum { TAG_LS = 1, TAG_SIG, TAG_TIMER, TAG_STATS, TAG_METRICS, TAG_UP, TAG_UPTIMER };
 #define TAG(kind, i) (((uint64_t)(kind) << 32) | (uint32_t)(i))
 #define TICK_MS 200
 #define CTL_BATCH 32
@@ -356,6 +356,7 @@ struct loop {
 	struct relay_args a;	/* kept for reload() */
 	int sfd, tfd, stats_fd; /* signalfd, the TICK_MS timer, --stats-socket */
 	int metrics_fd;		/* --metrics: the listening socket, then libmicrohttpd's epoll */
+	int utfd;		/* --upstream: the UP_TICK_MS timer, -1 without */
 	struct inbuf in;
 	uint64_t last_status, last_expire, last_addrs;
 	/* systemd's watchdog: WATCHDOG=1 every wd_ns (0: off) */
@@ -385,6 +386,9 @@ static void open_ports(struct relay *r)
 					rp, cp);
 	}
 	open_listeners(r, LS_DATA, port, "-p");
+	char err[256];
+	if (mjoin_apply(r, err, sizeof(err)))
+		cli_fail("%s", err);
 	if (!r->rtp)
 		return;
 	open_listeners(r, LS_RTCP, rp, "--rtcp-port");
@@ -395,6 +399,12 @@ static void open_ports(struct relay *r)
 	r->own_port[1] = rp;
 	r->own_port[2] = cp;
 	randombytes_buf(r->cookie_key, sizeof(r->cookie_key));
+	do /* the identity in relay= and path= (loop rule, control.c) */
+		randombytes_buf(&r->relay_id, sizeof(r->relay_id));
+	while (!r->relay_id);
+	r->up_cur = -1;
+	if (upstream_open(r))
+		cli_fail("--upstream: socket: %s", strerror(errno));
 	r->rate = calloc(CTL_RATE_SLOTS, sizeof(*r->rate));
 	if (!r->rate)
 		cli_fail("out of memory");
@@ -500,6 +510,20 @@ static void loop_setup(struct relay *r, struct loop *lp)
 		if (epoll_ctl(relay_epfd, EPOLL_CTL_ADD, r->ls[i].fd, &ev) != 0)
 			cli_fail("epoll_ctl: %s", strerror(errno));
 	}
+	lp->utfd = -1;
+	if (r->nup) { /* failover within a second needs a finer tick than TICK_MS */
+		lp->utfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+		struct itimerspec uts = { { 0, UP_TICK_MS * 1000000L }, { 0, UP_TICK_MS * 1000000L } };
+		ev.data.u64 = TAG(TAG_UPTIMER, 0);
+		if (lp->utfd < 0 || timerfd_settime(lp->utfd, 0, &uts, NULL) != 0 ||
+		    epoll_ctl(relay_epfd, EPOLL_CTL_ADD, lp->utfd, &ev) != 0)
+			cli_fail("--upstream: timer: %s", strerror(errno));
+	}
+	for (size_t i = 0; i < r->nup; i++) {
+		ev.data.u64 = TAG(TAG_UP, i);
+		if (epoll_ctl(relay_epfd, EPOLL_CTL_ADD, r->up[i].fd, &ev) != 0)
+			cli_fail("epoll_ctl: %s", strerror(errno));
+	}
 
 	lp->in.size = r->max_size + 1 < 65536 ? r->max_size + 1 : 65536;
 	lp->in.data = malloc((size_t)RELAY_BATCH * lp->in.size);
@@ -530,6 +554,9 @@ static void print_banner(const struct relay *r)
 	log_event(LL_NOTICE, "started", "mode=%s listen=%s %s=%zu engine=%s",
 		  r->rtp ? "broadcast" : "replicate", lst, r->rtp ? "static_subscribers" : "receivers",
 		  r->rtp ? (size_t)r->subs.nactive : r->conf.receivers, gc_engine_name(r->engine));
+	if (r->rtp)
+		log_event(LL_NOTICE, "identity", "relay_id=%016llx upstreams=%zu",
+			  (unsigned long long)r->relay_id, r->nup);
 }
 
 /* ---- the loop's events ----------------------------------------------------------- */
@@ -598,6 +625,14 @@ static void on_tick(struct relay *r, struct loop *lp)
 	}
 }
 
+static void on_up_tick(struct relay *r, struct loop *lp)
+{
+	uint64_t ticks;
+	while (read(lp->utfd, &ticks, sizeof(ticks)) == sizeof(ticks))
+		;
+	upstream_tick(r, relay_now_ns());
+}
+
 /* Until a signal, -d or -t stops it. */
 static void relay_loop(struct relay *r, struct loop *lp)
 {
@@ -626,6 +661,10 @@ static void relay_loop(struct relay *r, struct loop *lp)
 				on_signals(r, lp);
 			else if (kind == TAG_TIMER)
 				on_tick(r, lp);
+			else if (kind == TAG_UP)
+				upstream_read(r, idx);
+			else if (kind == TAG_UPTIMER)
+				on_up_tick(r, lp);
 		}
 	}
 }
@@ -644,6 +683,9 @@ static void relay_teardown(struct relay *r, struct loop *lp)
 	}
 	stats_close_all(r);
 	prom_stop();
+	upstream_close(r); /* LEAVE the upstream: it stops sending now */
+	if (lp->utfd >= 0)
+		close(lp->utfd);
 	if (lp->stats_fd >= 0) {
 		close(lp->stats_fd);
 		unlink(r->stats_socket);
@@ -706,6 +748,8 @@ int cmd_relay(int argc, char **argv)
 	lp->wd_ns = sd_watchdog_usec() * 1000u / 2;
 	lp->last_wd = relay_now_ns();
 	(void)sd_notify_state("READY=1");
+	if (r->nup)
+		upstream_tick(r, relay_now_ns()); /* the first JOIN now, not a tick later */
 	relay_loop(r, lp);
 	(void)sd_notify_state("STOPPING=1");
 	relay_teardown(r, lp);

@@ -10,7 +10,10 @@
  *   rtp.c      broadcast mode: RTP/RTCP parsing and per-subscriber rewriting
  *   control.c  broadcast mode: subscriber table, admission (address checks,
  *              local addresses, per-source limits) and the control protocol
- *              with its return-routability handshake (cookies)
+ *              with its return-routability handshake (cookies); the loop rule
+ *              for relays that subscribe (relay= in JOIN, path= in replies)
+ *   upstream.c broadcast mode: --upstream, this relay as a subscriber of
+ *              other relays (handshake, keepalives, failover, revert)
  *   privs.c    pidfile, dropping capabilities and switching user after setup
  *   stats.c    counters, the status line, JSON, the stats socket
  *   metrics.c  --metrics: the counters for Prometheus over HTTP (libmicrohttpd)
@@ -143,6 +146,13 @@ struct relay_counters {
 	uint64_t reloads, reload_failures;
 	uint64_t stats_queries, stats_refused;
 	uint64_t metrics_scrapes, metrics_not_found, metrics_bad_method; /* --metrics requests */
+	uint64_t ctl_loop; /* relay JOIN/KEEPALIVE refused: a loop, or deeper than RELAY_MAX_HOPS */
+	uint64_t up_loops; /* --upstream: our own identity in an upstream's path: left */
+	uint64_t up_subscribed;	 /* --upstream: subscriptions made (OK JOIN) */
+	uint64_t up_failures;	 /* --upstream: upstreams given up (silent, refused, ERR) */
+	uint64_t up_switches;	 /* --upstream: the stream taken from another upstream */
+	uint64_t rtp_duplicates; /* --upstream: RTP dropped, SSRC and sequence already relayed */
+	uint64_t up_gap;	 /* --upstream: packets missing across a switch (sequence gap) */
 };
 
 /* Every counter above, once: its JSON key and its Prometheus sample.  Both
@@ -180,6 +190,7 @@ struct sub {
 	uint32_t ssrc, ts_off;
 	uint16_t seq_base, seq_off;
 	uint64_t cookie;   /* the cookie it joined with: LEAVE and KEEPALIVE show it */
+	uint64_t relay_id; /* a relay (relay= in JOIN): gets the stream's own numbering; 0 if not */
 	uint8_t hdr[12];   /* the RTP header of the datagram being sent */
 	int32_t next;	   /* hash chain */
 	int32_t ssrc_next; /* chain of the SSRC index (ssrc_ours only) */
@@ -271,6 +282,57 @@ int spoof_send(int fd, const void *payload, size_t len, const struct sockaddr_st
 /* A raw socket for family (IP_HDRINCL / IPPROTO_RAW), or -1 with errno. */
 int spoof_socket(int family, int sndbuf);
 
+/* ---- upstream.c: --upstream ----------------------------------------------- */
+
+#define RELAY_MAX_HOPS 8      /* relays in a path: a deeper JOIN is refused */
+#define RELAY_MAX_UPSTREAMS 8 /* --upstream options */
+#define RELAY_MAX_JOINS 8     /* --join options */
+
+enum up_state { UP_IDLE, UP_COOKIE, UP_JOINING, UP_ACTIVE };
+
+struct upstream {
+	const char *arg;	      /* as given */
+	struct sockaddr_storage addr; /* its control port */
+	int fd;			      /* connected UDP socket */
+	enum up_state st;
+	uint64_t cookie;
+	uint64_t start_ns; /* this handshake started */
+	uint64_t sent_ns;  /* last request sent */
+	uint64_t heard_ns; /* last reply or datagram from it */
+	uint64_t retry_ns; /* IDLE: not before */
+	uint64_t backoff_ns;
+	uint64_t path[RELAY_MAX_HOPS]; /* its path: itself first, then its upstreams */
+	size_t npath;
+};
+
+/* Parse ADDR:PORT (numeric; [IPv6]:PORT) into u.  0 or -1 with err set. */
+int upstream_parse(struct upstream *u, const char *arg, char *err, size_t errlen);
+/* Open the sockets; each is added to epoll by main.c. 0 or -1 with errno. */
+int upstream_open(struct relay *r);
+/* Every UP_TICK_MS: timeouts, keepalives, the next upstream. */
+void upstream_tick(struct relay *r, uint64_t now);
+#define UP_TICK_MS 50
+/* A reply on upstream i's socket. */
+void upstream_read(struct relay *r, size_t i);
+/* Whether from is the upstream the stream is taken from now (and mark it heard). */
+bool upstream_is_current(struct relay *r, const struct sockaddr_storage *from, uint64_t now);
+/* RTP dedupe across switches: false when (ssrc, seq) was relayed already. */
+bool upstream_dedupe(struct relay *r, uint32_t ssrc, uint16_t seq);
+/* The path this relay gives its relay subscribers: itself, then its upstreams. */
+size_t relay_path(const struct relay *r, uint64_t *out);
+void upstream_close(struct relay *r);
+
+/* --join GROUP[,SOURCE][@IFACE] */
+struct mjoin {
+	const char *arg;
+	struct sockaddr_storage group, source; /* source: AF_UNSPEC for any-source */
+	unsigned ifindex;		       /* 0: the kernel's choice (the route to GROUP) */
+};
+/* Parse one --join.  0, or -1 with err set. */
+int mjoin_parse(struct mjoin *j, const char *arg, char *err, size_t errlen);
+/* Join every --join group on the data socket of its family.  0 or -1 with err. */
+int mjoin_apply(struct relay *r, char *err, size_t errlen);
+
 /* ---- the relay ---------------------------------------------------------- */
 
 #define RELAY_MAX_SOCKS 1024
@@ -336,6 +398,21 @@ struct relay {
 	unsigned cookie_s;	 /* --cookie-lifetime: one time bucket */
 	struct sockaddr_storage producer_net, producer_mask;
 	const char *user; /* --user */
+	struct mjoin join[RELAY_MAX_JOINS];
+	size_t njoin;
+	struct upstream up[RELAY_MAX_UPSTREAMS];
+	size_t nup;
+	bool up_revert;		/* --upstream-revert */
+	unsigned up_timeout_ms; /* --upstream-timeout */
+	int up_cur;		/* the upstream the stream comes from, -1: none */
+	int up_last;		/* the last one it came from, -1: none yet */
+	uint64_t relay_id;	/* random at start, never 0 */
+	struct relay_dedupe {	/* RTP dedupe (--upstream) */
+		bool have, switched;
+		uint32_t ssrc;
+		uint16_t top;
+		uint64_t win[16]; /* the last 1024 sequence numbers, bit (seq % 1024) */
+	} dd;
 
 	/* state */
 	struct listener ls[8];

@@ -31,7 +31,8 @@
  * (a relay subscribed to us that we are subscribed to: with symmetric RTP its
  * stream comes from the port we send to), or carrying an SSRC this relay
  * generated for a subscriber (our own stream come back), is dropped and
- * counted (rtp_loops).
+ * counted (rtp_loops).  Relay subscribers (relay= in JOIN) get the stream's
+ * own SSRC, sequence and timestamp instead of their own (see upstream.c).
  */
 #include "relay.h"
 #include "../log.h"
@@ -70,8 +71,10 @@ static bool same_port(const struct sockaddr_storage *a, const struct sockaddr_st
 	return addr_same_host(a, b) && addr_port(a) == addr_port(b);
 }
 
-static bool producer_ok(struct relay *r, const struct sockaddr_storage *from)
+static bool producer_ok(struct relay *r, const struct sockaddr_storage *from, uint64_t now)
 {
+	if (r->nup && upstream_is_current(r, from, now))
+		return true; /* --upstream: the one the stream comes from now */
 	if (!r->have_producer_filter)
 		return r->any_producer;
 	struct source s = { .addr = r->producer_net, .mask = r->producer_mask };
@@ -199,7 +202,7 @@ static void producer_track(struct relay *r, uint32_t ssrc, uint16_t seq, uint32_
 void rtp_forward(struct relay *r, const uint8_t *d, size_t len, const struct sockaddr_storage *from,
 		 uint64_t now)
 {
-	if (!producer_ok(r, from)) {
+	if (!producer_ok(r, from, now)) {
 		r->c.rtp_rejected++;
 		dropped(&lim_rejected, from, len, "not_from_producer");
 		return;
@@ -231,6 +234,10 @@ void rtp_forward(struct relay *r, const uint8_t *d, size_t len, const struct soc
 		dropped(&lim_loop, from, len, own ? "relay_ssrc" : "from_subscriber");
 		return;
 	}
+	if (r->nup && !upstream_dedupe(r, ssrc, seq))
+		return; /* relayed already, from the upstream before a switch */
+	if (r->nup)
+		r->prod.addr = *from; /* RTCP too comes from the new upstream */
 	producer_track(r, ssrc, seq, ts, from, now);
 	r->prod.packets++;
 	r->prod.octets += (uint64_t)payload;
@@ -255,6 +262,12 @@ void rtp_forward(struct relay *r, const uint8_t *d, size_t len, const struct soc
 			uint8_t *h = s->hdr;
 			h[0] = d[0];
 			h[1] = d[1];
+			if (s->relay_id) { /* a relay: the stream's own numbering */
+				put16(h + 2, gseq);
+				put32(h + 4, gts);
+				put32(h + 8, ssrc);
+				continue;
+			}
 			put16(h + 2, (uint16_t)(gseq + s->seq_off));
 			put32(h + 4, gts + s->ts_off);
 			put32(h + 8, s->ssrc);
@@ -413,8 +426,9 @@ void rtcp_forward(struct relay *r, const uint8_t *d, size_t len,
 		}
 		return;
 	}
-	bool from_producer = r->prod.have ? addr_same_host(from, &r->prod.addr) : producer_ok(r, from);
-	if (!from_producer || !producer_ok(r, from)) {
+	bool ok = producer_ok(r, from, now);
+	bool from_producer = r->prod.have ? addr_same_host(from, &r->prod.addr) : ok;
+	if (!from_producer || !ok) {
 		r->c.rtcp_rejected++;
 		dropped(&lim_rtcp, from, len, "not_from_producer");
 		return;
@@ -465,9 +479,11 @@ void rtcp_forward(struct relay *r, const uint8_t *d, size_t len,
 			for (size_t k = 0; k < np; k++) {
 				uint8_t *q = b + pt[k].off;
 				if (pt[k].kind == P_SSRC) {
-					put32(q, s->ssrc);
+					if (!s->relay_id) /* a relay keeps the stream's SSRC */
+						put32(q, s->ssrc);
 				} else { /* SR sender info */
-					uint32_t ts = get32(q + 16) + r->prod.g_ts_off + s->ts_off;
+					uint32_t ts = get32(q + 16) + r->prod.g_ts_off +
+						(s->relay_id ? 0 : s->ts_off);
 					put32(q + 16, ts);
 					put32(q + 20, (uint32_t)s->packets);
 					put32(q + 24, (uint32_t)s->payload_octets);

@@ -64,6 +64,7 @@ const struct counter_def relay_counter_defs[] = {
 	C(rtp_loops, CM_BROADCAST, "drops_total", "reason=\"rtp_loop\"", NULL),
 	C(rtcp_invalid, CM_BROADCAST, "drops_total", "reason=\"rtcp_invalid\"", NULL),
 	C(rtcp_rejected, CM_BROADCAST, "drops_total", "reason=\"rtcp_rejected\"", NULL),
+	C(rtp_duplicates, CM_BROADCAST, "drops_total", "reason=\"duplicate\"", NULL),
 	C(group_sends, CM_BOTH, "group_sends_total", NULL, "gc_sendgroup() calls."),
 	{ "send_ns", offsetof(struct relay_counters, send_ns), CM_BOTH, true, "send_cpu_seconds_total",
 	  NULL, "CPU time inside the sends (measured only with --time-sends)." },
@@ -96,10 +97,21 @@ const struct counter_def relay_counter_defs[] = {
 	C(ctl_per_source, CM_BROADCAST, "control_failures_total", "reason=\"per_source_limit\"", NULL),
 	C(ctl_refused, CM_BROADCAST, "control_failures_total", "reason=\"full\"", NULL),
 	C(ctl_rate_limited, CM_BROADCAST, "control_failures_total", "reason=\"rate_limited\"", NULL),
+	C(ctl_loop, CM_BROADCAST, "control_failures_total", "reason=\"loop\"", NULL),
 	C(ctl_cookies, CM_BROADCAST, "handshake_cookies_sent_total", NULL,
 	  "Cookie replies to a first JOIN (the return-routability handshake)."),
 	C(ctl_truncated, CM_BROADCAST, "control_replies_truncated_total", NULL,
 	  "Replies to unverified requests cut to the request's length."),
+	C(up_loops, CM_BROADCAST, "upstream_loops_total", NULL,
+	  "Upstreams left because this relay was in their path (a loop seen from below)."),
+	C(up_subscribed, CM_BROADCAST, "upstream_subscriptions_total", NULL,
+	  "Subscriptions to an upstream relay that it answered OK JOIN (--upstream)."),
+	C(up_failures, CM_BROADCAST, "upstream_failures_total", NULL,
+	  "Upstream relays given up: silent, unreachable, refused (--upstream)."),
+	C(up_switches, CM_BROADCAST, "upstream_switches_total", NULL,
+	  "Times the stream moved to another upstream relay (--upstream)."),
+	C(up_gap, CM_BROADCAST, "upstream_gap_packets_total", NULL,
+	  "RTP packets missing across upstream switches (sequence numbers never relayed)."),
 	C(expired, CM_BROADCAST, "subscribers_expired_total", NULL,
 	  "Subscribers dropped after --expire seconds of silence."),
 	/* the readers */
@@ -186,6 +198,16 @@ void stats_json(struct relay *r, FILE *f, bool detail)
 	if (r->rtp) {
 		fprintf(f, ",\"subscriber_count\":%u,\"max_subscribers\":%u", r->subs.nactive,
 			r->subs.max);
+		uint64_t path[RELAY_MAX_HOPS + 1];
+		size_t np = relay_path(r, path);
+		fprintf(f, ",\"relay_id\":\"%016llx\",\"path\":[", (unsigned long long)r->relay_id);
+		for (size_t i = 0; i < np; i++)
+			fprintf(f, "%s\"%016llx\"", i ? "," : "", (unsigned long long)path[i]);
+		fputs("],\"upstream\":", f);
+		if (r->up_cur >= 0)
+			cli_json_str(f, r->up[r->up_cur].arg);
+		else
+			fputs("null", f);
 	} else {
 		fprintf(f, ",\"receiver_count\":%zu,\"source_count\":%zu", r->conf.receivers, r->conf.n);
 		/* the library's own counters of the send sockets (gc_stats(3)): which
