@@ -135,6 +135,11 @@ static void prepare_rtp_senders(struct relay *r)
 			(void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sb, sizeof(sb));
 		if (gc_set_engine(fd, r->engine) != 0)
 			cli_fail("--engine %s: %s", gc_engine_name(r->engine), gc_errmsg());
+		if (r->ls[i].kind == LS_DATA) {
+			int f = relay_family_index(r->ls[i].family);
+			r->data_engine[f] = gc_get_engine(fd);
+			r->data_twin[f] = batch_twin(r, fd);
+		}
 	}
 }
 
@@ -249,6 +254,7 @@ static void read_data(struct relay *r, struct inbuf *b, size_t li)
 			return;
 		uint64_t now = relay_now_ns();
 		last_data_ns = now;
+		r->rx_batch = (unsigned)n; /* AUTO's choice per datagram (batch.c) */
 		for (int i = 0; i < n; i++) {
 			struct msghdr *h = &b->mv[i].msg_hdr;
 			size_t len = b->mv[i].msg_len;
@@ -279,6 +285,7 @@ static void read_data(struct relay *r, struct inbuf *b, size_t li)
 			else
 				rtp_forward(r, b->iov[i].iov_base, len, from, now);
 		}
+		batch_flush(r); /* before the buffers are read into again */
 		if (n < RELAY_BATCH)
 			return;
 	}
@@ -381,6 +388,7 @@ static void open_ports(struct relay *r)
 			cli_usage_error("-p %u, --rtcp-port %u and --control %u must differ", port,
 					rp, cp);
 	}
+	r->data_twin[0] = r->data_twin[1] = -1;
 	open_listeners(r, LS_DATA, port, "-p");
 	if (!r->rtp)
 		return;
@@ -498,6 +506,8 @@ static void loop_setup(struct relay *r, struct loop *lp)
 			cli_fail("epoll_ctl: %s", strerror(errno));
 	}
 
+	if (batch_init(r))
+		cli_fail("out of memory");
 	lp->in.size = r->max_size + 1 < 65536 ? r->max_size + 1 : 65536;
 	lp->in.data = malloc((size_t)RELAY_BATCH * lp->in.size);
 	if (!lp->in.data)
@@ -579,6 +589,13 @@ static void on_tick(struct relay *r, struct loop *lp)
 		r->c.expired += subs_expire(&r->subs, now, (uint64_t)r->expire_s * 1000000000u);
 		lp->last_expire = now;
 	}
+	/* what AUTO sends with now (it may change between sends): batch.c's choice */
+	for (size_t i = 0; i < r->nss; i++)
+		if (!r->ss[i].raw && r->ss[i].twin >= 0)
+			r->ss[i].engine = gc_get_engine(r->ss[i].fd);
+	for (int f = 0; f < 2; f++)
+		if (r->data_twin[f] >= 0)
+			r->data_engine[f] = gc_get_engine(r->data_fd[f]);
 	metrics_run(); /* idle connections time out (libmicrohttpd's timeouts are seconds) */
 	if (r->duration_s > 0 && (double)(now - r->start_ns) / 1e9 >= r->duration_s)
 		lp->stop = true;
@@ -646,6 +663,7 @@ static void relay_teardown(struct relay *r, struct loop *lp)
 	}
 	for (size_t i = 0; i < r->nss; i++) {
 		if (!r->ss[i].raw) {
+			batch_twin_close(&r->ss[i].twin);
 			gc_release(r->ss[i].fd);
 			close(r->ss[i].fd);
 		}
@@ -653,6 +671,7 @@ static void relay_teardown(struct relay *r, struct loop *lp)
 		free(r->ss[i].who);
 	}
 	for (int f = 0; f < 2; f++) {
+		batch_twin_close(&r->data_twin[f]);
 		if (r->raw_fd[f] >= 0)
 			close(r->raw_fd[f]);
 		free(r->brec[f]);
@@ -667,6 +686,7 @@ static void relay_teardown(struct relay *r, struct loop *lp)
 	free(r->rwho);
 	free(r->rtcp_buf);
 	free(lp->in.data);
+	batch_free(r);
 	close(lp->sfd);
 	close(lp->tfd);
 	close(relay_epfd);
