@@ -41,14 +41,18 @@
  * AUTO: the group size from which one datagram's copies cost less through
  * the kernel engine (one trigger per datagram) than queued for one
  * sendmmsg() with the rest of the receive batch: relay CPU per input
- * datagram, replicate mode, 984-byte NetFlow v5, measured in G4's lab:
- *   python3 bench/relay_crossover.py   (bench/results/relay-points/crossover.md)
- * A datagram alone (a low input rate) pays a system call either way; in a
- * batch the user path's system call is shared, so the kernel engine wins
- * later.
+ * datagram, replicate mode, 984 bytes, measured in samplicator.py's lab
+ * (bench/results/relay-points/crossover.md, medians of 2, noisy):
+ *   python3 bench/relay_crossover.py
+ * In a batch (many datagrams waiting) the kernel engine was cheaper from
+ * N = 4 (18.8 against 20.5 us; at N = 2 mmsg 11.4 against 13.5): the
+ * trigger's fixed cost is soon paid back by clones that skip the stack's
+ * per-copy work.  Alone (100/s) the wake-up dominates both, and the kernel
+ * engine was first cheaper at N = 16 (58.9 against 67.7 us; at 12, 59.6
+ * against 53.8).
  */
-#define KERNEL_FROM_ALONE 6
-#define KERNEL_FROM_BATCH 12
+#define KERNEL_FROM_ALONE 16
+#define KERNEL_FROM_BATCH 4
 
 size_t relay_kernel_from(unsigned batch)
 {
