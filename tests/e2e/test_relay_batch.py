@@ -58,12 +58,12 @@ def check_copies(got, sizes, count):
 
 @pytest.mark.parametrize("engine", ["auto", "mmsg", "kernel"])
 def test_batch_keeps_order_and_bytes_per_receiver(net, engine):
-    """Four producers at once, 600 datagrams each, 6 receivers (3 sources'
-    worth of config: one any-source line) on the command line."""
-    ports = [4800 + i for i in range(4)]
+    """Four producers at once, 600 datagrams each, 3 receivers on the command
+    line (under AUTO below the kernel engine's crossover: batched)."""
+    ports = [4800, 4801]
     rx1 = net.rx(net.r1, ports, idle=2.0)
-    rx2 = net.rx(net.r2, [4810, 4811], idle=2.0)
-    proc, sock = net.relay(["-p", 2600, "--engine", engine, f"{net.r1.v4}/4800-4803", f"{net.r2.v4}/4810+2"])
+    rx2 = net.rx(net.r2, [4810], idle=2.0)
+    proc, sock = net.relay(["-p", 2600, "--engine", engine, f"{net.r1.v4}/4800-4801", f"{net.r2.v4}/4810"])
     count, producers = 600, 4
     sizes = burst(net, f"{net.relay_p.v4}:2600", producers, count)
     got1, got2 = net.collect(rx1), net.collect(rx2)
@@ -71,9 +71,8 @@ def test_batch_keeps_order_and_bytes_per_receiver(net, engine):
     assert final["in"] == count * producers and final["ingest_drops"] == 0
     for p in ports:
         check_copies(got1[p], sizes, count)
-    for p in (4810, 4811):
-        check_copies(got2[p], sizes, count)
-    assert final["out"] == 6 * count * producers and final["errors"] == 0
+    check_copies(got2[4810], sizes, count)
+    assert final["out"] == 3 * count * producers and final["errors"] == 0
     assert final["lib_datagrams"] == final["out"]
     if engine != "kernel":
         # the burst came in batches: fewer group sends than datagrams
