@@ -342,9 +342,9 @@ struct relay {
 	/* state */
 	struct listener ls[8];
 	size_t nls;
-	int data_fd[2]; /* [0] IPv4, [1] IPv6 data listen socket, -1 if none */
-	int data_twin[2];		/* AUTO: their dup()s on the mmsg engine (batch.c), or -1 */
-	enum gc_engine data_engine[2];	/* what sends on data_fd (AUTO resolved) */
+	int data_fd[2];		       /* [0] IPv4, [1] IPv6 data listen socket, -1 if none */
+	int data_twin[2];	       /* AUTO: their dup()s on the mmsg engine (batch.c), or -1 */
+	enum gc_engine data_engine[2]; /* what sends on data_fd (AUTO resolved) */
 	int rtcp_fd[2];
 	struct sendsock ss[RELAY_MAX_SOCKS];
 	size_t nss;

@@ -158,8 +158,9 @@ size_t relay_gc_sockets(const struct relay *r, struct gc_sock *out, size_t cap)
 				out[n] = (struct gc_sock){
 					r->ls[i].fd, r->ls[i].family, 0,
 					r->ls[i].kind == LS_RTCP ? "rtcp" : "rtp",
-					r->ls[i].kind == LS_RTCP ? -1
-								 : r->data_twin[relay_family_index(r->ls[i].family)]
+					r->ls[i].kind == LS_RTCP
+						? -1
+						: r->data_twin[relay_family_index(r->ls[i].family)]
 				};
 				n++;
 			}
@@ -167,8 +168,8 @@ size_t relay_gc_sockets(const struct relay *r, struct gc_sock *out, size_t cap)
 	}
 	for (size_t i = 0; i < r->nss && n < cap; i++)
 		if (!r->ss[i].raw) {
-			out[n] = (struct gc_sock){ r->ss[i].fd, r->ss[i].family, r->ss[i].ttl, "send",
-						   r->ss[i].twin };
+			out[n] = (struct gc_sock){ r->ss[i].fd, r->ss[i].family, r->ss[i].ttl,
+						   "send", r->ss[i].twin };
 			n++;
 		}
 	return n;
