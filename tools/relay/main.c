@@ -231,7 +231,26 @@ struct inbuf {
 	uint8_t *data;
 	size_t size;
 	uint32_t ovfl[8]; /* last SO_RXQ_OVFL value per listener */
+	int used;	  /* headers the last recvmmsg() filled in: set up again */
 };
+
+/* Receive headers: all once (inbuf_setup), then only those a recvmmsg()
+ * wrote into (it changes msg_namelen, msg_controllen, msg_flags and
+ * msg_len of the datagrams it returned): at a low rate, one per wake-up
+ * instead of RELAY_BATCH. */
+static void inbuf_reset(struct inbuf *b, int from, int to)
+{
+	for (int i = from; i < to; i++) {
+		b->iov[i] = (struct iovec){ b->data + (size_t)i * b->size, b->size };
+		b->mv[i].msg_hdr = (struct msghdr){ .msg_name = &b->from[i],
+						    .msg_namelen = sizeof(b->from[i]),
+						    .msg_iov = &b->iov[i],
+						    .msg_iovlen = 1,
+						    .msg_control = b->cmsg[i],
+						    .msg_controllen = sizeof(b->cmsg[i]) };
+		b->mv[i].msg_len = 0;
+	}
+}
 
 static uint64_t last_data_ns;
 
@@ -239,21 +258,15 @@ static void read_data(struct relay *r, struct inbuf *b, size_t li)
 {
 	struct listener *l = &r->ls[li];
 	for (int round = 0; round < 8; round++) {
-		for (int i = 0; i < RELAY_BATCH; i++) {
-			b->iov[i] = (struct iovec){ b->data + (size_t)i * b->size, b->size };
-			b->mv[i].msg_hdr = (struct msghdr){ .msg_name = &b->from[i],
-							    .msg_namelen = sizeof(b->from[i]),
-							    .msg_iov = &b->iov[i],
-							    .msg_iovlen = 1,
-							    .msg_control = b->cmsg[i],
-							    .msg_controllen = sizeof(b->cmsg[i]) };
-			b->mv[i].msg_len = 0;
-		}
+		inbuf_reset(b, 0, b->used);
+		b->used = 0;
 		int n = recvmmsg(l->fd, b->mv, RELAY_BATCH, MSG_DONTWAIT, NULL);
 		if (n <= 0)
 			return;
-		uint64_t now = relay_now_ns();
-		last_data_ns = now;
+		b->used = n;
+		/* no clock read per batch where nothing needs the time (replicate
+		 * mode): -t learns of the input at the next tick (on_tick) */
+		uint64_t now = r->rtp ? relay_now_ns() : 0;
 		r->rx_batch = (unsigned)n; /* AUTO's choice per datagram (batch.c) */
 		for (int i = 0; i < n; i++) {
 			struct msghdr *h = &b->mv[i].msg_hdr;
@@ -362,6 +375,7 @@ struct loop {
 	int metrics_fd;		/* --metrics: the listening socket, then libmicrohttpd's epoll */
 	struct inbuf in;
 	uint64_t last_status, last_expire, last_addrs;
+	uint64_t last_in; /* r->c.in at the last tick */
 	/* systemd's watchdog: WATCHDOG=1 every wd_ns (0: off) */
 	uint64_t wd_ns, last_wd;
 	int rc; /* exit status */
@@ -512,6 +526,7 @@ static void loop_setup(struct relay *r, struct loop *lp)
 	lp->in.data = malloc((size_t)RELAY_BATCH * lp->in.size);
 	if (!lp->in.data)
 		cli_fail("out of memory");
+	inbuf_reset(&lp->in, 0, RELAY_BATCH);
 	if (r->time_sends) /* what one pair of send_ns's clock reads costs */
 		r->timer_ns = (uint64_t)timer_pair_ns();
 	r->start_ns = last_data_ns = relay_now_ns();
@@ -571,6 +586,10 @@ static void on_tick(struct relay *r, struct loop *lp)
 	while (read(lp->tfd, &ticks, sizeof(ticks)) == sizeof(ticks))
 		;
 	uint64_t now = relay_now_ns();
+	if (r->c.in != lp->last_in) { /* data since the last tick: -t starts over */
+		lp->last_in = r->c.in;
+		last_data_ns = now;
+	}
 	if (lp->wd_ns && now - lp->last_wd >= lp->wd_ns) { /* the loop turns: we are alive */
 		(void)sd_notify_state("WATCHDOG=1");
 		lp->last_wd = now;
