@@ -64,7 +64,7 @@ PARTS = [
     ("epoll (wait, wake-up)", ["epoll_wait"]),
     ("receive", ["__recvmmsg", "__libc_recvfrom", "recvfrom", "__libc_recvmsg"]),
     ("library socket check (SO_COOKIE)", ["__getsockopt", "getsockopt"]),
-    ("clock reads", ["__clock_gettime", "clock_gettime", "relay_now_ns"]),
+    ("clock reads", ["__clock_gettime", "clock_gettime", "clock_gettime@@GLIBC_2.17", "__vdso_clock_gettime"]),
     ("AUTO policy re-check", ["gc_kpolicy_declines"]),
     ("send", ["__sendmmsg", "__libc_sendto", "sendto", "__libc_send", "__libc_sendmsg", "__splice", "splice",
               "__libc_write"]),
