@@ -132,12 +132,8 @@ void batch_flush(struct relay *r)
 		return;
 	int *ge = r->gerrno; /* RELAY_OUT_MAX at least (batch_init) */
 	relay_group_send(r, q->fd, NULL, q->rec, q->n, ge);
-	for (size_t i = 0; i < q->n; i++) {
-		size_t len = q->rec[i].prepend.iov_len + q->rec[i].append.iov_len;
-		if (r->rtp)
-			rtp_account(r, q->who[i], ge[i], len, q->payload[i]);
-		else
-			fanout_account(r, q->who[i], ge[i], len);
-	}
+	for (size_t i = 0; i < q->n; i++)
+		q->account(r, q->who[i], ge[i],
+			   q->rec[i].prepend.iov_len + q->rec[i].append.iov_len, q->payload[i]);
 	q->n = 0;
 }

@@ -320,6 +320,12 @@ void fanout_account(struct relay *r, void *rcv, int e, size_t len)
 	}
 }
 
+static void account_queued(struct relay *r, void *v, int e, size_t len, uint32_t payload)
+{
+	(void)payload;
+	fanout_account(r, v, e, len);
+}
+
 static void send_one(struct relay *r, struct receiver *v, const uint8_t *d, size_t len,
 		     const struct sockaddr_storage *from)
 {
@@ -407,6 +413,7 @@ void fanout_datagram(struct relay *r, const uint8_t *d, size_t len, const struct
 		s->matched_octets += len;
 		if (batch_pick(r, ss->fd, ss->twin, ss->engine, s->n) >= 0) {
 			struct outq *q = &r->q;
+			q->account = account_queued;
 			for (size_t k = 0; k < s->n; k++, q->n++) {
 				q->rec[q->n].dest = s->pre[k].dest;
 				q->rec[q->n].prepend = (struct iovec){ (void *)d, len };

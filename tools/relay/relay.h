@@ -382,6 +382,8 @@ struct relay {
 		uint8_t (*hdr)[12];    /* broadcast: the copy's RTP header */
 		size_t n;
 		int fd; /* the socket they leave on */
+		/* counts one copy (set by who queues: fanout.c or rtp.c) */
+		void (*account)(struct relay *r, void *who, int e, size_t len, uint32_t payload);
 	} q;
 	unsigned rx_batch; /* datagrams in the receive batch being handled */
 };

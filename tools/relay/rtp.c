@@ -230,6 +230,7 @@ void rtp_forward(struct relay *r, const uint8_t *d, size_t len, const struct soc
 		 * header of its own, the rest of the datagram after it */
 		bool queue = batch_pick(r, fd, r->data_twin[f], r->data_engine[f], n) >= 0;
 		struct outq *q = &r->q;
+		q->account = rtp_account;
 		for (size_t i = 0; i < n; i++) {
 			struct sub *s = who[i];
 			if (s->fresh) {
