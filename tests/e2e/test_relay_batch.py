@@ -133,9 +133,16 @@ def test_lone_datagram_goes_out_at_once(net, engine):
     proc, sock = net.relay(["-p", 2800, "--engine", engine, "127.0.0.1/4950"])
     out = net.lab.run(net.relay_ns, [sys.executable, "-c", LOCKSTEP, "127.0.0.1", 4950, 50],
                       capture_output=True, text=True, timeout=60, check=False)
+    q = net.query(sock)
     final, _ = net.stop(proc)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
     assert final["in"] == 50 and final["out"] == 50
+    # --query says how the copies go, and under AUTO with the kernel engine why
+    if engine == "auto" and q["engine_resolved"] == "kernel":
+        assert "4 copies or more (16 when it came alone) takes the kernel engine" in q["batching"], q["batching"]
+    else:
+        assert q["batching"].startswith(f"the copies of a receive batch go in one group send on the "
+                                        f"{q['engine_resolved']} engine"), q["batching"]
 
 
 @pytest.mark.parametrize("engine", ["auto", "mmsg"])
