@@ -42,21 +42,26 @@
  * the kernel engine (one trigger per datagram) than queued for one
  * sendmmsg() with the rest of the receive batch: relay CPU per input
  * datagram, replicate mode, 984 bytes, measured in samplicator.py's lab
- * (bench/results/relay-points/crossover.md, medians of 2, noisy):
- *   python3 bench/relay_crossover.py
- * In a batch (many datagrams waiting) the kernel engine was cheaper from
- * N = 4 (18.8 against 20.5 us; at N = 2 mmsg 11.4 against 13.5): the
+ * (medians of 2, noisy):
+ *   python3 bench/relay_crossover.py                 (crossover.md)
+ *   python3 bench/relay_crossover.py --modes paced --sizes 2,4,8,12 --md crossover-paced.md
+ * in bench/results/relay-points.  In a batch (many datagrams waiting) the
+ * kernel engine was cheaper from N = 4 (18.8 against 20.5 us; at N = 2 mmsg
+ * 11.4 against 13.5), and so it was at 2000/s with mostly one datagram per
+ * wake-up (28.6 against 33.5 us at N = 4; at 2, 31.4 against 29.3): the
  * trigger's fixed cost is soon paid back by clones that skip the stack's
- * per-copy work.  Alone (100/s) the wake-up dominates both, and the kernel
- * engine was first cheaper at N = 16 (58.9 against 67.7 us; at 12, 59.6
- * against 53.8).
+ * per-copy work.  Alone at 100/s the wake-up of a cold relay dominates both,
+ * and the kernel engine was first cheaper at N = 16 (58.9 against 67.7 us;
+ * at 12, 59.6 against 53.8).  So: busy (a batch, or an input rate of
+ * RELAY_BUSY_RATE or more over the last tick) from 4, else from 16.  Rates
+ * between 100/s and 2000/s were not measured.
  */
 #define KERNEL_FROM_ALONE 16
-#define KERNEL_FROM_BATCH 4
+#define KERNEL_FROM_BUSY 4
 
-size_t relay_kernel_from(unsigned batch)
+size_t relay_kernel_from(bool busy)
 {
-	return batch <= 1 ? KERNEL_FROM_ALONE : KERNEL_FROM_BATCH;
+	return busy ? KERNEL_FROM_BUSY : KERNEL_FROM_ALONE;
 }
 
 int batch_init(struct relay *r)
@@ -110,7 +115,8 @@ int batch_pick(struct relay *r, int fd, int twin, enum gc_engine e, size_t n)
 {
 	int to = fd;
 	if (e == GC_ENGINE_KERNEL) {
-		if (r->engine != GC_ENGINE_AUTO || twin < 0 || n >= relay_kernel_from(r->rx_batch))
+		if (r->engine != GC_ENGINE_AUTO || twin < 0 ||
+		    n >= relay_kernel_from(r->rx_batch > 1 || r->rx_busy))
 			goto now;
 		to = twin;
 	}

@@ -375,7 +375,7 @@ struct loop {
 	int metrics_fd;		/* --metrics: the listening socket, then libmicrohttpd's epoll */
 	struct inbuf in;
 	uint64_t last_status, last_expire, last_addrs;
-	uint64_t last_in; /* r->c.in at the last tick */
+	uint64_t last_in, last_tick; /* r->c.in at the last tick, and when */
 	/* systemd's watchdog: WATCHDOG=1 every wd_ns (0: off) */
 	uint64_t wd_ns, last_wd;
 	int rc; /* exit status */
@@ -530,7 +530,7 @@ static void loop_setup(struct relay *r, struct loop *lp)
 	if (r->time_sends) /* what one pair of send_ns's clock reads costs */
 		r->timer_ns = (uint64_t)timer_pair_ns();
 	r->start_ns = last_data_ns = relay_now_ns();
-	lp->last_status = lp->last_expire = lp->last_addrs = r->start_ns;
+	lp->last_status = lp->last_expire = lp->last_addrs = lp->last_tick = r->start_ns;
 }
 
 /* "relay: replicate mode on 0.0.0.0:2000, receivers 3, engine kernel" */
@@ -586,6 +586,11 @@ static void on_tick(struct relay *r, struct loop *lp)
 	while (read(lp->tfd, &ticks, sizeof(ticks)) == sizeof(ticks))
 		;
 	uint64_t now = relay_now_ns();
+	/* the input rate since the last tick: AUTO's choice in batch.c */
+	if (now > lp->last_tick)
+		r->rx_busy = (double)(r->c.in - lp->last_in) * 1e9 / (double)(now - lp->last_tick) >=
+			RELAY_BUSY_RATE;
+	lp->last_tick = now;
 	if (r->c.in != lp->last_in) { /* data since the last tick: -t starts over */
 		lp->last_in = r->c.in;
 		last_data_ns = now;

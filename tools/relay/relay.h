@@ -386,6 +386,7 @@ struct relay {
 		void (*account)(struct relay *r, void *who, int e, size_t len, uint32_t payload);
 	} q;
 	unsigned rx_batch; /* datagrams in the receive batch being handled */
+	bool rx_busy;	   /* input at RELAY_BUSY_RATE or more over the last tick */
 };
 
 int relay_family_index(int family);
@@ -418,9 +419,11 @@ void batch_twin_close(int *twin);
 int batch_pick(struct relay *r, int fd, int twin, enum gc_engine e, size_t n);
 /* Send what is queued, count every copy. */
 void batch_flush(struct relay *r);
-/* AUTO: the group size from which the kernel engine sends a datagram of a
- * receive batch of `batch` (measured: batch.c). */
-size_t relay_kernel_from(unsigned batch);
+/* AUTO: the group size from which the kernel engine sends a datagram that
+ * came in a batch or at a busy input rate (busy), or alone at a low rate
+ * (measured: batch.c). */
+#define RELAY_BUSY_RATE 2000 /* datagrams/s: the lowest rate measured busy (batch.c) */
+size_t relay_kernel_from(bool busy);
 
 /* args.c: the command line.  The receivers given as arguments, kept for reload. */
 struct relay_args {

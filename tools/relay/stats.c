@@ -205,11 +205,12 @@ void stats_json(struct relay *r, FILE *f, bool detail)
 	fputs(",\"batching\":", f);
 	if (r->engine == GC_ENGINE_AUTO && !strcmp(engine_resolved(r), "kernel"))
 		fprintf(f,
-			"\"AUTO: a datagram with %zu copies or more (%zu when it came alone) takes the kernel "
-			"engine, one trigger per datagram; fewer copies are queued with the rest of the receive "
-			"batch and sent by one sendmmsg(), where the kernel engine would cost more "
-			"(bench/results/relay-points/crossover.md)\"",
-			relay_kernel_from(2), relay_kernel_from(1));
+			"\"AUTO: a datagram with %zu copies or more (%zu when it came alone at under %d/s) "
+			"takes the kernel engine, one trigger per datagram; fewer copies are queued with the "
+			"rest of the receive batch and sent by one sendmmsg(), where the kernel engine would "
+			"cost more (bench/results/relay-points/crossover.md); input now %s\"",
+			relay_kernel_from(true), relay_kernel_from(false), RELAY_BUSY_RATE,
+			r->rx_busy ? "busy" : "at a low rate");
 	else if (!strcmp(engine_resolved(r), "kernel"))
 		fputs("\"none: the kernel engine, one trigger per datagram\"", f);
 	else
