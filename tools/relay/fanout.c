@@ -114,6 +114,7 @@ int fanout_sendsock(struct relay *r, int family, int ttl, bool raw, char *err, s
 		}
 		s->fd = r->raw_fd[ri];
 		s->engine = GC_ENGINE_NONE;
+		s->twin = -1;
 		return (int)r->nss++;
 	}
 	int fd = socket(family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
@@ -145,6 +146,7 @@ int fanout_sendsock(struct relay *r, int family, int ttl, bool raw, char *err, s
 	}
 	s->fd = fd;
 	s->engine = gc_get_engine(fd);
+	s->twin = batch_twin(r, fd);
 	return (int)r->nss++;
 }
 
@@ -304,8 +306,9 @@ int fanout_install(struct relay *r, struct rc_conf *conf, char *err, size_t errl
 	return 0;
 }
 
-static void account(struct relay *r, struct receiver *v, int e, size_t len)
+void fanout_account(struct relay *r, void *rcv, int e, size_t len)
 {
+	struct receiver *v = rcv;
 	if (e) {
 		v->st.errors++;
 		v->st.last_errno = e;
@@ -316,6 +319,12 @@ static void account(struct relay *r, struct receiver *v, int e, size_t len)
 		r->c.out++;
 		r->c.out_octets += len;
 	}
+}
+
+static void account_queued(struct relay *r, void *v, int e, size_t len, uint32_t payload)
+{
+	(void)payload;
+	fanout_account(r, v, e, len);
 }
 
 static void send_one(struct relay *r, struct receiver *v, const uint8_t *d, size_t len,
@@ -346,7 +355,7 @@ static void send_one(struct relay *r, struct receiver *v, const uint8_t *d, size
 		relay_group_send(r, s->fd, &sh, &g, 1, &ge);
 		e = ge;
 	}
-	account(r, v, e, len);
+	fanout_account(r, v, e, len);
 }
 
 static bool due(struct relay *r, struct receiver *v)
@@ -396,17 +405,31 @@ void fanout_datagram(struct relay *r, const uint8_t *d, size_t len, const struct
 		}
 		return;
 	}
-	/* The common case: one source, every receiver due, one socket. */
+	/* The common case: one source, every receiver due, one socket: the
+	 * copies join the receive batch's (batch.c), or go now. */
 	if (matched == 1 && c->src[last].plain && r->debug < 2) {
 		struct source *s = &c->src[last];
+		struct sendsock *ss = &r->ss[s->plain_sock];
 		s->matched++;
 		s->matched_octets += len;
+		if (batch_pick(r, ss->fd, ss->twin, ss->engine, s->n) >= 0) {
+			struct outq *q = &r->q;
+			q->account = account_queued;
+			for (size_t k = 0; k < s->n; k++, q->n++) {
+				q->rec[q->n].dest = s->pre[k].dest;
+				q->rec[q->n].prepend = (struct iovec){ (void *)d, len };
+				q->rec[q->n].append = (struct iovec){ NULL, 0 };
+				q->who[q->n] = &s->rcv[k];
+			}
+			return;
+		}
 		int *ge = r->gerrno;
-		relay_group_send(r, r->ss[s->plain_sock].fd, &shared, s->pre, s->n, ge);
+		relay_group_send(r, ss->fd, &shared, s->pre, s->n, ge);
 		for (size_t k = 0; k < s->n; k++)
-			account(r, &s->rcv[k], ge[k], len);
+			fanout_account(r, &s->rcv[k], ge[k], len);
 		return;
 	}
+	batch_flush(r); /* the copies queued before this datagram go first */
 	for (size_t i = 0; i < r->nss; i++)
 		r->ss[i].n = 0;
 	for (size_t i = 0; i < c->n; i++) {
@@ -437,7 +460,7 @@ void fanout_datagram(struct relay *r, const uint8_t *d, size_t len, const struct
 		int *ge = r->gerrno;
 		relay_group_send(r, ss->fd, &shared, ss->rec, ss->n, ge);
 		for (size_t k = 0; k < ss->n; k++) {
-			account(r, ss->who[k], ge[k], len);
+			fanout_account(r, ss->who[k], ge[k], len);
 			debug_sent(r, ss->who[k], len);
 		}
 	}

@@ -136,6 +136,11 @@ static void prepare_rtp_senders(struct relay *r)
 			(void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sb, sizeof(sb));
 		if (gc_set_engine(fd, r->engine) != 0)
 			cli_fail("--engine %s: %s", gc_engine_name(r->engine), gc_errmsg());
+		if (r->ls[i].kind == LS_DATA) {
+			int f = relay_family_index(r->ls[i].family);
+			r->data_engine[f] = gc_get_engine(fd);
+			r->data_twin[f] = batch_twin(r, fd);
+		}
 	}
 }
 
@@ -229,7 +234,26 @@ struct inbuf {
 	uint8_t *data;
 	size_t size;
 	uint32_t ovfl[8]; /* last SO_RXQ_OVFL value per listener */
+	int used;	  /* headers the last recvmmsg() filled in: set up again */
 };
+
+/* Receive headers: all once (inbuf_setup), then only those a recvmmsg()
+ * wrote into (it changes msg_namelen, msg_controllen, msg_flags and
+ * msg_len of the datagrams it returned): at a low rate, one per wake-up
+ * instead of RELAY_BATCH. */
+static void inbuf_reset(struct inbuf *b, int from, int to)
+{
+	for (int i = from; i < to; i++) {
+		b->iov[i] = (struct iovec){ b->data + (size_t)i * b->size, b->size };
+		b->mv[i].msg_hdr = (struct msghdr){ .msg_name = &b->from[i],
+						    .msg_namelen = sizeof(b->from[i]),
+						    .msg_iov = &b->iov[i],
+						    .msg_iovlen = 1,
+						    .msg_control = b->cmsg[i],
+						    .msg_controllen = sizeof(b->cmsg[i]) };
+		b->mv[i].msg_len = 0;
+	}
+}
 
 static uint64_t last_data_ns;
 
@@ -237,21 +261,16 @@ static void read_data(struct relay *r, struct inbuf *b, size_t li)
 {
 	struct listener *l = &r->ls[li];
 	for (int round = 0; round < 8; round++) {
-		for (int i = 0; i < RELAY_BATCH; i++) {
-			b->iov[i] = (struct iovec){ b->data + (size_t)i * b->size, b->size };
-			b->mv[i].msg_hdr = (struct msghdr){ .msg_name = &b->from[i],
-							    .msg_namelen = sizeof(b->from[i]),
-							    .msg_iov = &b->iov[i],
-							    .msg_iovlen = 1,
-							    .msg_control = b->cmsg[i],
-							    .msg_controllen = sizeof(b->cmsg[i]) };
-			b->mv[i].msg_len = 0;
-		}
+		inbuf_reset(b, 0, b->used);
+		b->used = 0;
 		int n = recvmmsg(l->fd, b->mv, RELAY_BATCH, MSG_DONTWAIT, NULL);
 		if (n <= 0)
 			return;
-		uint64_t now = relay_now_ns();
-		last_data_ns = now;
+		b->used = n;
+		/* no clock read per batch where nothing needs the time (replicate
+		 * mode): -t learns of the input at the next tick (on_tick) */
+		uint64_t now = r->rtp ? relay_now_ns() : 0;
+		r->rx_batch = (unsigned)n; /* AUTO's choice per datagram (batch.c) */
 		for (int i = 0; i < n; i++) {
 			struct msghdr *h = &b->mv[i].msg_hdr;
 			size_t len = b->mv[i].msg_len;
@@ -282,6 +301,7 @@ static void read_data(struct relay *r, struct inbuf *b, size_t li)
 			else
 				rtp_forward(r, b->iov[i].iov_base, len, from, now);
 		}
+		batch_flush(r); /* before the buffers are read into again */
 		if (n < RELAY_BATCH)
 			return;
 	}
@@ -359,6 +379,7 @@ struct loop {
 	int utfd;		/* --upstream: the UP_TICK_MS timer, -1 without */
 	struct inbuf in;
 	uint64_t last_status, last_expire, last_addrs;
+	uint64_t last_in, last_tick; /* r->c.in at the last tick, and when */
 	/* systemd's watchdog: WATCHDOG=1 every wd_ns (0: off) */
 	uint64_t wd_ns, last_wd;
 	int rc; /* exit status */
@@ -385,6 +406,7 @@ static void open_ports(struct relay *r)
 			cli_usage_error("-p %u, --rtcp-port %u and --control %u must differ", port,
 					rp, cp);
 	}
+	r->data_twin[0] = r->data_twin[1] = -1;
 	open_listeners(r, LS_DATA, port, "-p");
 	char err[256];
 	if (mjoin_apply(r, err, sizeof(err)))
@@ -525,14 +547,17 @@ static void loop_setup(struct relay *r, struct loop *lp)
 			cli_fail("epoll_ctl: %s", strerror(errno));
 	}
 
+	if (batch_init(r))
+		cli_fail("out of memory");
 	lp->in.size = r->max_size + 1 < 65536 ? r->max_size + 1 : 65536;
 	lp->in.data = malloc((size_t)RELAY_BATCH * lp->in.size);
 	if (!lp->in.data)
 		cli_fail("out of memory");
+	inbuf_reset(&lp->in, 0, RELAY_BATCH);
 	if (r->time_sends) /* what one pair of send_ns's clock reads costs */
 		r->timer_ns = (uint64_t)timer_pair_ns();
 	r->start_ns = last_data_ns = relay_now_ns();
-	lp->last_status = lp->last_expire = lp->last_addrs = r->start_ns;
+	lp->last_status = lp->last_expire = lp->last_addrs = lp->last_tick = r->start_ns;
 }
 
 /* "level=notice event=started mode=replicate listen=0.0.0.0:2000 receivers=3 engine=auto" */
@@ -592,6 +617,15 @@ static void on_tick(struct relay *r, struct loop *lp)
 	while (read(lp->tfd, &ticks, sizeof(ticks)) == sizeof(ticks))
 		;
 	uint64_t now = relay_now_ns();
+	/* the input rate since the last tick: AUTO's choice in batch.c */
+	if (now > lp->last_tick)
+		r->rx_busy = (double)(r->c.in - lp->last_in) * 1e9 / (double)(now - lp->last_tick) >=
+			RELAY_BUSY_RATE;
+	lp->last_tick = now;
+	if (r->c.in != lp->last_in) { /* data since the last tick: -t starts over */
+		lp->last_in = r->c.in;
+		last_data_ns = now;
+	}
 	if (lp->wd_ns && now - lp->last_wd >= lp->wd_ns) { /* the loop turns: we are alive */
 		(void)sd_notify_state("WATCHDOG=1");
 		lp->last_wd = now;
@@ -614,6 +648,13 @@ static void on_tick(struct relay *r, struct loop *lp)
 		r->c.expired += gone;
 		lp->last_expire = now;
 	}
+	/* what AUTO sends with now (it may change between sends): batch.c's choice */
+	for (size_t i = 0; i < r->nss; i++)
+		if (!r->ss[i].raw && r->ss[i].twin >= 0)
+			r->ss[i].engine = gc_get_engine(r->ss[i].fd);
+	for (int f = 0; f < 2; f++)
+		if (r->data_twin[f] >= 0)
+			r->data_engine[f] = gc_get_engine(r->data_fd[f]);
 	log_tick(); /* the summaries of rate-limited warnings */
 	prom_run(); /* idle connections time out (libmicrohttpd's timeouts are seconds) */
 	if (r->duration_s > 0 && (double)(now - r->start_ns) / 1e9 >= r->duration_s)
@@ -698,6 +739,7 @@ static void relay_teardown(struct relay *r, struct loop *lp)
 	}
 	for (size_t i = 0; i < r->nss; i++) {
 		if (!r->ss[i].raw) {
+			batch_twin_close(&r->ss[i].twin);
 			gc_release(r->ss[i].fd);
 			close(r->ss[i].fd);
 		}
@@ -705,6 +747,7 @@ static void relay_teardown(struct relay *r, struct loop *lp)
 		free(r->ss[i].who);
 	}
 	for (int f = 0; f < 2; f++) {
+		batch_twin_close(&r->data_twin[f]);
 		if (r->raw_fd[f] >= 0)
 			close(r->raw_fd[f]);
 		free(r->brec[f]);
@@ -719,6 +762,7 @@ static void relay_teardown(struct relay *r, struct loop *lp)
 	free(r->rwho);
 	free(r->rtcp_buf);
 	free(lp->in.data);
+	batch_free(r);
 	close(lp->sfd);
 	close(lp->tfd);
 	close(relay_epfd);

@@ -71,7 +71,7 @@ static void write_sockets(const struct relay *r, FILE *f)
 	size_t n = relay_gc_sockets(r, gs, RELAY_MAX_SOCKS);
 	for (size_t i = 0; i < n; i++) {
 		st[i] = (struct gc_stats)GC_STATS_INIT();
-		if (gc_stats(gs[i].fd, &st[i]) != 0)
+		if (relay_sock_stats(&gs[i], &st[i]) != 0)
 			st[i] = (struct gc_stats)GC_STATS_INIT();
 	}
 	family(f, "engine_info", "gauge",

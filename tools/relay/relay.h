@@ -5,7 +5,9 @@
  *
  *   config.c   samplicator syntax: receivers and config-file lines (pure parser)
  *   fanout.c   replicate mode: sources, sampling, send sockets, one group send
- *              per send socket and input datagram
+ *              per send socket and input datagram, or its copies queued
+ *   batch.c    the copies of one receive batch sent together; AUTO's choice
+ *              per datagram between the kernel engine and one sendmmsg()
  *   spoof.c    -S: raw IPv4/IPv6 packets with the original source address
  *   rtp.c      broadcast mode: RTP/RTCP parsing and per-subscriber rewriting
  *   control.c  broadcast mode: subscriber table, admission (address checks,
@@ -45,6 +47,7 @@
 #define RELAY_MAX_RECEIVERS 65536u /* receivers in all, after port ranges */
 #define RELAY_MAX_LINE 65536u	   /* config file line length */
 #define RELAY_BATCH 64		   /* datagrams per recvmmsg() */
+#define RELAY_OUT_MAX 1024u	   /* copies per batched send: one sendmmsg() (UIO_MAXIOV) */
 
 /* ---- config.c: samplicator syntax ------------------------------------- */
 
@@ -343,6 +346,7 @@ struct sendsock {
 	int ttl;
 	bool raw;
 	enum gc_engine engine; /* resolved */
+	int twin;	       /* AUTO: a dup() of fd on the mmsg engine (batch.c), or -1 */
 	struct gc_giovec *rec; /* recipients of the group send being built */
 	struct receiver **who;
 	size_t n, cap;
@@ -417,7 +421,9 @@ struct relay {
 	/* state */
 	struct listener ls[8];
 	size_t nls;
-	int data_fd[2]; /* [0] IPv4, [1] IPv6 data listen socket, -1 if none */
+	int data_fd[2];		       /* [0] IPv4, [1] IPv6 data listen socket, -1 if none */
+	int data_twin[2];	       /* AUTO: their dup()s on the mmsg engine (batch.c), or -1 */
+	enum gc_engine data_engine[2]; /* what sends on data_fd (AUTO resolved) */
 	int rtcp_fd[2];
 	struct sendsock ss[RELAY_MAX_SOCKS];
 	size_t nss;
@@ -447,6 +453,19 @@ struct relay {
 	size_t rtcp_buf_cap;
 	uint64_t start_ns;
 	uint64_t timer_ns; /* cost of one timer pair, for the record */
+	/* batch.c: the copies of the receive batch being handled */
+	struct outq {
+		struct gc_giovec *rec; /* RELAY_OUT_MAX each */
+		void **who;	       /* struct receiver * or struct sub * */
+		uint32_t *payload;     /* broadcast: the copy's RTP payload octets */
+		uint8_t (*hdr)[12];    /* broadcast: the copy's RTP header */
+		size_t n;
+		int fd; /* the socket they leave on */
+		/* counts one copy (set by who queues: fanout.c or rtp.c) */
+		void (*account)(struct relay *r, void *who, int e, size_t len, uint32_t payload);
+	} q;
+	unsigned rx_batch; /* datagrams in the receive batch being handled */
+	bool rx_busy;	   /* input at RELAY_BUSY_RATE or more over the last tick */
 };
 
 int relay_family_index(int family);
@@ -461,6 +480,29 @@ int fanout_sendsock(struct relay *r, int family, int ttl, bool raw, char *err, s
 int relay_group_send(struct relay *r, int fd, const struct iovec *shared,
 		     const struct gc_giovec *rec, size_t n, int *gerrno);
 int *relay_gerrno(struct relay *r, size_t n);
+/* Count one copy to receiver v (struct receiver *): e is 0 or its errno. */
+void fanout_account(struct relay *r, void *v, int e, size_t len);
+
+/* rtp.c: count one RTP copy to subscriber s (struct sub *). */
+void rtp_account(struct relay *r, void *s, int e, size_t len, uint32_t payload);
+
+/* batch.c */
+int batch_init(struct relay *r); /* 0, or -1 out of memory */
+void batch_free(struct relay *r);
+/* AUTO: a dup() of fd on the mmsg engine, else (or when it cannot be made) -1. */
+int batch_twin(const struct relay *r, int fd);
+void batch_twin_close(int *twin);
+/* Where the n copies of one datagram go, sent on fd (engine e, twin or -1):
+ * the socket to queue them for (room for n made), or -1: send them now on fd
+ * (the queue was flushed first). */
+int batch_pick(struct relay *r, int fd, int twin, enum gc_engine e, size_t n);
+/* Send what is queued, count every copy. */
+void batch_flush(struct relay *r);
+/* AUTO: the group size from which the kernel engine sends a datagram that
+ * came in a batch or at a busy input rate (busy), or alone at a low rate
+ * (measured: batch.c). */
+#define RELAY_BUSY_RATE 2000 /* datagrams/s: the lowest rate measured busy (batch.c) */
+size_t relay_kernel_from(bool busy);
 
 /* args.c: the command line.  The receivers given as arguments, kept for reload. */
 struct relay_args {
@@ -504,8 +546,11 @@ const char *engine_resolved(const struct relay *r);
 struct gc_sock {
 	int fd, family, ttl; /* ttl 0: not a send socket of replicate mode */
 	const char *role;    /* "send", "rtp", "rtcp" */
+	int twin;	     /* its dup() on the mmsg engine (batch.c), or -1 */
 };
 size_t relay_gc_sockets(const struct relay *r, struct gc_sock *out, size_t cap);
+/* gc_stats(3) of g: its descriptor's and its twin's added.  0 or -1. */
+int relay_sock_stats(const struct gc_sock *g, struct gc_stats *st);
 void stats_status_line(struct relay *r);
 int stats_listen(struct relay *r, const char *path);
 void stats_accept(struct relay *r, int lfd);

@@ -253,42 +253,64 @@ void rtp_forward(struct relay *r, const uint8_t *d, size_t len, const struct soc
 		if (!n)
 			continue;
 		struct sub **who = r->bwho[f];
+		int fd = r->data_fd[f];
+		/* the copies join the receive batch's (batch.c): each with its
+		 * header of its own, the rest of the datagram after it */
+		bool queue = batch_pick(r, fd, r->data_twin[f], r->data_engine[f], n) >= 0;
+		struct outq *q = &r->q;
+		q->account = rtp_account;
 		for (size_t i = 0; i < n; i++) {
 			struct sub *s = who[i];
 			if (s->fresh) {
 				s->seq_off = (uint16_t)(s->seq_base - gseq);
 				s->fresh = false;
 			}
-			uint8_t *h = s->hdr;
+			uint8_t *h = queue ? q->hdr[q->n + i] : s->hdr;
 			h[0] = d[0];
 			h[1] = d[1];
 			if (s->relay_id) { /* a relay: the stream's own numbering */
 				put16(h + 2, gseq);
 				put32(h + 4, gts);
 				put32(h + 8, ssrc);
-				continue;
+			} else {
+				put16(h + 2, (uint16_t)(gseq + s->seq_off));
+				put32(h + 4, gts + s->ts_off);
+				put32(h + 8, s->ssrc);
 			}
-			put16(h + 2, (uint16_t)(gseq + s->seq_off));
-			put32(h + 4, gts + s->ts_off);
-			put32(h + 8, s->ssrc);
+			if (queue) {
+				struct gc_giovec *g = &q->rec[q->n + i];
+				g->dest = s->addr;
+				g->prepend = (struct iovec){ h, 12 };
+				g->append = shared;
+				q->who[q->n + i] = s;
+				q->payload[q->n + i] = (uint32_t)payload;
+			}
+		}
+		if (queue) {
+			q->n += n;
+			continue;
 		}
 		int *ge = r->gerrno;
-		relay_group_send(r, r->data_fd[f], &shared, r->brec[f], n, ge);
-		for (size_t i = 0; i < n; i++) {
-			struct sub *s = who[i];
-			if (ge[i]) {
-				s->st.errors++;
-				s->st.last_errno = ge[i];
-				r->c.errors++;
-			} else {
-				s->st.packets++;
-				s->st.octets += len;
-				s->packets++;
-				s->payload_octets += (uint64_t)payload;
-				r->c.out++;
-				r->c.out_octets += len;
-			}
-		}
+		relay_group_send(r, fd, &shared, r->brec[f], n, ge);
+		for (size_t i = 0; i < n; i++)
+			rtp_account(r, who[i], ge[i], len, (uint32_t)payload);
+	}
+}
+
+void rtp_account(struct relay *r, void *sub, int e, size_t len, uint32_t payload)
+{
+	struct sub *s = sub;
+	if (e) {
+		s->st.errors++;
+		s->st.last_errno = e;
+		r->c.errors++;
+	} else {
+		s->st.packets++;
+		s->st.octets += len;
+		s->packets++;
+		s->payload_octets += payload;
+		r->c.out++;
+		r->c.out_octets += len;
 	}
 }
 
@@ -412,6 +434,7 @@ static bool reports_on(const uint8_t *d, size_t len, uint32_t ssrc)
 void rtcp_forward(struct relay *r, const uint8_t *d, size_t len,
 		  const struct sockaddr_storage *from, uint64_t now)
 {
+	batch_flush(r); /* sender reports count what was sent before them */
 	r->c.rtcp_in++;
 	struct sub *me = sub_by_rtcp(r, from);
 	if (me) {

@@ -168,18 +168,41 @@ size_t relay_gc_sockets(const struct relay *r, struct gc_sock *out, size_t cap)
 	if (r->rtp) {
 		for (size_t i = 0; i < r->nls && n < cap; i++)
 			if (r->ls[i].kind != LS_CONTROL) {
-				out[n] = (struct gc_sock){ r->ls[i].fd, r->ls[i].family, 0,
-							   r->ls[i].kind == LS_RTCP ? "rtcp" : "rtp" };
+				out[n] = (struct gc_sock){
+					r->ls[i].fd, r->ls[i].family, 0,
+					r->ls[i].kind == LS_RTCP ? "rtcp" : "rtp",
+					r->ls[i].kind == LS_RTCP
+						? -1
+						: r->data_twin[relay_family_index(r->ls[i].family)]
+				};
 				n++;
 			}
 		return n;
 	}
 	for (size_t i = 0; i < r->nss && n < cap; i++)
 		if (!r->ss[i].raw) {
-			out[n] = (struct gc_sock){ r->ss[i].fd, r->ss[i].family, r->ss[i].ttl, "send" };
+			out[n] = (struct gc_sock){ r->ss[i].fd, r->ss[i].family, r->ss[i].ttl,
+						   "send", r->ss[i].twin };
 			n++;
 		}
 	return n;
+}
+
+int relay_sock_stats(const struct gc_sock *g, struct gc_stats *st)
+{
+	struct gc_stats t = GC_STATS_INIT();
+	if (gc_stats(g->fd, st) != 0)
+		return -1;
+	if (g->twin >= 0 && gc_stats(g->twin, &t) == 0) {
+		st->group_sends += t.group_sends;
+		st->datagrams += t.datagrams;
+		st->bytes += t.bytes;
+		st->failed += t.failed;
+		st->user_fallback += t.user_fallback;
+		if (t.last_errno && !st->last_errno)
+			st->last_errno = t.last_errno;
+	}
+	return 0;
 }
 
 void stats_json(struct relay *r, FILE *f, bool detail)
@@ -191,6 +214,21 @@ void stats_json(struct relay *r, FILE *f, bool detail)
 		(long)getpid(), r->rtp ? "broadcast" : "replicate", gc_engine_name(r->engine),
 		engine_resolved(r), (double)(now - r->start_ns) / 1e9,
 		(unsigned long long)relay_cpu_ns(), (unsigned long long)r->timer_ns);
+	/* the choice batch.c makes per datagram, and why */
+	fputs(",\"batching\":", f);
+	if (r->engine == GC_ENGINE_AUTO && !strcmp(engine_resolved(r), "kernel"))
+		fprintf(f,
+			"\"AUTO: a datagram with %zu copies or more (%zu when it came alone at under %d/s) "
+			"takes the kernel engine, one trigger per datagram; fewer copies are queued with the "
+			"rest of the receive batch and sent by one sendmmsg(), where the kernel engine would "
+			"cost more (bench/results/relay-points/crossover.md); input now %s\"",
+			relay_kernel_from(true), relay_kernel_from(false), RELAY_BUSY_RATE,
+			r->rx_busy ? "busy" : "at a low rate");
+	else if (!strcmp(engine_resolved(r), "kernel"))
+		fputs("\"none: the kernel engine, one trigger per datagram\"", f);
+	else
+		fprintf(f, "\"the copies of a receive batch go in one group send on the %s engine, up to %u\"",
+			engine_resolved(r), RELAY_OUT_MAX);
 	for (size_t i = 0; i < relay_ncounter_defs; i++)
 		if (counter_applies(r, &relay_counter_defs[i]))
 			fprintf(f, ",\"%s\":%llu", relay_counter_defs[i].json,
@@ -217,7 +255,7 @@ void stats_json(struct relay *r, FILE *f, bool detail)
 		size_t ns = relay_gc_sockets(r, gs, RELAY_MAX_SOCKS);
 		for (size_t i = 0; i < ns; i++) {
 			struct gc_stats st = GC_STATS_INIT();
-			if (gc_stats(gs[i].fd, &st) == 0) {
+			if (relay_sock_stats(&gs[i], &st) == 0) {
 				lib_dgrams += st.datagrams;
 				lib_fallback += st.user_fallback;
 			}
