@@ -280,6 +280,10 @@ int tree_rx(struct __sk_buff *skb)
 	__u32 ts = be32(rtp + 4);
 	__u16 seq_off = (__u16)(seq - (__u16)pseq);
 	__u32 ts_off = ts - pseq * 3000; /* the origin's timestamp: pseq * 3000 */
+	if (p->first && pseq < p->next) {
+		count(c->row, C_DUP, 1);
+		return TC_ACT_SHOT;
+	}
 	if (!p->first) {
 		p->first = pseq + 1;
 		p->next = pseq;
@@ -293,10 +297,6 @@ int tree_rx(struct __sk_buff *skb)
 		count(c->row, C_REBASE, 1);
 		p->seq_off = seq_off;
 		p->ts_off = ts_off;
-	}
-	if (pseq < p->next) {
-		count(c->row, C_DUP, 1);
-		return TC_ACT_SHOT;
 	}
 	if (pseq > p->next)
 		count(c->row, C_GAP, pseq - p->next);
