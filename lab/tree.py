@@ -56,6 +56,7 @@ PORT = 5004                               # RTP; control = PORT + 2
 CONTROL = PORT + 2
 PORT_BASE = 20000                         # receivers' ports
 SSRC_BASE = 0x10000000                    # receiver i's SSRC: SSRC_BASE + i
+RUN_DIR = Path("/run/groupcast")          # GC_RUN_DIR of lib/group/kprog.c
 PAYLOAD = 1000                            # tree_rx.bpf.c TREE_PAYLOAD
 WORDS = (PAYLOAD - 16) // 8
 MAGIC = 0x47435431                        # "GCT1"
@@ -275,8 +276,8 @@ class TreeLab:
 
     def join_all(self, timeout=120):
         """Every receiver namespace JOINs its ports at its relay (in parallel);
-        {relay: {"joined", "seconds", "failed"}}."""
-        jobs = {}
+        {relay: {"joined", "seconds", "failed", "relay_cpu_ns"}}."""
+        jobs, before = {}, self.relay_stats()
         for r in RELAYS:
             link = self.rx[r]
             jobs[r] = self.lab.popen(link.b.ns, [
@@ -288,6 +289,9 @@ class TreeLab:
             if p.returncode != 0:
                 raise LabError(f"join at {r}: {err.strip()}")
             self.joined[r] = json.loads(out)
+        after = self.relay_stats()
+        for r in RELAYS:   # the relay's own CPU for the handshakes (no data flows meanwhile)
+            self.joined[r]["relay_cpu_ns"] = after[r]["cpu_ns"] - before[r]["cpu_ns"]
         return self.joined
 
     def start(self, warm_timeout=120):
@@ -395,6 +399,14 @@ class TreeLab:
                 except subprocess.TimeoutExpired:
                     p.kill()
                     p.wait()
+        # The kernel engine's owner files of our relays' namespaces (a relay
+        # killed in a failover leaves its own; the .fwd ones outlive every
+        # relay): nothing else runs a group send in these namespaces.
+        if self.t:
+            for r in RELAYS:
+                ino = Path("/run/netns", self.t.ns[r]).stat().st_ino
+                for stale in [*RUN_DIR.glob(f"lo-{ino}-*"), *RUN_DIR.glob(f"lo-{ino}.fwd*")]:
+                    stale.unlink(missing_ok=True)
         # tc filters go with the namespaces; the pins with the bpffs
         if self.bpf_dir and os.path.ismount(self.bpf_dir):
             subprocess.run(["umount", self.bpf_dir], check=False)
