@@ -56,17 +56,17 @@
 enum { ROLE_RELAY_IN = 1, ROLE_RECEIVERS = 2 };
 
 enum {
-	C_OK,		/* good copies */
-	C_BAD_LEN,	/* to a subscriber port, wrong size or not RTP v2 PT 96 */
-	C_BAD_SSRC,	/* not this subscriber's SSRC */
-	C_BAD_PAYLOAD,	/* magic or a word differs from the origin's */
-	C_BAD_HDR,	/* sequence/timestamp offsets changed without continuity */
-	C_GAP,		/* origin sequences skipped */
-	C_DUP,		/* origin sequence at or below one already seen */
-	C_REBASE,	/* offsets changed with the RTP sequence consecutive */
-	C_NOSTAMP,	/* the feeding relay's stamp for this pseq is missing */
-	C_OTHER_PORT,	/* UDP to a port outside the subscriber range (passed) */
-	C_RELAY_IN,	/* input datagrams stamped (relay rows) */
+	C_OK,	       /* good copies */
+	C_BAD_LEN,     /* to a subscriber port, wrong size or not RTP v2 PT 96 */
+	C_BAD_SSRC,    /* not this subscriber's SSRC */
+	C_BAD_PAYLOAD, /* magic or a word differs from the origin's */
+	C_BAD_HDR,     /* sequence/timestamp offsets changed without continuity */
+	C_GAP,	       /* origin sequences skipped */
+	C_DUP,	       /* origin sequence at or below one already seen */
+	C_REBASE,      /* offsets changed with the RTP sequence consecutive */
+	C_NOSTAMP,     /* the feeding relay's stamp for this pseq is missing */
+	C_OTHER_PORT,  /* UDP to a port outside the subscriber range (passed) */
+	C_RELAY_IN,    /* input datagrams stamped (relay rows) */
 	C_N,
 };
 
@@ -84,11 +84,11 @@ struct cfg {
 };
 
 struct port {
-	__u64 count;	/* good copies */
-	__u64 last_ns;	/* arrival of the last good copy */
+	__u64 count;	  /* good copies */
+	__u64 last_ns;	  /* arrival of the last good copy */
 	__u64 max_gap_ns; /* longest time between two good copies */
-	__u32 next;	/* next origin sequence expected */
-	__u32 first;	/* origin sequence of the first copy + 1 (0: none yet) */
+	__u32 next;	  /* next origin sequence expected */
+	__u32 first;	  /* origin sequence of the first copy + 1 (0: none yet) */
 	__u32 ts_off;
 	__u16 seq_off;
 	__u16 last_seq;
@@ -110,14 +110,14 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, TREE_NS * C_N);
+	__uint(max_entries, TREE_NS *C_N);
 	__type(key, __u32);
 	__type(value, __u64);
 } tree_cnt SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, TREE_RELAYS * TREE_NSEQ);
+	__uint(max_entries, TREE_RELAYS *TREE_NSEQ);
 	__type(key, __u32);
 	__type(value, __u64);
 } tree_stamp SEC(".maps");
