@@ -99,6 +99,8 @@ def main():
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--variant", choices=["pimd", "smcroute"], default="pimd")
     ap.add_argument("--no-failover", action="store_true")
+    ap.add_argument("--shared-cpus", action="store_true",
+                    help="do not pin the relays to CPU 0 and steer the receivers' work to CPU 1")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
@@ -106,10 +108,10 @@ def main():
     count = int(a.rate * a.seconds)
     out = {"command": "python3 bench/relay_tree.py " + " ".join(sys.argv[1:]), "started": started,
            "kernel": platform.release(), "receivers": a.receivers, "rate": a.rate, "seconds": a.seconds,
-           "variant": a.variant, "payload": tree.PAYLOAD}
+           "variant": a.variant, "payload": tree.PAYLOAD, "split_cpus": not a.shared_cpus}
     with Lab() as lab:
         lab.set_sysctl("net.core.netdev_max_backlog", 20000)
-        tl = tree.TreeLab(lab, a.build, receivers=a.receivers, variant=a.variant)
+        tl = tree.TreeLab(lab, a.build, receivers=a.receivers, variant=a.variant, split_cpus=not a.shared_cpus)
         try:
             log(f"building: {a.variant} site, {a.receivers} receivers over {len(tree.RELAYS)} relays")
             joined = tl.start()

@@ -114,12 +114,15 @@ class TreeLab:
     """The topology above on `lab`, receivers split evenly over the relays."""
 
     def __init__(self, lab: Lab, build, receivers: int = 200, variant: str = "pimd", engine: str = "kernel",
-                 relay_args=()):
+                 relay_args=(), split_cpus: bool = False):
         if variant not in ("pimd", "smcroute"):
             raise LabError(f"variant {variant!r}: pimd or smcroute")
         self.lab, self.build, self.variant, self.engine = lab, Path(build), variant, engine
         self.bin = self.build / "tools" / "groupcast"
         self.relay_args = list(relay_args)
+        # G4's fairness (bench/relaylab.py): relays pinned to CPU 0 with their
+        # input, the receivers' work (the checker's too) steered to CPU 1
+        self.split_cpus = split_cpus
         self.n = receivers
         k = len(RELAYS)
         self.split = {r: receivers // k + (1 if i < receivers % k else 0) for i, r in enumerate(RELAYS)}
@@ -145,6 +148,11 @@ class TreeLab:
         for r, link in self.rx.items():
             lab.resolve(link.a.ns, [link.b.v4])
             lab.resolve(link.b.ns, [link.a.v4])
+            if self.split_cpus:   # receive work (and the checker) on CPU 1, as G4 does
+                lab.set_rps(link.b.ns, link.b.ifname, 0b10)
+        if self.split_cpus:       # each relay's input received on CPU 0, where the relay runs
+            for r in RELAYS:
+                lab.set_rps(t.ns[r], t.uplinks[r].b.ifname, 0b01)
         if self.variant == "pimd":
             lab.pimd(t, "r1", routers=SITE)
         else:
@@ -206,6 +214,8 @@ class TreeLab:
         argv = [self.bin, "relay", "--rtp", "-p", PORT, "--engine", self.engine, "--status", 0,
                 "--stats-socket", sock, "--expire", 0, "--max-subscribers", 65536,
                 "--max-per-source", max(64, self.split[r] + 1), "--control-rate", 1000000, *self.relay_args]
+        if self.split_cpus:
+            argv += ["--cpu", 0]
         if r in EDGES:
             argv += ["--join", f"{GROUP}@{t.uplinks[r].b.ifname}", "--producer", self.S]
         else:
