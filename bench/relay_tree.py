@@ -62,10 +62,10 @@ def hist_delta(h1, h0):
     return {k: [a - b for a, b in zip(v, h0.get(k, [0] * len(v)))] for k, v in h1.items()}
 
 
-def one_run(tl, count, rate, first):
+def one_run(tl, count, rate):
     h0 = tl.hist()
     b0 = machine_busy()
-    res = tl.run(count, rate, first=first)
+    res = tl.run(count, rate)
     b1 = machine_busy()
     h = hist_delta(tl.hist(), h0)
     res["machine_busy_frac"] = (b1[0] - b0[0]) / max(1, b1[1] - b0[1])
@@ -119,10 +119,9 @@ def main():
             out["warm_up_seconds"] = tl.warm_seconds
             out["join"] = joined
             log(f"joined: {joined}")
-            runs, first = [], 0
+            runs = []
             for rep in range(a.reps):
-                r = one_run(tl, count, a.rate, first)
-                first += count
+                r = one_run(tl, count, a.rate)
                 runs.append(r)
                 log(f"rep {rep}: clean={r['clean']} " + ", ".join(
                     f"{k}: {v['min']}/{count}" for k, v in r["per_relay"].items()))
@@ -133,7 +132,7 @@ def main():
                 def kill_e1(t):
                     time.sleep(2.0)
                     t.kill("e1")
-                r = tl.run(fo_count, a.rate, first=first, during=kill_e1)
+                r = tl.run(fo_count, a.rate, during=kill_e1)
                 r["c1_upstream_after"] = "e2" if tl.query("e2")["subscriber_count"] == tl.split["e2"] + 1 else "?"
                 out["failover"] = r
                 log(f"failover: {json.dumps({k: r['per_relay'][k] for k in ('c1', 'c2')})}")

@@ -130,6 +130,7 @@ class TreeLab:
         self.procs, self.socks = {}, {}
         self.bpf_dir = None
         self.joined = {}
+        self.pseq = 0   # the origin's next sequence number (warm-up and runs share one stream)
 
     # -- building -----------------------------------------------------------------
 
@@ -175,7 +176,8 @@ class TreeLab:
         _bpftool("prog", "loadall", obj, self.bpf_dir / "prog", "type", "classifier",
                  "pinmaps", self.bpf_dir / "maps")
         m = self.bpf_dir / "maps"
-        self.maps = {name: m / name for name in ("tree_cfg", "tree_port", "tree_cnt", "tree_stamp", "tree_hist")}
+        self.maps = {name: m / name for name in ("tree_cfg", "tree_port", "tree_cnt", "tree_stamp", "tree_hist",
+                                                  "tree_run")}
         self.row = {}
         relay_id = {r: i for i, r in enumerate(RELAYS)}
 
@@ -264,24 +266,23 @@ class TreeLab:
         p = self.lab.run(self.t.ns["o"], argv, capture_output=True, text=True, timeout=count / rate * 3 + 60)
         return json.loads(p.stdout)
 
-    def warm_up(self, timeout=120):
-        """Send warm-up datagrams (not counted) until every edge relay has read
-        some: the group's routes are up (PIM builds them from data)."""
-        rate = 20
-        proc = self.origin(int(timeout * rate), rate, magic=WARMUP_MAGIC, background=True)
+    def warm_up(self, timeout=120, rate=20, chunk=10):
+        """Send warm-up datagrams (not counted by the receivers) until every
+        edge relay has read some: the group's routes are up (PIM builds them
+        from data).  Their origin sequence numbers run on into the runs', so
+        the stream never restarts: a restart would make the edges, which
+        heard different parts of the warm-up, number it differently."""
         t0 = time.monotonic()
-        try:
-            while True:
-                got = {r: self.query(r)["in"] for r in EDGES}
-                if all(got.values()):
-                    break
-                if time.monotonic() - t0 > timeout or proc.poll() is not None:
-                    raise LabError(f"the group did not reach every edge in {timeout} s: {got}")
-                time.sleep(0.2)
-            time.sleep(0.5)
-        finally:
-            proc.terminate()
-            proc.wait(timeout=10)
+        while True:
+            self.origin(chunk, rate, first=self.pseq, magic=WARMUP_MAGIC)
+            self.pseq += chunk
+            got = {r: self.query(r)["in"] for r in EDGES}
+            if all(got.values()):
+                break
+            if time.monotonic() - t0 > timeout:
+                raise LabError(f"the group did not reach every edge in {timeout} s: {got}")
+        self.origin(chunk, rate, first=self.pseq, magic=WARMUP_MAGIC)
+        self.pseq += chunk
         return time.monotonic() - t0
 
     def join_all(self, timeout=120):
@@ -366,9 +367,14 @@ class TreeLab:
 
     # -- a run --------------------------------------------------------------------
 
-    def run(self, count, rate, first=0, settle=2.0, during=None):
-        """The origin sends `count` datagrams (pseq first..) at `rate`; returns
-        what every receiver got.  during(tl): called once the origin started."""
+    def run(self, count, rate, settle=2.0, during=None):
+        """The origin sends `count` datagrams (the stream's next ones) at
+        `rate`; returns what every receiver got.  during(tl): called once the
+        origin started."""
+        first = self.pseq
+        self.pseq += count
+        _bpftool("map", "update", "pinned", self.maps["tree_run"], "key", 0, 0, 0, 0,
+                 "value", *first.to_bytes(4, "little"))
         p0, s0 = self.ports(), self.relay_stats()
         c0 = self.counters()
         if during:

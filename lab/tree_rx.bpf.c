@@ -33,6 +33,8 @@
  *
  * Latency (histograms, lat_bucket()): e2e = arrival - send_ns; added =
  * arrival - the stamp of the relay that fed it (cfg.up) for the same pseq.
+ * Per subscriber, max_gap_ns: the longest time between two good copies of
+ * the current run (tree_run).
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -92,7 +94,18 @@ struct port {
 	__u32 ts_off;
 	__u16 seq_off;
 	__u16 last_seq;
+	__u32 run; /* tree_run when max_gap_ns was last reset */
+	__u32 pad;
 };
+
+/* [0]: the origin sequence the current run starts at (lab/tree.py sets it):
+ * max_gap_ns counts only gaps inside one run, not the pause between runs */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} tree_run SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -300,10 +313,16 @@ int tree_rx(struct __sk_buff *skb)
 	}
 	if (pseq > p->next)
 		count(c->row, C_GAP, pseq - p->next);
+	__u32 *run = bpf_map_lookup_elem(&tree_run, &zero);
+	if (run && p->run != *run) {
+		p->run = *run;
+		p->max_gap_ns = 0;
+	}
+	/* from the previous copy, if it was of this run (its pseq is next - 1) */
+	if (run && p->last_ns && p->next > *run && now - p->last_ns > p->max_gap_ns)
+		p->max_gap_ns = now - p->last_ns;
 	p->next = pseq + 1;
 	p->last_seq = seq;
-	if (p->last_ns && now - p->last_ns > p->max_gap_ns)
-		p->max_gap_ns = now - p->last_ns;
 	p->last_ns = now;
 	p->count++;
 	count(c->row, C_OK, 1);

@@ -58,7 +58,7 @@ def run_tree(build, variant, failover):
     with Lab() as lab:
         tl = tree.TreeLab(lab, build, receivers=RECEIVERS, variant=variant)
         try:
-            joined = tl.start()
+            joined = tl.start(warm_timeout=90 if variant == "pimd" else 30)
             assert {r: j["joined"] for r, j in joined.items()} == tl.split
             # site 2 is unicast only: no multicast route in w
             w = lab.run(tl.t.ns["w"], ["cat", "/proc/net/ip_mr_cache"], capture_output=True, text=True).stdout
@@ -88,7 +88,7 @@ def run_tree(build, variant, failover):
             def kill_e1(t):
                 time.sleep(1.0)
                 t.kill("e1")
-            res = tl.run(count, RATE, first=COUNT, during=kill_e1)
+            res = tl.run(count, RATE, during=kill_e1)
             check_clean(res, ["e2", "e3", "e4"])
             for r in ("c1", "c2"):
                 per = res["per_relay"][r]
