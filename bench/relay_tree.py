@@ -138,6 +138,7 @@ def main():
                 log(f"failover: {json.dumps({k: r['per_relay'][k] for k in ('c1', 'c2')})}")
         finally:
             tl.close()
+    out["c1_log"] = [line for line in tl.logs.get("c1", "").splitlines() if "upstream" in line]
     out["elapsed_s"] = time.monotonic() - t0
     with open(os.path.join(a.out, "raw.json"), "w") as f:
         json.dump(out, f, indent=1, default=str)
@@ -197,7 +198,8 @@ def write_md(out, a):
         for r in ("c1", "c2", "e2"):
             p, c = fo["per_relay"][r], fo["counters"][f"rx:{r}"]
             L.append(f"| {r} | {p['receivers']} | {fo['count']} | {p['min']} | {p['max_gap_ms']:.0f} | {c['gap']} | {c['rebase']} |")
-        L.append(f"\nc1's upstream after the kill: {fo['c1_upstream_after']}.")
+        L.append(f"\nc1's upstream after the kill: {fo['c1_upstream_after']}. c1's log lines about its upstreams:\n")
+        L += ["```", *out["c1_log"], "```"]
     with open(os.path.join(a.out, "results.md"), "w") as f:
         f.write("\n".join(L) + "\n")
 

@@ -127,7 +127,7 @@ class TreeLab:
         k = len(RELAYS)
         self.split = {r: receivers // k + (1 if i < receivers % k else 0) for i, r in enumerate(RELAYS)}
         self.t = None
-        self.procs, self.socks = {}, {}
+        self.procs, self.socks, self.logs = {}, {}, {}
         self.bpf_dir = None
         self.joined = {}
         self.pseq = 0   # the origin's next sequence number (warm-up and runs share one stream)
@@ -252,9 +252,10 @@ class TreeLab:
         return self.query_sock(self.socks[r])
 
     def kill(self, r):
+        """SIGKILL relay r (no goodbye to its subscribers)."""
         p = self.procs.pop(r)
         p.kill()
-        p.wait(timeout=10)
+        self.logs[r] = p.communicate(timeout=10)[1]
 
     # -- traffic ------------------------------------------------------------------
 
@@ -406,15 +407,16 @@ class TreeLab:
                 "counters": cnt}
 
     def close(self):
+        """Stop the relays (their stderr goes to self.logs), unpin the checker."""
         for r in list(self.procs):
             p = self.procs.pop(r)
             if p.poll() is None:
                 p.terminate()
-                try:
-                    p.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait()
+            try:
+                self.logs[r] = p.communicate(timeout=5)[1]
+            except subprocess.TimeoutExpired:
+                p.kill()
+                self.logs[r] = p.communicate()[1]
         # The kernel engine's owner files of our relays' namespaces (a relay
         # killed in a failover leaves its own; the .fwd ones outlive every
         # relay): nothing else runs a group send in these namespaces.
