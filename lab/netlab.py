@@ -421,22 +421,35 @@ class Lab:
         d.mkdir(mode=0o700, exist_ok=True)
         return d
 
+    @staticmethod
+    def _site(t: Tree, routers):
+        """The routers that route multicast (default: all of t's) and, per
+        router, the neighbours its multicast interfaces face: hosts, and
+        routers of the site (a router outside it routes unicast only)."""
+        site = tuple(t.routers if routers is None else routers)
+        if set(site) - set(t.routers):
+            raise LabError(f"not routers of the tree: {sorted(set(site) - set(t.routers))}")
+        return site, {r: [n for n in (t.parent[r], *t.children(r)) if n in site or n not in t.routers]
+                      for r in site}
+
     def smcroute(self, t: Tree, source: str, group: str, members: list[str] | None = None,
-                 more: list | None = None):
+                 more: list | None = None, routers: list[str] | None = None):
         """Static (source, group) routes on every router of t with smcrouted,
         one daemon per router namespace with its own config, socket and pid
         file.  Outgoing interfaces: the child links whose subtree holds a
         member (members None: every host).  `more`: further (source, group,
-        members) routes.  Waits until the kernel has every route."""
+        members) routes.  routers: only these route multicast (default all;
+        the others forward unicast only).  Waits until the kernel has every
+        route."""
         routes = [(source, group, list(t.hosts) if members is None else members), *(more or [])]
         binary = router_binary("smcrouted")
-        for r in t.routers:
+        site, faces = self._site(t, routers)
+        for r in site:
             conf = self.workdir() / f"smcroute-{r}.conf"
-            lines = [f"phyint {t.iface(r, n).ifname} enable"
-                     for n in (t.parent[r], *t.children(r))]
+            lines = [f"phyint {t.iface(r, n).ifname} enable" for n in faces[r]]
             for src, grp, mem in routes:
                 oifs = [t.iface(r, c).ifname for c in t.children(r)
-                        if c in mem or set(mem) & set(t.below(c))]
+                        if c in faces[r] and (c in mem or set(mem) & set(t.below(c)))]
                 if oifs:
                     lines.append(f"mroute from {t.iface(r, t.parent[r]).ifname} source {src} "
                                  f"group {grp} to {' '.join(oifs)}")
@@ -445,14 +458,16 @@ class Lab:
                                  "-u", self.workdir() / f"smcroute-{r}.sock",
                                  "-P", self.workdir() / f"smcroute-{r}.pid"],
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        for r in t.routers:
+        for r in site:
             for src, grp, mem in routes:
-                if any(c in mem or set(mem) & set(t.below(c)) for c in t.children(r)):
+                if any(c in faces[r] and (c in mem or set(mem) & set(t.below(c))) for c in t.children(r)):
                     self.wait_mroute(t.ns[r], src, grp)
 
-    def pimd(self, t: Tree, rp: str):
+    def pimd(self, t: Tree, rp: str, routers: list[str] | None = None):
         """PIM-SM on every router of t (pimd), with router `rp` as the static
-        rendezvous point for all groups.  pimd 2.3 has fixed paths
+        rendezvous point for all groups.  routers: only these run pimd
+        (default all), with multicast enabled only toward each other and
+        hosts; the others forward unicast only.  pimd 2.3 has fixed paths
         (/run/pimd.pid): each daemon gets a private /run, a tmpfs mounted in
         the mount namespace that `ip netns exec` already gives it (mounts
         there do not reach the host).  Routes appear in the kernel once hosts
@@ -461,16 +476,17 @@ class Lab:
         rp_addr = t.iface(rp, t.children(rp)[0]).v4
         script = ('mount -t tmpfs netlab /run && printf "%s" "$1" > /run/pimd.conf && '
                   'exec "$2" -f -N -c /run/pimd.conf -s notice')
-        for r in t.routers:
-            conf = "".join(f"phyint {t.iface(r, n).ifname} enable\n"
+        site, faces = self._site(t, routers)
+        for r in site:
+            conf = "".join(f"phyint {t.iface(r, n).ifname} {'enable' if n in faces[r] else 'disable'}\n"
                            for n in (t.parent[r], *t.children(r)))
             conf += f"rp-address {rp_addr} 224.0.0.0/4\n"
             self.popen(t.ns[r], ["sh", "-ec", script, "pimd", conf, binary],
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         # Ready when its vifs are in the kernel: IGMP reports sent from now on
         # are heard (earlier ones would wait for the next query, ~30 s).
-        for r in t.routers:
-            want = 2 + len(t.children(r))  # uplink, children, pimreg
+        for r in site:
+            want = 1 + len(faces[r])  # enabled interfaces, pimreg
             deadline = time.monotonic() + 10
             while True:
                 p = self.run(t.ns[r], ["cat", "/proc/net/ip_mr_vif"], capture_output=True, text=True, check=False)
