@@ -471,3 +471,32 @@ def test_spoofed_relay_join_starts_nothing_and_a_relay_gets_one_copy(tree):
     assert fa["in"] == 50 and fa["out"] == 50        # one copy: to b only
     assert fb["in"] == 50 and fb["rtp_rejected"] == 0
     assert fa["ctl_per_source"] == 1 and fa["ctl_bad_cookie"] == 1
+
+
+def test_relay_subscriber_gets_the_producers_own_numbering_across_a_restart(tree):
+    """A relay subscriber gets the producer's header as it arrived, also after
+    the producer restarts (new SSRC, new sequence): not the relay's continuous
+    numbering, which depends on when that relay saw the restart.  Two
+    upstreams fed by one origin then number alike, whatever each saw before,
+    and the relay below dedupes across a switch on the producer's numbers."""
+    t = tree
+    a, a_sock, _ = t.relay("a", ["--rtp", "-p", 5000, "--producer", t.v4("p")])
+    rx = t.rx("r", [6200, 6202], idle="1")
+    plain = t.join("r", f"{t.v4('a')}:5002", 6202)
+    relay = t.join("r", f"{t.v4('a')}:5002", 6200, opts="relay=00000000000000c7")
+    assert plain["reply"].startswith("OK JOIN") and relay["reply"].startswith("OK JOIN"), (plain, relay)
+    t.tx(f"{t.v4('a')}:5000", 20, extra=["--rtp", "--seq", 65500, "--restart-at", 10,
+                                          "--ssrc2", "0x55667788", "--seq2", 100])
+    got = t.collect(rx)
+    t.stop(a)
+
+    def hdr(h):
+        b = bytes.fromhex(h)
+        return int.from_bytes(b[2:4], "big"), int.from_bytes(b[8:12], "big")
+    as_relay = [hdr(h) for _, _, h in got[6200]]
+    sent = [((65500 + i) & 0xFFFF, 0x11223344) for i in range(10)] + [(100 + i, 0x55667788) for i in range(10)]
+    assert as_relay == sent, as_relay
+    # a plain subscriber keeps one SSRC and numbering that carries on
+    plain_hdrs = [hdr(h) for _, _, h in got[6202]]
+    assert len(plain_hdrs) == 20 and len({s for _, s in plain_hdrs}) == 1, plain_hdrs
+    assert all((b[0] - a_[0]) & 0xFFFF == 1 for a_, b in zip(plain_hdrs, plain_hdrs[1:])), plain_hdrs

@@ -268,9 +268,14 @@ void rtp_forward(struct relay *r, const uint8_t *d, size_t len, const struct soc
 			uint8_t *h = queue ? q->hdr[q->n + i] : s->hdr;
 			h[0] = d[0];
 			h[1] = d[1];
-			if (s->relay_id) { /* a relay: the stream's own numbering */
-				put16(h + 2, gseq);
-				put32(h + 4, gts);
+			if (s->relay_id) {
+				/* a relay: the header as the producer sent it, not this
+				 * relay's continuity offsets (g_seq_off, g_ts_off), which
+				 * depend on when it saw a producer change: two upstreams
+				 * then number alike, and the relay below dedupes across a
+				 * switch on the producer's own numbers */
+				put16(h + 2, seq);
+				put32(h + 4, ts);
 				put32(h + 8, ssrc);
 			} else {
 				put16(h + 2, (uint16_t)(gseq + s->seq_off));
@@ -505,8 +510,8 @@ void rtcp_forward(struct relay *r, const uint8_t *d, size_t len,
 					if (!s->relay_id) /* a relay keeps the stream's SSRC */
 						put32(q, s->ssrc);
 				} else { /* SR sender info */
-					uint32_t ts = get32(q + 16) + r->prod.g_ts_off +
-						(s->relay_id ? 0 : s->ts_off);
+					uint32_t ts = get32(q + 16) +
+						(s->relay_id ? 0 : r->prod.g_ts_off + s->ts_off);
 					put32(q + 16, ts);
 					put32(q + 20, (uint32_t)s->packets);
 					put32(q + 24, (uint32_t)s->payload_octets);
