@@ -132,8 +132,10 @@ static void conn_violation(struct gc_srv *s, struct gc_flow *c)
 	if (c->state == CONN_STOPPED)
 		return;
 	gc_kring_describe(&c->k, why, sizeof(why));
+	/* the tools' log shape (groupcast(1) LOGS), without the journal's <N>
+	 * prefix: the engine unit's SyslogLevel=warning gives it that level */
 	if (!s->p.quiet)
-		fprintf(stderr, "groupcast engine: ring %u: %s; ring stopped\n", c->id, why);
+		fprintf(stderr, "level=warning event=ring_violation ring=%u reason=\"%s\"\n", c->id, why);
 	s->st.violations++;
 	set_state(s, c, CONN_STOPPED);
 	sock_disarm(s, c);

@@ -312,6 +312,47 @@ static void chaos(void)
 	CHECK(stopped > 0);
 }
 
+/*
+ * Without quiet, a violation is one line on stderr in the tools' log shape
+ * (groupcast(1) LOGS): level=warning event=ring_violation ring=ID reason="...".
+ */
+static void logged_line(void)
+{
+	struct gc_ring_engine_opts lp = GC_RING_ENGINE_OPTS_INIT();
+	struct gc_ring_engine *e = gc_ring_engine_create(&lp);
+	struct gc_ring *r = gc_ring_create(N, zone);
+	FILE *log = tmpfile();
+	int saved = dup(2), sd = udp_connected(&rx[1]);
+	CHECK(e && r && log && saved >= 0);
+	fflush(stderr);
+	CHECK(dup2(fileno(log), 2) == 2);
+	CHECK_OK(gc_ring_attach(r, e, sd));
+	close(sd);
+	atomic_store(&r->sh->user_i, N + 5);
+	atomic_store(&r->sh->umod_i, 3);
+	gc_ring_notify(r);
+	struct gc_ring_status st = GC_RING_STATUS_INIT();
+	for (int i = 0; i < 2000 && gc_ring_status(r, &st) == 0 && !st.error; i++)
+		usleep(1000);
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	CHECK_EQ(st.error, GC_RING_BAD_USER_I);
+	char line[512] = "";
+	rewind(log);
+	CHECK(fgets(line, sizeof(line), log) != NULL);
+	unsigned id = 0;
+	char reason[256] = "";
+	if (!EXPECT(sscanf(line, "level=warning event=ring_violation ring=%u reason=\"%255[^\"]\"\n",
+			   &id, reason) == 2))
+		fprintf(stderr, "  the line: %s", line);
+	EXPECT(strstr(reason, "user_i") != NULL);
+	EXPECT(fgets(line, sizeof(line), log) == NULL); /* one line */
+	fclose(log);
+	gc_ring_destroy(r);
+	CHECK_OK(gc_ring_engine_destroy(e));
+}
+
 int main(void)
 {
 	struct gc_ring_engine_opts p = GC_RING_ENGINE_OPTS_INIT(.quiet = 1);
@@ -327,6 +368,7 @@ int main(void)
 	good_sends(__LINE__);
 
 	violations();
+	logged_line();
 	refusals();
 	chaos();
 
