@@ -244,6 +244,35 @@ def task_cpu_ns(pid):
     return total
 
 
+def children(pid):
+    """The pids whose parent is pid (a scan of /proc/*/stat: this kernel has
+    no /proc/PID/task/TID/children)."""
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        out.append(int(d))
+            except (OSError, ValueError, IndexError):
+                pass   # gone meanwhile
+    return out
+
+
+def tree_cpu_ns(pid):
+    """task_cpu_ns of pid and of every process below it: a replicator that
+    forks workers (nfacctd: core process and plugin) is billed for all."""
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            total += task_cpu_ns(p)
+        except OSError:
+            continue   # gone
+        todo += children(p)
+    return total
+
+
 def rusage_wrap(outfile):
     """A command prefix that runs the command and writes its user and system
     CPU (getrusage of the child) to outfile as JSON: the fallback without perf."""
