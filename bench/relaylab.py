@@ -135,20 +135,22 @@ class RelayLab:
         p = subprocess.run([self.bin, "relay", "--query", sock], capture_output=True, text=True, timeout=20)
         return json.loads(p.stdout) if p.returncode == 0 and p.stdout.strip() else None
 
-    def stop(self, proc):
+    def stop(self, proc, timeout=10):
+        """SIGTERM, and SIGKILL after `timeout` seconds."""
         proc.terminate()
         try:
-            proc.wait(timeout=10)
+            proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
 
-    def start_sinks(self, n, expect_each, idle_ms=4000, rcvbuf=262144, extra=()):
+    def start_sinks(self, n, expect_each, idle_ms=4000, rcvbuf=262144, extra=(), prefix=()):
         """Sinks on every subscriber port.  A small receive buffer per port
         keeps 1000 backed-up sinks from exhausting the kernel's global UDP
         memory (net.ipv4.udp_mem), which would drop datagrams at the relay's
         own socket too and blame the relay for the receivers' overload.
-        `extra`: more `groupcast sink` options (e.g. --digest HEX)."""
+        `extra`: more `groupcast sink` options (e.g. --digest HEX); `prefix`:
+        a command to run it under (e.g. nice -n -15)."""
         sinks = []
         for r, cnt in zip(self.star.receivers, self.split(n)):
             if not cnt:
@@ -156,7 +158,7 @@ class RelayLab:
             ready = f"/tmp/{self.lab.prefix}-{r.ns}-sink.ready"
             if os.path.exists(ready):
                 os.unlink(ready)
-            argv = [self.bin, "sink", "--addr", r.v4, "--port-base", PORT_BASE, "--count", cnt,
+            argv = [*prefix, self.bin, "sink", "--addr", r.v4, "--port-base", PORT_BASE, "--count", cnt,
                     "--expect", cnt * expect_each, "--idle-ms", idle_ms, "--ready-file", ready, "--cpu", 1,
                     "--rcvbuf", rcvbuf, *extra]
             sinks.append((self.lab.popen(r.ns, argv, stdout=subprocess.PIPE, text=True), ready, cnt))
