@@ -359,8 +359,12 @@ def write_results(a, out, methods, points, med, lossless, rows, facts, elapsed):
              f"Run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {facts.get('cpu', '?')} "
              f"× {facts['cpus']}, kernel {facts['kernel']}; {elapsed / 60:.0f} min. "
              "Relay builds measured: " + ", ".join(f"`{m.name}`" for m in relays) +
-             " (`--engine auto`; the engine it chose, from its `--query`, is in each relay cell).", "",
+             " (`--engine auto`; the engine it chose, from its `--query`, is in each relay cell); "
+             "`relay@C` is a Release build of commit C (`BUILD-OF-relay@C` in the command: that commit's "
+             "tree, `cmake -DCMAKE_BUILD_TYPE=Release`), in the same run and rounds as the peers; "
+             "`+dirty`: with uncommitted changes.", "",
              "Command:", "", "```", command_line(a, methods), "```", "",
+             "Peers: " + "; ".join(peer_versions(a, peers)) + ".", "",
              "What is measured and how: the docstring of `bench/relay_points.py`. "
              "Machine: 2 vCPUs shared with other jobs, so single runs are noisy; every figure is a median "
              "over interleaved rounds and every ratio compares runs of the same rounds.", "",
@@ -433,6 +437,19 @@ def write_results(a, out, methods, points, med, lossless, rows, facts, elapsed):
     return lines
 
 
+def peer_versions(a, peers):
+    out = []
+    for m in peers:
+        if m.kind == "samplicator":
+            out.append(f"samplicator {a.samplicator_version or '(version not given)'}")
+        else:
+            v = subprocess.run([m.path, "-V"], capture_output=True, text=True).stdout.strip().splitlines()
+            deb = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", "pmacct"], capture_output=True,
+                                 text=True).stdout.strip()
+            out.append(f"pmacct: {v[0] if v else m.path}" + (f" (Debian package {deb})" if deb else ""))
+    return out or ["none"]
+
+
 def command_line(a, methods=()):
     """The command as run, with this machine's paths outside the checkout
     named for what they are (a samplicate binary, a build of commit X)."""
@@ -473,6 +490,8 @@ def main():
     ap.add_argument("--relay", action="append", default=[],
                     help="a build directory whose relay to measure (repeatable: each is one column)")
     ap.add_argument("--samplicator", help="path to a samplicate binary you built")
+    ap.add_argument("--samplicator-version", default="",
+                    help="what the samplicate binary is (e.g. upstream commit), for the results")
     ap.add_argument("--nfacctd", default="/usr/sbin/nfacctd", help="pmacct's nfacctd (Debian package pmacct)")
     ap.add_argument("--peers", default="samplicator,pmacct", help="peers to run (comma-separated; none: '')")
     ap.add_argument("--out", default=os.path.join(gcbench.ROOT, "bench", "results", "relay-points"))
