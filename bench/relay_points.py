@@ -112,8 +112,11 @@ def build_label(build):
 class Relay:
     kind = "relay"
 
-    def __init__(self, build):
-        self.bin, self.name, self.build = gcbench.tool(build), build_label(build), build
+    def __init__(self, spec):
+        """spec: a build directory, or DIR=BRANCH to name the branch too."""
+        build, _, branch = spec.partition("=")
+        self.bin, self.build = gcbench.tool(build), build
+        self.name = build_label(build).replace("relay@", f"relay {branch}@" if branch else "relay@")
 
     def argv(self, rl, n, workdir):
         self.sock = os.path.join(workdir, "relay.sock")
@@ -121,9 +124,10 @@ class Relay:
                 *rl.receivers_argv(n)]
 
     def engine(self, rl):
-        """The engine AUTO resolved to in this run (the relay's --query)."""
+        """The relay's --query after the run: the engine AUTO resolved to and,
+        where the relay says, how it batched and which way the copies went."""
         q = rl.query(self.sock) or {}
-        return q.get("engine_resolved")
+        return {k: q[k] for k in ("engine_resolved", "batching", "lib_datagrams", "lib_user_fallback") if k in q}
 
 
 class Samplicator:
@@ -223,7 +227,7 @@ def one_run(rl, method, n, rate, exporters, seconds, workdir):
         txo, _ = tx.communicate(timeout=count / rate * 5 + 60)
         res = rl.finish_sinks(sinks)   # each exits once it has all it is due, or after 3 s of quiet
         c1, b1, w1 = tree_cpu_ns(proc.pid), machine_busy(), time.monotonic()
-        engine = method.engine(rl) if hasattr(method, "engine") else None
+        query = method.engine(rl) if hasattr(method, "engine") else {}
     finally:
         if not res:
             rl.finish_sinks(sinks, kill=True)
@@ -234,7 +238,7 @@ def one_run(rl, method, n, rate, exporters, seconds, workdir):
     got = sum(s["received"] for s in res)
     exact = sum(s.get("digest_ok", 0) for s in res)
     return {
-        "method": method.name, "kind": method.kind, "engine": engine, "n": n, "rate": rate, "exporters": exporters,
+        "method": method.name, "kind": method.kind, "engine": query.get("engine_resolved"), "query": query, "n": n, "rate": rate, "exporters": exporters,
         "sent": count, "producer_seconds": tx_info["seconds"],
         "producer_rate": count / tx_info["seconds"] if tx_info["seconds"] else None,
         "cpu_ns": c1 - c0, "cpu_ns_per_input": (c1 - c0) / count,
@@ -359,8 +363,10 @@ def write_results(a, out, methods, points, med, lossless, rows, facts, elapsed):
              f"Run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {facts.get('cpu', '?')} "
              f"× {facts['cpus']}, kernel {facts['kernel']}; {elapsed / 60:.0f} min. "
              "Relay builds measured: " + ", ".join(f"`{m.name}`" for m in relays) +
-             " (`--engine auto`; the engine it chose, from its `--query`, is in each relay cell); "
-             "`relay@C` is a Release build of commit C (`BUILD-OF-relay@C` in the command: that commit's "
+             " (`--engine auto`; each relay cell names the engine its `--query` gives as resolved after the "
+             "run, or `per datagram` where the query says AUTO chooses per datagram (its `batching`, with the "
+             "library's counters of the copies, is in raw.json)); "
+             "`relay [branch]@C` is a Release build of commit C (`BUILD-OF-C` in the command: that commit's "
              "tree, `cmake -DCMAKE_BUILD_TYPE=Release`), in the same run and rounds as the peers; "
              "`+dirty`: with uncommitted changes.", "",
              "Command:", "", "```", command_line(a, methods), "```", "",
@@ -388,7 +394,8 @@ def write_results(a, out, methods, points, med, lossless, rows, facts, elapsed):
                 c += f" [{v['lost_runs']}/{v['runs']} runs lost"
                 c += f": {v['lossy_median'] / 1e3:.1f} per datagram sent]" if v["median"] is None else "]"
             if m.kind == "relay":
-                engines = sorted({r["engine"] or "?" for r in rows if r["part"] == "cpu" and r["n"] == n
+                engines = sorted({("per datagram" if "batching" in r["query"] else r["engine"] or "?")
+                                  for r in rows if r["part"] == "cpu" and r["n"] == n
                                   and r["rate"] == rate and r["method"] == m.name})
                 c += " `" + "/".join(engines) + "`"
             cells.append(c)
@@ -454,8 +461,11 @@ def command_line(a, methods=()):
     """The command as run, with this machine's paths outside the checkout
     named for what they are (a samplicate binary, a build of commit X)."""
     names = {a.samplicator: "PATH/TO/samplicate"}
-    names.update({m.build: f"BUILD-OF-{m.name}" for m in methods if m.kind == "relay"
-                  and not os.path.abspath(m.build).startswith(gcbench.ROOT + "/")})
+    for m in methods:
+        if m.kind == "relay" and not os.path.abspath(m.build).startswith(gcbench.ROOT + "/"):
+            commit = m.name.split("@", 1)[1]
+            names.update({x: x.replace(m.build, f"BUILD-OF-{commit}") for x in sys.argv[1:]
+                          if x.partition("=")[0] == m.build})
     return "sudo python3 bench/relay_points.py " + shlex.join(names.get(x, x) for x in sys.argv[1:])
 
 
@@ -488,7 +498,8 @@ def main():
     ap.add_argument("--build", default=os.path.join(gcbench.ROOT, "build"),
                     help="build whose `groupcast sink` checks the copies (and whose relay runs, without --relay)")
     ap.add_argument("--relay", action="append", default=[],
-                    help="a build directory whose relay to measure (repeatable: each is one column)")
+                    help="a build directory whose relay to measure, DIR or DIR=BRANCH (repeatable: each is "
+                         "one column, named relay [BRANCH]@COMMIT)")
     ap.add_argument("--samplicator", help="path to a samplicate binary you built")
     ap.add_argument("--samplicator-version", default="",
                     help="what the samplicate binary is (e.g. upstream commit), for the results")
