@@ -30,7 +30,9 @@ receivers' namespaces.
    starts until the last copy arrived, over the datagrams sent.  N = 1, 2, 5,
    10, 100, 1000 at 100/s; N = 1, 2, 5, 10 at 20,000/s (N x 20,000 copies a
    second are what the receivers' CPU can take).  Every round runs every
-   point with every replicator in turn; the median over the rounds.
+   point with every replicator in turn (who goes first rotates from round to
+   round); a run with loss is tried once more; the median over the lossless
+   runs.
 2. The highest input rate each replicator holds without loss at N = 2 and 10
    (8 exporters): a run of --probe-seconds at rate R holds if every copy
    arrived (a run with loss is tried once more: other jobs on this machine);
@@ -264,8 +266,9 @@ def describe(row):
 
 def cpu_table(rl, methods, points, reps, workdir, rows):
     for rep in range(reps):
+        order = methods[rep % len(methods):] + methods[:rep % len(methods)]   # who goes first rotates
         for n, (rate, exp, secs) in points:
-            for m in methods:
+            for m in order:
                 for attempt in (0, 1):   # a run with loss is tried once more (other jobs here)
                     r = one_run(rl, m, n, rate, exp, secs, workdir)
                     r.update(rep=rep, part="cpu", attempt=attempt)
