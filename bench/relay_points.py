@@ -252,10 +252,27 @@ def one_run(rl, method, n, rate, exporters, seconds, workdir):
     }
 
 
+def safe_run(rl, method, n, rate, exporters, seconds, workdir):
+    """one_run, or a failed row that says why (a replicator that would not
+    start or died): one broken point must not cost the whole run."""
+    try:
+        return one_run(rl, method, n, rate, exporters, seconds, workdir)
+    except (RuntimeError, OSError, subprocess.SubprocessError, ValueError, KeyError) as e:
+        count = max(1, int(rate * seconds))
+        return {"method": method.name, "kind": method.kind, "engine": None, "query": {}, "n": n, "rate": rate,
+                "exporters": exporters, "sent": count, "producer_seconds": None, "producer_rate": None,
+                "cpu_ns": 0, "cpu_ns_per_input": 0.0, "machine_busy_frac": None, "wall_s": None,
+                "delivered": 0, "due": n * count, "lost": n * count, "ports_exact": 0, "ok": False,
+                "drops_input": 0, "sndbuf_errors": 0, "drops_receivers": 0, "replicator_warnings": None,
+                "error": f"{type(e).__name__}: {e}"[:500]}
+
+
 def describe(row):
     s = (f"{row['method']:24s} N={row['n']:4d} {row['rate']:6.0f}/s {row['cpu_ns_per_input'] / 1e3:8.1f} us/input "
          f"{'ok' if row['ok'] else 'LOST'}")
-    if not row["ok"]:
+    if row.get("error"):
+        s += f" ERROR {row['error'][:200]}"
+    elif not row["ok"]:
         s += (f" (delivered {row['delivered']}/{row['due']}, exact ports {row['ports_exact']}/{row['n']}, "
               f"drops: input {row['drops_input']}, receivers {row['drops_receivers']}, "
               f"sndbuf {row['sndbuf_errors']}; {(row['replicator_warnings'] or [''])[-1][:120]})")
@@ -270,7 +287,7 @@ def cpu_table(rl, methods, points, reps, workdir, rows):
         for n, (rate, exp, secs) in points:
             for m in order:
                 for attempt in (0, 1):   # a run with loss is tried once more (other jobs here)
-                    r = one_run(rl, m, n, rate, exp, secs, workdir)
+                    r = safe_run(rl, m, n, rate, exp, secs, workdir)
                     r.update(rep=rep, part="cpu", attempt=attempt)
                     rows.append(r)
                     log(f"  cpu rep {rep} " + describe(r))
@@ -303,7 +320,7 @@ def search(rl, methods, n, exporters, start, cap, seconds, bisections, workdir, 
 
     def probe(m, rate):
         for attempt in (0, 1):
-            r = one_run(rl, m, n, rate, exporters, seconds, workdir)
+            r = safe_run(rl, m, n, rate, exporters, seconds, workdir)
             r.update(part="search", attempt=attempt)
             rows.append(r)
             log(f"  search " + describe(r))
@@ -327,7 +344,9 @@ def search(rl, methods, n, exporters, start, cap, seconds, bisections, workdir, 
                 s["ok"] = rate
             else:
                 s["bad"] = rate
-                if not r["drops_input"] and r["drops_receivers"]:
+                if r.get("error"):
+                    s["note"] = r["error"][:200]
+                elif not r["drops_input"] and r["drops_receivers"]:
                     s["note"] = "loss at the receivers' sockets (the lab's limit)"
                 elif r["drops_input"]:
                     s["note"] = "loss at the replicator's input"
