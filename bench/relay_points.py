@@ -436,7 +436,7 @@ def write_results(a, out, methods, points, med, lossless, rows, facts, elapsed):
         lines.append(f"| {n} | {inp} | " + " | ".join(cells) + f" | {tgt[0] if tgt else '–'} |")
     lines += ["", "Targets (issue 24 item 4): relay ≤ 0.4× the better peer at 20,000/s and N = 2, 10; "
               "≤ 1.0× at 100/s and N = 1–10; ≥ 5× less (≤ 0.2×) at N = 1000. ✓/✗: the median ratio "
-              "against the target.", "", "![CPU per input datagram](cpu_vs_receivers.png)", ""]
+              "against the target.", "", "![CPU per input datagram](cpu_vs_receivers.png)" if points else "", ""]
     if lossless:
         lines += ["## Highest input rate held without loss (datagrams/s, 8 exporters)", "",
                   f"Method: runs of {a.probe_seconds} s; from {a.search_start:,}/s doubling until a rate "
@@ -492,6 +492,8 @@ def command_line(a, methods=()):
 
 
 def draw(out, methods, points, med, reps):
+    if not points:
+        return
     try:
         plt = plot.pyplot()
     except ImportError:
