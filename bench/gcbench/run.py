@@ -225,6 +225,17 @@ def machine_busy():
     return busy, busy + v[3] + v[4] + v[7]
 
 
+def cpu_times_ns(cpu):
+    """(busy, softirq) ns of one CPU from /proc/stat (tick resolution):
+    busy = user + nice + system + irq + softirq + steal."""
+    with open("/proc/stat") as f:
+        for line in f:
+            if line.startswith(f"cpu{cpu} "):
+                v = [int(x) for x in line.split()[1:9]]
+                return ((v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) * 1e9 / CLK_TCK, v[6] * 1e9 / CLK_TCK)
+    raise ValueError(f"no cpu{cpu} in /proc/stat")
+
+
 def proc_cpu_ns(pid):
     """utime + stime of pid from /proc/PID/stat (tick resolution), in ns."""
     with open(f"/proc/{pid}/stat") as f:
