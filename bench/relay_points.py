@@ -2,7 +2,8 @@
 """Issue 24: the relay against samplicator and pmacct's nfacctd tee at every operating point.
 
     sudo python3 bench/relay_points.py --samplicator PATH/samplicate [--nfacctd /usr/sbin/nfacctd]
-        [--build build] [--relay DIR ...] [--reps 3] [--out bench/results/relay-points]
+        [--build build] [--relay DIR[=BRANCH] ...] [--reps 3] [--out bench/results/relay-points]
+    sudo python3 bench/relay_points.py --quick --peers ''     # one relay point, every copy checked: CI
 
 Input: NetFlow v5 export datagrams (24-byte header + 20 flow records = 984 B,
 `tests/e2e/relaytool.py nf5`), at 100/s from one exporter and at 20,000/s from
@@ -19,8 +20,9 @@ optional plugin_buffer_size, which holds datagrams back until a buffer fills
 (a low-rate tail would never leave).
 
 Every copy is checked: each receiver port's sink counts what it got and adds
-up the BLAKE2b hashes of the datagrams (`groupcast sink --digest`); a run is
-lossless only if every port got exactly the datagrams sent, byte for byte.
+up the hashes of the datagrams (`groupcast sink --digest`, the sum the
+producer's stream must give); a run is lossless only if every port got
+exactly the datagrams sent, byte for byte.
 Runs with loss are never averaged in.  Where copies went missing is recorded:
 UDP receive-buffer drops in the replicator's namespace (its input) and in the
 receivers' namespaces.
@@ -32,7 +34,8 @@ receivers' namespaces.
    second are what the receivers' CPU can take).  Every round runs every
    point with every replicator in turn (who goes first rotates from round to
    round); a run with loss is tried once more; the median over the lossless
-   runs.
+   runs.  Beside it CPU 0's softirq time (/proc/stat): kernel work outside
+   the replicator's process time (receiving its input, deferred sends).
 2. The highest input rate each replicator holds without loss at N = 2 and 10
    (8 exporters): a run of --probe-seconds at rate R holds if every copy
    arrived (a run with loss is tried once more: other jobs on this machine);
@@ -43,8 +46,9 @@ receivers' namespaces.
 
 Pinning as in bench/relaylab.py: the replicator on CPU 0 with its input
 received there (RPS); the producer, the sinks and the receivers' softirq work
-on CPU 1.  All of them at nice -15 (the machine is shared with other jobs).  Results go to --out: README.md (tables, plot, command), raw.json,
-rows.csv, cpu_vs_receivers.png.
+on CPU 1.  All of them at nice -15 (the machine is shared with other jobs).
+Results go to --out: README.md (tables, plot, command), raw.json, rows.csv,
+cpu_vs_receivers.png.
 """
 import argparse
 import json
