@@ -3,6 +3,12 @@
     lab, rl = relaylab.make(build, receivers=2)   # namespaces s (relay), r1..rk, p (producer)
     run = rl.run("kernel", n=1000, rate=200, seconds=3)
 
+For other replicators in the relay's place (samplicator.py, relay_points.py):
+rl.receivers_argv(n) lists the receivers as ADDR/PORT, wait_bound() and
+wait_idle() wait until a replicator is listening and done starting,
+rl.exporters(k) gives the producer k source addresses, udp_counters(lab, ns)
+reads a namespace's UDP counters (receive-buffer drops...).
+
 Fairness (DESIGN.md): the relay is pinned to CPU 0, and its input is received
 there (RPS); the subscribers' receive work is steered to CPU 1 by RPS, and the
 sinks and the producer run there too.  The relay's CPU is its own CLOCK_PROCESS_CPUTIME_ID (exported in its
@@ -18,7 +24,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gcbench  # noqa: E402
-from gcbench.run import machine_busy, proc_cpu_ns  # noqa: E402,F401  (samplicator.py uses relaylab.machine_busy)
+from gcbench.run import machine_busy, proc_cpu_ns, task_cpu_ns, tree_cpu_ns  # noqa: E402,F401
 
 TOOL = os.path.join(gcbench.ROOT, "tests", "e2e", "relaytool.py")
 PORT_BASE = 20000
@@ -36,17 +42,74 @@ def make(build, receivers=2):
     return lab, RelayLab(build, lab, star, link)
 
 
+def wait_bound(lab, ns, port, proc, timeout=15):
+    """Wait until something in ns listens on UDP `port` (proc must stay alive)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"replicator exited early: {proc.stderr.read() if proc.stderr else ''}")
+        out = lab.run(ns, ["ss", "-Hnlu", f"sport = :{port}"], capture_output=True, text=True).stdout
+        if out.strip():
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"nothing bound port {port} in {timeout} s")
+
+
+def wait_idle(pid, quiet_ns=1_000_000, step=0.2, timeout=10):
+    """Wait until pid and its children have used less than quiet_ns of CPU
+    over `step` seconds: a replicator binds its port before it has finished
+    starting (the relay may still be loading its BPF program, nfacctd forking
+    its plugin), and that start must not be billed to the datagrams."""
+    deadline = time.monotonic() + timeout
+    last = tree_cpu_ns(pid)
+    while time.monotonic() < deadline:
+        time.sleep(step)
+        now = tree_cpu_ns(pid)
+        if now - last < quiet_ns:
+            return
+        last = now
+    raise RuntimeError(f"pid {pid} did not go idle in {timeout} s")
+
+
+def udp_counters(lab, ns):
+    """The Udp: counters of namespace ns (/proc/net/snmp is per namespace):
+    RcvbufErrors (dropped for want of receive buffer), SndbufErrors, InErrors..."""
+    out = lab.run(ns, ["cat", "/proc/net/snmp"], capture_output=True, text=True).stdout
+    rows = [ln.split()[1:] for ln in out.splitlines() if ln.startswith("Udp:")]
+    return dict(zip(rows[0], (int(x) for x in rows[1])))
+
+
 class RelayLab:
     def __init__(self, build, lab, star, link):
         self.build, self.lab, self.star = build, lab, star
         self.bin = gcbench.tool(build)
         self.relay_ns, self.p_ns = star.sender, link.b.ns
         self.relay_addr, self.p_addr = link.a.v4, link.b.v4
+        self._p_ifname = link.b.ifname
         self.k = 0
 
     def split(self, n):
         k = len(self.star.receivers)
         return [n // k + (1 if i < n % k else 0) for i in range(k)]
+
+    def receivers_argv(self, n):
+        """samplicator's receiver syntax, one ADDR/PORT per receiver (it has no ranges)."""
+        out = []
+        for r, cnt in zip(self.star.receivers, self.split(n)):
+            out += [f"{r.v4}/{PORT_BASE + i}" for i in range(cnt)]
+        return out
+
+    def exporters(self, k):
+        """k source addresses in the producer's namespace: its own and k-1
+        more on the same link (10.R.L.3...), added once and kept."""
+        base = self.p_addr.rsplit(".", 1)[0]
+        have = getattr(self, "_exporters", [self.p_addr])
+        for host in range(len(have) + 2, k + 2):
+            addr = f"{base}.{host}"
+            self.lab.ip(self.p_ns, "addr", "add", f"{addr}/24", "dev", self._p_ifname)
+            have.append(addr)
+        self._exporters = have
+        return have[:k]
 
     def start_relay(self, engine, args=(), subscribers=0):
         """Relay in broadcast mode; `subscribers` static ones over the receiver
@@ -72,19 +135,22 @@ class RelayLab:
         p = subprocess.run([self.bin, "relay", "--query", sock], capture_output=True, text=True, timeout=20)
         return json.loads(p.stdout) if p.returncode == 0 and p.stdout.strip() else None
 
-    def stop(self, proc):
+    def stop(self, proc, timeout=10):
+        """SIGTERM, and SIGKILL after `timeout` seconds."""
         proc.terminate()
         try:
-            proc.wait(timeout=10)
+            proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
 
-    def start_sinks(self, n, expect_each, idle_ms=4000, rcvbuf=262144):
+    def start_sinks(self, n, expect_each, idle_ms=4000, rcvbuf=262144, extra=(), prefix=()):
         """Sinks on every subscriber port.  A small receive buffer per port
         keeps 1000 backed-up sinks from exhausting the kernel's global UDP
         memory (net.ipv4.udp_mem), which would drop datagrams at the relay's
-        own socket too and blame the relay for the receivers' overload."""
+        own socket too and blame the relay for the receivers' overload.
+        `extra`: more `groupcast sink` options (e.g. --digest HEX); `prefix`:
+        a command to run it under (e.g. nice -n -15)."""
         sinks = []
         for r, cnt in zip(self.star.receivers, self.split(n)):
             if not cnt:
@@ -92,9 +158,9 @@ class RelayLab:
             ready = f"/tmp/{self.lab.prefix}-{r.ns}-sink.ready"
             if os.path.exists(ready):
                 os.unlink(ready)
-            argv = [self.bin, "sink", "--addr", r.v4, "--port-base", PORT_BASE, "--count", cnt,
+            argv = [*prefix, self.bin, "sink", "--addr", r.v4, "--port-base", PORT_BASE, "--count", cnt,
                     "--expect", cnt * expect_each, "--idle-ms", idle_ms, "--ready-file", ready, "--cpu", 1,
-                    "--rcvbuf", rcvbuf]
+                    "--rcvbuf", rcvbuf, *extra]
             sinks.append((self.lab.popen(r.ns, argv, stdout=subprocess.PIPE, text=True), ready, cnt))
         for p, ready, _ in sinks:
             while not os.path.exists(ready):

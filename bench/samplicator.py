@@ -32,45 +32,9 @@ import gcbench  # noqa: E402
 import relaylab  # noqa: E402
 from gcbench import analyse, plot, report  # noqa: E402
 from gcbench.run import log, machine_busy, task_cpu_ns  # noqa: E402
+from relaylab import wait_bound, wait_idle  # noqa: E402
 
 IN_PORT = 2055
-PORT_BASE = relaylab.PORT_BASE
-
-
-def receivers_argv(rl, n):
-    """samplicator's receiver syntax, one ADDR/PORT per receiver (it has no ranges)."""
-    out = []
-    for r, cnt in zip(rl.star.receivers, rl.split(n)):
-        out += [f"{r.v4}/{PORT_BASE + i}" for i in range(cnt)]
-    return out
-
-
-def wait_bound(lab, ns, port, proc, timeout=15):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"replicator exited early: {proc.stderr.read() if proc.stderr else ''}")
-        out = lab.run(ns, ["ss", "-Hnlu", f"sport = :{port}"], capture_output=True, text=True).stdout
-        if out.strip():
-            return
-        time.sleep(0.05)
-    raise RuntimeError(f"nothing bound port {port} in {timeout} s")
-
-
-def wait_idle(pid, quiet_ns=1_000_000, step=0.2, timeout=10):
-    """Wait until pid has used less than quiet_ns of CPU over `step` seconds:
-    a replicator binds its port before it has finished starting (the relay
-    may still be loading its BPF program), and that start must not be
-    billed to the datagrams."""
-    deadline = time.monotonic() + timeout
-    last = task_cpu_ns(pid)
-    while time.monotonic() < deadline:
-        time.sleep(step)
-        now = task_cpu_ns(pid)
-        if now - last < quiet_ns:
-            return
-        last = now
-    raise RuntimeError(f"pid {pid} did not go idle in {timeout} s")
 
 
 def one_run(rl, method, argv_tail, n, rate, count, size):
@@ -132,7 +96,7 @@ def main():
     lab, rl = relaylab.make(a.build, 2)
     with lab:
         for n in sizes:
-            tail = receivers_argv(rl, n)
+            tail = rl.receivers_argv(n)
             for rep in range(a.reps):
                 for m in methods:
                     row = one_run(rl, m, tail, n, a.rate, count, a.size)

@@ -2,10 +2,12 @@
 /*
  * groupcast sink: bind K UDP sockets on consecutive ports, drain them with
  * epoll + recvmmsg, count per port, optionally dump and verify the datagrams
- * of `groupcast blast`, and print one JSON summary line.
+ * of `groupcast blast` (or, for any payload, check every port's datagrams
+ * against a digest of what was sent), and print one JSON summary line.
  */
 #include "cli.h"
 
+#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -23,6 +25,7 @@
 struct port_state {
 	uint64_t count;
 	uint64_t last_seq;
+	uint64_t digest; /* --digest: sum of the datagrams' hashes */
 	bool seen;
 };
 
@@ -37,6 +40,8 @@ struct sink {
 	const char *dump_path;
 	const char *ready_path;
 	bool verify;
+	bool digest_set;
+	uint64_t digest;
 	bool size_set;
 	size_t size, pre, app;
 	int rcvbuf;
@@ -71,6 +76,12 @@ static void sink_usage(FILE *f)
 		"  --size S          with --verify: each datagram's shared payload is S bytes\n"
 		"  --prepend B       with --verify: each datagram starts with B private bytes\n"
 		"  --append B        with --verify: each datagram ends with B private bytes\n"
+		"  --digest HEX      any payload: each port must receive datagrams whose\n"
+		"                    hashes add up to HEX (mod 2^64); a datagram's hash is\n"
+		"                    sum(w[j] * K[j]) + len * K[8192], w its little-endian\n"
+		"                    64-bit words (the last one padded with zeros),\n"
+		"                    K[j] = splitmix64(j) | 1; the summary gains\n"
+		"                    \"digest_ok\": the ports whose sum matched\n"
 		"  --rcvbuf BYTES    receive buffer per socket (default 4194304; forced as root)\n"
 		"  --cpu CPU         pin the sink to CPU (default: not pinned)\n"
 		"SIGINT/SIGTERM stop the sink; the summary is still printed.\n");
@@ -91,6 +102,7 @@ static void sink_parse(struct sink *s, int argc, char **argv)
 		O_SIZE,
 		O_PRE,
 		O_APP,
+		O_DIGEST,
 		O_RCVBUF,
 		O_CPU
 	};
@@ -107,6 +119,7 @@ static void sink_parse(struct sink *s, int argc, char **argv)
 		{ "size", required_argument, NULL, O_SIZE },
 		{ "prepend", required_argument, NULL, O_PRE },
 		{ "append", required_argument, NULL, O_APP },
+		{ "digest", required_argument, NULL, O_DIGEST },
 		{ "rcvbuf", required_argument, NULL, O_RCVBUF },
 		{ "cpu", required_argument, NULL, O_CPU },
 		{ "help", no_argument, NULL, 'h' },
@@ -134,6 +147,15 @@ static void sink_parse(struct sink *s, int argc, char **argv)
 			break;
 		case O_PRE: s->pre = cli_u64("--prepend", optarg, 0, GC_UDP6_MAX); break;
 		case O_APP: s->app = cli_u64("--append", optarg, 0, GC_UDP6_MAX); break;
+		case O_DIGEST: {
+			char *end = NULL;
+			errno = 0;
+			s->digest = strtoull(optarg, &end, 16);
+			if (errno || end == optarg || *end || optarg[0] == '-' || strlen(optarg) > 16)
+				cli_usage_error("--digest: '%s' is not a 64-bit hex number", optarg);
+			s->digest_set = true;
+			break;
+		}
 		case O_RCVBUF:
 			s->rcvbuf = (int)cli_u64("--rcvbuf", optarg, 0, INT32_MAX / 2);
 			break;
@@ -210,6 +232,41 @@ static void sink_verify(struct sink *s, struct port_state *ps, uint16_t port, co
 		s->bad++;
 }
 
+/* --digest: a keyed linear hash, cheap enough for a sink that takes a
+ * million datagrams a second, and one a producer can sum up without sending
+ * (tests/e2e/relaytool.py: nf5_digest).  K[j] = splitmix64(j) | 1. */
+#define SINK_KEYS (SINK_BUF / 8 + 1)
+static uint64_t sink_keys[SINK_KEYS];
+
+static void sink_keys_init(void)
+{
+	for (uint64_t j = 0; j < SINK_KEYS; j++) {
+		uint64_t z = j + 0x9E3779B97F4A7C15ull;
+		z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+		z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+		sink_keys[j] = (z ^ (z >> 31)) | 1;
+	}
+}
+
+static uint64_t sink_hash(const uint8_t *d, size_t len)
+{
+	uint64_t h = (uint64_t)len * sink_keys[SINK_KEYS - 1];
+	size_t j = 0;
+	for (; (j + 1) * 8 <= len; j++) {
+		uint64_t w;
+		memcpy(&w, d + j * 8, 8);
+		h += le64toh(w) * sink_keys[j];
+	}
+	if (j * 8 < len) {
+		uint8_t tail[8] = { 0 };
+		memcpy(tail, d + j * 8, len - j * 8);
+		uint64_t w;
+		memcpy(&w, tail, 8);
+		h += le64toh(w) * sink_keys[j];
+	}
+	return h;
+}
+
 /* Drain socket i; returns the number of datagrams read. */
 static uint64_t sink_drain(struct sink *s, uint32_t i, struct mmsghdr *mv, struct iovec *iov)
 {
@@ -246,6 +303,8 @@ static uint64_t sink_drain(struct sink *s, uint32_t i, struct mmsghdr *mv, struc
 			}
 			if (s->verify)
 				sink_verify(s, &s->ps[i], port, d, len);
+			if (s->digest_set)
+				s->ps[i].digest += sink_hash(d, len);
 		}
 		got += (uint64_t)r;
 		if (r < SINK_BATCH)
@@ -262,6 +321,8 @@ int cmd_sink(int argc, char **argv)
 	int fam = cli_ip("--addr", s.addr, s.port_base, &ss);
 	socklen_t slen = fam == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
 	cli_pin("--cpu", s.cpu);
+	if (s.digest_set)
+		sink_keys_init();
 	cli_raise_nofile((size_t)s.count + 64);
 
 	s.fds = calloc(s.count, sizeof(*s.fds));
@@ -380,8 +441,9 @@ int cmd_sink(int argc, char **argv)
 		cli_warn("--dump: writing '%s' failed: %s", s.dump_path, strerror(errno));
 		rc = CLI_EXIT_FAIL;
 	}
-	uint64_t pmin = UINT64_MAX, pmax = 0;
+	uint64_t pmin = UINT64_MAX, pmax = 0, digest_ok = 0;
 	for (uint32_t i = 0; i < s.count; i++) {
+		digest_ok += s.ps[i].digest == s.digest;
 		if (s.ps[i].count < pmin)
 			pmin = s.ps[i].count;
 		if (s.ps[i].count > pmax)
@@ -390,11 +452,14 @@ int cmd_sink(int argc, char **argv)
 	}
 	printf("{\"received\":%llu,\"bytes\":%llu,\"ports\":%u,\"ports_min\":%llu,"
 	       "\"ports_max\":%llu,\"bad\":%llu,\"dups\":%llu,\"gaps\":%llu,"
-	       "\"truncated\":%llu,\"verified\":%s,\"stopped\":\"%s\",\"elapsed_ms\":%.1f}\n",
+	       "\"truncated\":%llu,\"verified\":%s,\"stopped\":\"%s\",\"elapsed_ms\":%.1f",
 	       (unsigned long long)s.received, (unsigned long long)s.bytes, s.count,
 	       (unsigned long long)pmin, (unsigned long long)pmax, (unsigned long long)s.bad,
 	       (unsigned long long)s.dups, (unsigned long long)s.gaps, (unsigned long long)s.truncated,
 	       s.verify ? "true" : "false", stopped, (double)elapsed / 1e6);
+	if (s.digest_set)
+		printf(",\"digest_ok\":%llu", (unsigned long long)digest_ok);
+	printf("}\n");
 	if (fflush(stdout) != 0)
 		rc = CLI_EXIT_FAIL;
 	free(s.fds);

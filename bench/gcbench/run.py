@@ -225,6 +225,17 @@ def machine_busy():
     return busy, busy + v[3] + v[4] + v[7]
 
 
+def cpu_times_ns(cpu):
+    """(busy, softirq) ns of one CPU from /proc/stat (tick resolution):
+    busy = user + nice + system + irq + softirq + steal."""
+    with open("/proc/stat") as f:
+        for line in f:
+            if line.startswith(f"cpu{cpu} "):
+                v = [int(x) for x in line.split()[1:9]]
+                return ((v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) * 1e9 / CLK_TCK, v[6] * 1e9 / CLK_TCK)
+    raise ValueError(f"no cpu{cpu} in /proc/stat")
+
+
 def proc_cpu_ns(pid):
     """utime + stime of pid from /proc/PID/stat (tick resolution), in ns."""
     with open(f"/proc/{pid}/stat") as f:
@@ -241,6 +252,35 @@ def task_cpu_ns(pid):
                 total += int(f.read().split()[0])
         except (OSError, ValueError, IndexError):
             pass  # a thread that ended between listdir and open
+    return total
+
+
+def children(pid):
+    """The pids whose parent is pid (a scan of /proc/*/stat: this kernel has
+    no /proc/PID/task/TID/children)."""
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        out.append(int(d))
+            except (OSError, ValueError, IndexError):
+                pass   # gone meanwhile
+    return out
+
+
+def tree_cpu_ns(pid):
+    """task_cpu_ns of pid and of every process below it: a replicator that
+    forks workers (nfacctd: core process and plugin) is billed for all."""
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            total += task_cpu_ns(p)
+        except OSError:
+            continue   # gone
+        todo += children(p)
     return total
 
 

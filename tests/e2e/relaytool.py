@@ -3,9 +3,13 @@
 
     relaytool.py rx --addr A --ports 3000,3001 [--idle 1.5] [--timeout 30] [--ready F]
         receive on the ports; print one JSON object: {port: [[src, ttl, hex], ...]}
-    relaytool.py tx --to A:P [--src A] [--sport P] --count N --rate R --size S [--rtp ... | --netflow]
-        send numbered datagrams ("D" + 7-digit index, padded), RTP packets, or
-        NetFlow v5 export packets (flow_sequence numbers them)
+    relaytool.py tx --to A:P [--src A] [--sport P] --count N --rate R --size S [--rtp ...]
+        send numbered datagrams ("D" + 7-digit index, padded), or RTP packets
+    relaytool.py nf5 --to A:P --src A[,B...] --count N --rate R [--digest-only]
+        NetFlow v5 export datagrams (24-byte header + 20 flow records = 984 B)
+        from one exporter per source address, round robin; print {"sent", "seconds"};
+        --digest-only: send nothing, print {"digest"}: the sum of the datagrams'
+        hashes that `groupcast sink --digest` checks
     relaytool.py sniff --ifname veth1 --port P --duration S
         capture IPv4/UDP to port P with a packet socket (the port may be owned
         by another process, e.g. ffmpeg); print [[ssrc, seq, ts, len], ...]
@@ -28,6 +32,7 @@ Only the standard library; every loop is bounded by a count or a deadline.
 import argparse
 import json
 import os
+import random
 import select
 import socket
 import struct
@@ -94,21 +99,6 @@ def rtp_packet(seq, ts, ssrc, payload, marker=False, pt=96):
     return struct.pack("!BBHII", 0x80, (0x80 if marker else 0) | pt, seq & 0xFFFF, ts & 0xFFFFFFFF, ssrc) + payload
 
 
-def netflow_v5(i, size):
-    """NetFlow v5 export packet number i: the 24-byte header (flow_sequence
-    counts the flows before it) and as many 48-byte flow records as fit in
-    size (1 to 30), each a different flow."""
-    n = max(1, min(30, (size - 24) // 48))
-    uptime, secs = 1_000_000 + i * 10, 1_700_000_000 + i // 100
-    head = struct.pack("!HHIIIIBBH", 5, n, uptime, secs, (i % 100) * 10_000_000, i * n, 0, 1, 0)
-    recs = b"".join(struct.pack("!4s4s4sHHIIIIHHBBBBHHBBH",
-                                bytes((10, 9, k, i & 0xFF)), bytes((10, 8, i >> 8 & 0xFF, k)), bytes(4),
-                                1, 2, 1 + k, 64 * (1 + k) + i, uptime - 500, uptime,
-                                1024 + k, (443, 53, 123)[k % 3], 0, 0x18, (6, 17, 17)[k % 3], 0, 0, 0, 24, 24, 0)
-                    for k in range(n))
-    return head + recs
-
-
 def cmd_tx(a):
     host, port = parse_hostport(a.to)
     fam = family_of(host)
@@ -127,8 +117,6 @@ def cmd_tx(a):
             pkt = rtp_packet(seq, ts, ssrc, body + bytes(max(0, a.size - 12 - len(body))))
             seq += 1
             ts += a.ts_step
-        elif a.netflow:
-            pkt = netflow_v5(i, a.size)
         else:
             body = f"D{i:07d}".encode()
             pkt = body + bytes((j * 7 + i) & 0xFF for j in range(max(0, a.size - len(body))))
@@ -139,6 +127,123 @@ def cmd_tx(a):
             if delay > 0:
                 time.sleep(delay)
     print(json.dumps({"sent": a.count, "seconds": time.monotonic() - t0, "src": s.getsockname()[:2]}))
+
+
+NF5_HDR = struct.Struct("!HHIIIIBBH")              # version, count, uptime, secs, nsecs, sequence, engine, sampling
+NF5_REC = struct.Struct("!IIIHHIIIIHHBBBBHHBBH")   # one flow record (48 bytes)
+NF5_RECORDS = 20                                    # flows per datagram: 24 + 20 * 48 = 984 bytes
+NF5_BLOCKS = 64                                     # distinct record sets, rotated
+
+
+def nf5_blocks(seed=5):
+    """NF5_BLOCKS sets of NF5_RECORDS flow records: flows between
+    documentation addresses (198.51.100.0/24, 203.0.113.0/24; never routed),
+    TCP/UDP/ICMP, plausible packet and byte counts.  Deterministic."""
+    rnd = random.Random(seed)
+    blocks = []
+    for _ in range(NF5_BLOCKS):
+        recs = []
+        for _ in range(NF5_RECORDS):
+            proto = rnd.choice((6, 6, 6, 17, 17, 1))
+            pkts = rnd.randint(1, 5000)
+            first = rnd.randint(0, 3_000_000)
+            recs.append(NF5_REC.pack(
+                0xC6336400 | rnd.randint(1, 254), 0xCB007100 | rnd.randint(1, 254), 0xC6336401,
+                rnd.randint(1, 48), rnd.randint(1, 48), pkts, pkts * rnd.randint(40, 1500),
+                first, first + rnd.randint(0, 60_000),
+                rnd.randint(1024, 65535) if proto != 1 else 0, rnd.choice((53, 80, 443, 123, 22)) if proto != 1 else 0,
+                0, rnd.choice((0x10, 0x18, 0x1b)) if proto == 6 else 0, proto, 0,
+                rnd.randint(64496, 64511), rnd.randint(64496, 64511), 24, 24, 0))
+        blocks.append(b"".join(recs))
+    return blocks
+
+
+def nf5_header(i, exporters):
+    """The header of the i-th datagram of the stream and the index of its
+    record block: exporter i % exporters, its k-th export (k = i //
+    exporters); each exporter keeps its own flow sequence and clock, as a
+    router does."""
+    e, k = i % exporters, i // exporters
+    uptime = 3_600_000 + k * 10
+    hdr = NF5_HDR.pack(5, NF5_RECORDS, uptime, 1_764_288_000 + uptime // 1000, (uptime % 1000) * 1_000_000,
+                       k * NF5_RECORDS, 0, e, 0)
+    return hdr, (k * 7 + e) % NF5_BLOCKS
+
+
+def nf5_datagram(i, exporters, blocks):
+    hdr, block = nf5_header(i, exporters)
+    return hdr + blocks[block]
+
+
+M64 = (1 << 64) - 1
+DIGEST_KEYS = 65536 // 8 + 1
+
+
+def _splitmix64(x):
+    z = (x + 0x9E3779B97F4A7C15) & M64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
+    return z ^ (z >> 31)
+
+
+KEYS = [_splitmix64(j) | 1 for j in range(DIGEST_KEYS)]
+
+
+def words_hash(d, first_word=0):
+    """sum of d's little-endian 64-bit words (the last one padded with zeros)
+    times K[first_word + j], mod 2^64: a part of digest_hash()."""
+    d = d + bytes(-len(d) % 8)
+    return sum(int.from_bytes(d[i:i + 8], "little") * KEYS[first_word + i // 8]
+               for i in range(0, len(d), 8)) & M64
+
+
+def digest_hash(d):
+    """What `groupcast sink --digest` adds up per datagram:
+    sum(w[j] * K[j]) + len * K[8192] mod 2^64, K[j] = splitmix64(j) | 1."""
+    return (words_hash(d) + len(d) * KEYS[-1]) & M64
+
+
+def nf5_digest(count, exporters):
+    """What `groupcast sink --digest` must find on every port that got the
+    first `count` datagrams of the stream from `exporters` exporters.  The
+    hash is linear: each record block's part is computed once."""
+    blocks = nf5_blocks()
+    part = [words_hash(b, NF5_HDR.size // 8) for b in blocks]
+    size = NF5_HDR.size + len(blocks[0])
+    total = 0
+    for i in range(count):
+        hdr, block = nf5_header(i, exporters)
+        total += words_hash(hdr) + part[block] + size * KEYS[-1]
+    return f"{total & M64:016x}"
+
+
+def cmd_nf5(a):
+    srcs = [x for x in a.src.split(",") if x]
+    blocks = nf5_blocks()
+    if a.digest_only:
+        print(json.dumps({"digest": nf5_digest(a.count, len(srcs))}))
+        return
+    host, port = parse_hostport(a.to)
+    socks = []
+    for src in srcs:
+        s = socket.socket(family_of(host), socket.SOCK_DGRAM)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
+        s.bind((src, 0))
+        socks.append(s)
+    dst, interval, n = (host, port), 1.0 / a.rate, len(socks)
+    # Paced to the due time of every datagram, the clock read every `step`
+    # datagrams (1 below 1000/s, up to 16 at 16,000/s and more): late sends
+    # catch up back to back, as an exporter's backlog would.
+    step = max(1, min(16, int(a.rate // 1000)))
+    sends = [s.sendto for s in socks]
+    t0 = time.monotonic()
+    for i in range(a.count):
+        sends[i % n](nf5_datagram(i, n, blocks), dst)
+        if (i + 1) % step == 0:
+            delay = t0 + (i + 1) * interval - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+    print(json.dumps({"sent": a.count, "seconds": time.monotonic() - t0}))
 
 
 def cmd_sniff(a):
@@ -360,7 +465,6 @@ def main():
     tx.add_argument("--rate", type=float, default=1000)
     tx.add_argument("--size", type=int, default=100)
     tx.add_argument("--rtp", action="store_true")
-    tx.add_argument("--netflow", action="store_true", help="NetFlow v5 export packets (size picks the record count)")
     tx.add_argument("--ssrc", type=lambda x: int(x, 0), default=0x11223344)
     tx.add_argument("--seq", type=int, default=65500)
     tx.add_argument("--ts", type=int, default=1000)
@@ -368,6 +472,12 @@ def main():
     tx.add_argument("--restart-at", type=int, default=0)
     tx.add_argument("--ssrc2", type=lambda x: int(x, 0), default=0x55667788)
     tx.add_argument("--seq2", type=int, default=100)
+    nf = sub.add_parser("nf5")
+    nf.add_argument("--to", default="127.0.0.1:2055")
+    nf.add_argument("--src", required=True, help="comma-separated exporter addresses to bind")
+    nf.add_argument("--count", type=int, required=True)
+    nf.add_argument("--rate", type=float, required=True)
+    nf.add_argument("--digest-only", action="store_true")
     sn = sub.add_parser("sniff")
     sn.add_argument("--ifname", required=True)
     sn.add_argument("--port", type=int, required=True)
@@ -399,7 +509,7 @@ def main():
     lg.add_argument("--silent", type=float, default=0)
     lg.add_argument("--duration", type=float, required=True)
     a = ap.parse_args()
-    {"rx": cmd_rx, "tx": cmd_tx, "sniff": cmd_sniff, "ctl": cmd_ctl, "join": cmd_join,
+    {"rx": cmd_rx, "tx": cmd_tx, "sniff": cmd_sniff, "ctl": cmd_ctl, "join": cmd_join, "nf5": cmd_nf5,
      "spoof": cmd_spoof, "lagger": cmd_lagger}[a.cmd](a)
     sys.stdout.flush()
     os._exit(0)

@@ -1,5 +1,5 @@
 """The tee example end to end: the project's NetFlow producer (relaytool.py
-tx --netflow) sends NetFlow v5 export packets from r2 to the tee in s, which
+nf5) sends NetFlow v5 export packets from r2 to the tee in s, which
 copies each one to 100 receivers, 50 IPv4 ports in r1 and 50 IPv6 ports in r2,
 plus one receiver no route reaches.  Every copy must be byte-exact, in order,
 none missing or extra; the unreachable one must be reported, not hidden."""
@@ -14,10 +14,10 @@ import pytest
 from conftest import PKG, REPO, child_env
 
 sys.path.insert(0, str(REPO / "tests/e2e"))
-from relaytool import netflow_v5  # noqa: E402
+from relaytool import nf5_blocks, nf5_datagram  # noqa: E402
 
 RELAYTOOL = REPO / "tests/e2e/relaytool.py"
-COUNT, SIZE = 40, 24 + 30 * 48     # 30 flow records a packet: 1464 bytes
+COUNT, SIZE = 40, 984               # relaytool nf5: 20 flow records a packet
 
 
 def wait_file(path, proc, timeout=15):
@@ -47,8 +47,8 @@ def test_tee_netflow_to_100_receivers(lab, tmp_path, engine):
     try:
         line = tee.stderr.readline()
         assert "101 receivers" in line, line + tee.stderr.read()
-        lab.run(r2.ns, [sys.executable, RELAYTOOL, "tx", "--to", f"{s_in.v4}:2055", "--netflow",
-                        "--count", COUNT, "--rate", 400, "--size", SIZE], capture_output=True, timeout=30)
+        lab.run(r2.ns, [sys.executable, RELAYTOOL, "nf5", "--to", f"{s_in.v4}:2055", "--src", r2.v4,
+                        "--count", COUNT, "--rate", 400], capture_output=True, timeout=30)
         got = {}
         for p in rx:
             out, _ = p.communicate(timeout=40)
@@ -60,7 +60,8 @@ def test_tee_netflow_to_100_receivers(lab, tmp_path, engine):
             if p.poll() is None:
                 p.kill()
     assert tee.returncode == 0, err
-    want = [netflow_v5(i, SIZE).hex() for i in range(COUNT)]
+    blocks = nf5_blocks()
+    want = [nf5_datagram(i, 1, blocks).hex() for i in range(COUNT)]
     assert len(want[0]) == 2 * SIZE
     assert sorted(map(int, got)) == ports4 + ports6
     for port, copies in got.items():
