@@ -522,12 +522,17 @@ class Lab:
                           stderr=subprocess.PIPE, text=True)
         return Lmsd(proc, state)
 
-    def add_loss(self, ns: str, ifname: str, fraction: float, obj, direction: str = "ingress"):
+    def add_loss(self, ns: str, ifname: str, fraction: float, obj, direction: str = "ingress",
+                 match: tuple[int, int, int] | None = None):
         """Drop `fraction` (0..1) of the IP packets crossing ifname in ns
         (bpf/loss.bpf.c, compiled to obj), at tc priority 1 so that other
-        filters (LMS-FWD) see only what survives.  Returns a Loss."""
+        filters (LMS-FWD) see only what survives.  match (offset, mask,
+        value): only the packets whose byte at offset into the IP packet,
+        masked, is value (the counters count those alone).  Returns a Loss."""
         if not 0 <= fraction <= 1:
             raise LabError(f"add_loss: fraction {fraction} not in 0..1")
+        if match is not None and not (0 <= match[0] < 0xFFFF and 0 <= match[1] <= 0xFF and 0 <= match[2] <= 0xFF):
+            raise LabError(f"add_loss: match {match}: want (offset 0..65534, mask 0..255, value 0..255)")
         self.run(ns, ["tc", "qdisc", "replace", "dev", ifname, "clsact"], capture_output=True)
         self.run(ns, ["tc", "filter", "replace", "dev", ifname, direction, "prio", "1", "handle", "1",
                       "bpf", "da", "obj", obj, "sec", "tc"], capture_output=True)
@@ -538,8 +543,10 @@ class Lab:
         for mid in json.loads(_sh(["bpftool", "-j", "prog", "show", "id", str(prog)]))["map_ids"]:
             maps[json.loads(_sh(["bpftool", "-j", "map", "show", "id", str(mid)]))["name"]] = mid
         threshold = min(int(fraction * 2**32), 2**32 - 1)
-        _sh(["bpftool", "map", "update", "id", str(maps["loss_cfg"]), "key", *"0 0 0 0".split(),
-             "value", *[str(b) for b in threshold.to_bytes(4, "little")]])
+        cfg = [threshold] + ([match[0] + 1, match[1], match[2]] if match else [])
+        for k, v in reversed(list(enumerate(cfg))):  # the match before the threshold that makes it drop
+            _sh(["bpftool", "map", "update", "id", str(maps["loss_cfg"]), "key", *[str(b) for b in k.to_bytes(4, "little")],
+                 "value", *[str(b) for b in v.to_bytes(4, "little")]])
         return Loss(maps["loss_stats"])
 
     def unrouted_v4(self, host: int = 1) -> str:

@@ -35,7 +35,8 @@ struct dccp_ccid_env {
 	/* The handshake's round trip, Request to Response, when the client
 	 * timed it (0: none; the server, whose listener keeps no state until
 	 * the Ack, has none).  CCID 2 takes it as its first RTT sample, as TCP
-	 * takes its SYN's (RFC 6298 (2.2)), so its first RTO is not 1 s. */
+	 * takes its SYN's (RFC 6298 (2.2)), so its first RTO is not 1 s; CCID 3
+	 * runs its window counter (CCVal) on it until the first feedback. */
 	uint64_t hs_rtt_ns;
 	/* The Ack Ratio the application asked for (gc_dccp_opts.ack_ratio),
 	 * for a CCID that has one (CCID 2); 0: the CCID's own choice. */

@@ -13,7 +13,8 @@
  * microsecond interval would round to 0 (Linux 6.1's pitfall).  The
  * nofeedback timer, max(4R, 2s/X) but at least 100 ms, halves the rate
  * (§4.4).  CCVal is the window counter of RFC 4342 §8.1: +1 per quarter
- * RTT, at most +5 at once, mod 16.  s is the mean payload of the data
+ * RTT, at most +5 at once, mod 16; before the first RTT sample on the
+ * handshake's RTT or the 0.2 s fallback (wc_rtt_ns()).  s is the mean payload of the data
  * packets sent over the last loss intervals (tfrc.h), which RFC 4342 §5.3
  * allows; the MPS before the first packet.
  *
@@ -65,7 +66,7 @@ struct ccid3_tx {
 	struct xrecv set[3];		/* X_recv_set (§4.3), 0-valued entries unused */
 	uint64_t head, last_ackno, t_ld, t_nom, t_last, nofb_at, t_wc;
 	uint8_t wc;
-	bool sent_any, any_feedback;
+	bool wc_started, sent_any, any_feedback;
 	unsigned last_k;  /* closed loss intervals in the previous feedback */
 	uint32_t last_i0; /* and its open interval */
 	struct ccid3_tx_counters c;
@@ -124,12 +125,35 @@ static uint32_t budget(void *tx, uint64_t now_ns, uint64_t *wake_ns)
 	return 0;
 }
 
+/*
+ * The RTT the window counter runs on: the smoothed RTT once there is one;
+ * before the first feedback the handshake's (the client's), else DCCP's
+ * fallback RTT of 0.2 s (RFC 4340 §3.4), as Linux's CCID 3 does.  A
+ * counter that stood still until feedback would deadlock: a receiver (Linux
+ * 6.1's too) sends its periodic feedback only when CCVal has moved more
+ * than 3 windows (RFC 4342 §10.3), so one lost initial feedback left the
+ * sender halving X on the nofeedback timer, never hearing back.
+ */
+#define FALLBACK_RTT_NS 200000000ull
+
+static uint64_t wc_rtt_ns(const struct ccid3_tx *t)
+{
+	if (t->r > 0)
+		return (uint64_t)(t->r * NS);
+	return t->env.hs_rtt_ns ? t->env.hs_rtt_ns : FALLBACK_RTT_NS;
+}
+
 /* RFC 4342 §8.1: the window counter moves one per quarter RTT, at most 5 at once. */
 static uint8_t window_counter(struct ccid3_tx *t, uint64_t now)
 {
-	if (t->r <= 0)
+	if (!t->wc_started) { /* the first packet opens window 0 */
+		t->wc_started = true;
+		t->t_wc = now;
 		return t->wc;
-	uint64_t quarter = (uint64_t)(t->r * NS / 4);
+	}
+	if (now <= t->t_wc)
+		return t->wc;
+	uint64_t quarter = wc_rtt_ns(t) / 4;
 	if (quarter == 0)
 		quarter = 1;
 	uint64_t n = (now - t->t_wc) / quarter;

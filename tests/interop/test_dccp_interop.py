@@ -567,6 +567,39 @@ def test_burst_loss(guest, gc_tool, ccid, tmp_path):
     assert rc == 0 and s["max_seq"] == count - 1 and s["received"] >= count - 600, detail
 
 
+def test_ccid3_initial_feedback_lost(guest, gc_tool, tmp_path):
+    """Our CCID 3 client with Linux's first Acks lost: every DCCP-Ack from the
+    guest (its CCID 3 feedback; the Response, type 1, passes) dropped for the
+    first 2.5 s.  Linux's receiver sends periodic feedback only when CCVal
+    moved more than 3 windows (RFC 4342 §10.3), so our window counter must
+    run before any feedback, on the handshake's RTT (§8.1); it once stood
+    still until the first feedback, and the run never left PARTOPEN, X
+    halving on the nofeedback timer (CI, ccid3-loss5: 9 of 300 sent)."""
+    tool, obj = gc_tool
+    count, port = 300, 5520
+    srv = guest.start(f"dccp_peer server {port} --ccid 3 --count {count} --rcvbuf {1 << 22} "
+                      f"--payload gc --timeout-ms 40000", timeout=60)
+    guest.wait_output(srv, "listening")
+    try:
+        # DCCP's type byte (Res:3 Type:4 X:1) in IPv4 without options: 20 + 8; Ack is type 3
+        acks = guest.lab.add_loss(guest.ns, guest.tap, 1.0, str(obj), "ingress", match=(28, 0x1E, 3 << 1))
+        proc = guest.lab.popen(guest.ns, [tool, "dccp", "send", f"{guest.guest_v4}:{port}", "--ccid", 3,
+                                          "--count", count, "--size", SIZE, "--rate", 1000, "--timeout", 15],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(2.5)
+        set_loss(guest, 0.0, "ingress")
+        dropped = acks.counts()[1]
+        rc, ours, err = gc_json(proc, 60)
+        linux = srv.wait(timeout=60, check=False)
+    finally:
+        guest.lab.run(guest.ns, ["tc", "qdisc", "del", "dev", guest.tap, "clsact"], check=False, capture_output=True)
+    s = linux.json
+    detail = json.dumps({"dropped": dropped, "ours": ours, "linux": s, "stderr": err[-2000:]})
+    print(f"initial feedback lost: {detail}")
+    assert dropped >= 1, detail  # Linux's initial feedback really was lost
+    assert rc == 0 and linux.rc == 0 and s is not None, detail
+    assert ours["sent"] == count and s["received"] == count and s["corrupt"] == 0, detail
+
 def sync_pairs(pcap: Path, client: str) -> dict:
     """The Syncs and SyncAcks of a capture: {"client"|"server": [(time, seq, ack)]}
     for each, from tshark."""

@@ -133,6 +133,41 @@ static void slow_start_nofeedback(void)
 	o->free(tx);
 }
 
+/* CCVal moves before any feedback (RFC 4342 §8.1, on the handshake's RTT or
+ * RFC 4340 §3.4's 0.2 s): a receiver sends periodic feedback only when
+ * CCVal moved more than 3 windows (§10.3), so a counter standing still until
+ * the first feedback left a sender whose initial feedback was lost halving X
+ * forever (seen against Linux 6.1 at 5 % loss). */
+static void window_counter_before_feedback(void)
+{
+	const struct dccp_ccid_tx_ops *o = dccp_ccid_tx(DCCP_CCID3);
+	struct dccp_ccid_env env = { .mps = 1000, .iss = SIM_ISS, .isr = SIM_ISR };
+	uint8_t cc[4];
+
+	void *tx = o->init(&env); /* the server: no handshake RTT, 0.2 s */
+	CHECK(tx);
+	o->sent(tx, SIM_ISS + 1, 1000, true, 5 * SEC, &cc[0]);
+	o->sent(tx, SIM_ISS + 2, 1000, true, 5 * SEC + 50 * MS, &cc[1]);
+	o->sent(tx, SIM_ISS + 3, 1000, true, 5 * SEC + 60 * MS, &cc[2]);
+	o->sent(tx, SIM_ISS + 4, 1000, true, 6 * SEC, &cc[3]); /* 1 pps: a jump of 5 */
+	EXPECT_EQ(cc[0], 0);
+	EXPECT_EQ(cc[1], 1);
+	EXPECT_EQ(cc[2], 1);
+	EXPECT_EQ(cc[3], 6);
+	o->free(tx);
+
+	env.hs_rtt_ns = 4 * MS; /* the client: the handshake's 4 ms */
+	tx = o->init(&env);
+	CHECK(tx);
+	o->sent(tx, SIM_ISS + 1, 1000, true, 0, &cc[0]);
+	o->sent(tx, SIM_ISS + 2, 1000, true, 3 * MS, &cc[1]);
+	o->sent(tx, SIM_ISS + 3, 1000, true, 1 * SEC, &cc[2]);
+	EXPECT_EQ(cc[0], 0);
+	EXPECT_EQ(cc[1], 3);
+	EXPECT_EQ(cc[2], 8);
+	o->free(tx);
+}
+
 /* Feedback options as the receiver module writes them, parsed back. */
 static void parse_area(const uint8_t *area, size_t len, struct dccp_opts *op)
 {
@@ -498,6 +533,7 @@ int main(void)
 	receiver();
 	hostile();
 	slow_start_nofeedback();
+	window_counter_before_feedback();
 	tiny_interval();
 	convergence();
 	bottleneck();
