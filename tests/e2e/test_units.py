@@ -177,10 +177,12 @@ def caps(vals):
 class Service:
     """One unit's [Service] run as systemd would, in namespace ns."""
 
-    def __init__(self, lab, ns, build, unit, instance="", env=None, files=None, pass_fd=None):
+    def __init__(self, lab, ns, build, unit, instance="", env=None, files=None, pass_fd=None, wd_usec=WD_USEC):
         """files: {name: text}, config files written to self.dir, which
-        stands for /etc/groupcast; "{dir}" in env values is self.dir."""
+        stands for /etc/groupcast; "{dir}" in env values is self.dir.
+        wd_usec: the WATCHDOG_USEC it runs with."""
         self.s = parse(unit_text(unit, build))["Service"]
+        self.wd_usec = wd_usec
         self.dir = tempfile.mkdtemp(prefix=f"{lab.prefix}-")
         os.chmod(self.dir, 0o755)
         for name, text in (files or {}).items():
@@ -220,7 +222,7 @@ class Service:
         for d in rdirs.split():
             d = d.replace("%i", instance)
             setup += f" && mkdir -p /run/{d} && chown {uid}:{uid} /run/{d} && chmod {mode} /run/{d}"
-        penv = dict(os.environ, NOTIFY_SOCKET=self.notify.path, WATCHDOG_USEC=str(WD_USEC))
+        penv = dict(os.environ, NOTIFY_SOCKET=self.notify.path, WATCHDOG_USEC=str(wd_usec))
         if pass_fd is not None:  # the socket as fd 3 (preexec_fn), for this very process
             setup += " && export LISTEN_PID=$$"
             penv["LISTEN_FDS"] = "1"
@@ -249,10 +251,10 @@ class Service:
 
     def check_watchdog(self):
         """WATCHDOG=1 at least every half interval (systemd kills at a whole one)."""
-        times = self.notify.watchdog(self.p.pid, 2.5 * WD_USEC / 1e6)
-        assert len(times) >= 3, f"{len(times)} WATCHDOG=1 in {2.5 * WD_USEC / 1e6} s"
+        times = self.notify.watchdog(self.p.pid, 2.5 * self.wd_usec / 1e6)
+        assert len(times) >= 3, f"{len(times)} WATCHDOG=1 in {2.5 * self.wd_usec / 1e6} s"
         gaps = [b - a for a, b in zip(times, times[1:])]
-        assert max(gaps) < WD_USEC / 1e6, f"WATCHDOG=1 gaps {gaps}"
+        assert max(gaps) < self.wd_usec / 1e6, f"WATCHDOG=1 gaps {gaps}"
 
     def reload(self):
         self.p.send_signal(signal.SIGHUP)
@@ -334,6 +336,21 @@ def test_relay_unit(build, engine):
             out, err = svc.stop()
             resolved = json.loads(out.splitlines()[-1])["engine_resolved"]
             assert resolved == "kernel" or (engine == "auto" and not kernel), (resolved, err)
+        finally:
+            svc.close()
+
+
+def test_relay_short_watchdog(build):
+    """An idle relay ticks once a second (no -t or -d), but never less often
+    than half its watchdog's half interval: WatchdogSec=600ms is kept too."""
+    with Lab() as lab:
+        ns = lab.add_ns("svc")
+        svc = Service(lab, ns, build, "groupcast-relay@.service", "edge", env={"RELAY_OPTS": "--engine mmsg"},
+                      files={"edge.conf": "0.0.0.0/0: 127.0.0.1/5001\n"}, wd_usec=600000)
+        try:
+            svc.ready()
+            svc.check_watchdog()
+            svc.stop()
         finally:
             svc.close()
 
