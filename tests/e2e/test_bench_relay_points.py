@@ -67,3 +67,24 @@ def test_relay_points_quick(build, tmp_path):
     assert r["cpu_ns"] > 0
     md = (out / "README.md").read_text()
     assert "relay_points.py --quick" in md and "| 2 | 2,000/s from 8 exporters |" in md
+
+
+FLOOR = REPO / "bench" / "relay_floor.py"
+
+
+def test_relay_floor_quick(build, tmp_path):
+    """bench/relay_floor.py's yardstick relays every copy byte for byte (the
+    relay and bench/floor_relay, N=2, one short round), and floor_relay
+    refuses a bad receiver naming it."""
+    out = tmp_path / "floor"
+    p = subprocess.run([sys.executable, str(FLOOR), "--build", str(build), "--n", "2", "--rate", "2000",
+                        "--seconds", "1", "--reps", "1", "--out", str(out)], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, f"relay_floor.py failed ({p.returncode}):\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}"
+    rows = json.loads((out / "raw.json").read_text())["rows"]
+    assert sorted(r["kind"] for r in rows) == ["floor", "relay"], rows
+    for r in rows:
+        assert r["ok"] and r["delivered"] == r["due"] == 2 * r["sent"] > 0 and r["ports_exact"] == 2, r
+    bad = subprocess.run([str(build / "bench" / "floor_relay"), "-p", "2055", "10.1.1.1:5000"],
+                         capture_output=True, text=True, timeout=10)
+    assert bad.returncode == 2 and "receiver '10.1.1.1:5000': want ADDR/PORT" in bad.stderr, bad.stderr
