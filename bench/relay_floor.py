@@ -14,7 +14,7 @@ samplicator, so is any such relay, and what is left is the kernel's own
 receive and send paths.
 
 Same lab, input and checks as bench/relay_points.py (its one_run(): NetFlow v5
-984 B from 8 exporters, every copy checked byte for byte by `groupcast sink
+984 B from 8 exporters by default (--exporters), every copy checked byte for byte by `groupcast sink
 --digest`, replicator on CPU 0, the rest on CPU 1, CPU per input datagram from
 schedstat); the three replicators take turns in every round (who goes first
 rotates), a run with loss is tried once more, medians over the lossless runs.
@@ -52,7 +52,8 @@ def main():
     ap.add_argument("--samplicator", help="path to a samplicate binary you built (without: relay and floor only)")
     ap.add_argument("--samplicator-version", default="", help="what the samplicate binary is, for the results")
     ap.add_argument("--n", default="1,2,5,10", help="receivers")
-    ap.add_argument("--rate", type=int, default=rp.HIGH[0], help="input datagrams/s (8 exporters)")
+    ap.add_argument("--rate", type=int, default=rp.HIGH[0], help="input datagrams/s")
+    ap.add_argument("--exporters", type=int, default=rp.HIGH[1], help="source addresses of the input")
     ap.add_argument("--seconds", type=float, default=2)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--out", default=os.path.join(gcbench.ROOT, "bench", "results", "relay-points", "floor"))
@@ -75,7 +76,7 @@ def main():
             for n in ns:
                 for m in order:
                     for attempt in (0, 1):
-                        r = rp.safe_run(rl, m, n, a.rate, rp.HIGH[1], a.seconds, workdir)
+                        r = rp.safe_run(rl, m, n, a.rate, a.exporters, a.seconds, workdir)
                         r.update(rep=rep, attempt=attempt)
                         rows.append(r)
                         log(f"  floor rep {rep} " + rp.describe(r))
@@ -88,7 +89,7 @@ def main():
             med[(n, m.name)] = statistics.median(ok) if ok else None
     cmd = "sudo python3 bench/relay_floor.py" + (
         f" --samplicator PATH/TO/samplicate --samplicator-version '{a.samplicator_version}'" if sampl else "") + (
-        f" --n {a.n} --rate {a.rate} --seconds {a.seconds} --reps {a.reps}")
+        f" --n {a.n} --rate {a.rate} --exporters {a.exporters} --seconds {a.seconds} --reps {a.reps}")
     facts = report.machine_facts()
     lines = ["# The relay against the least a user-space replicator spends (issue 24)", "",
              f"Run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {facts.get('cpu', '?')} × "
@@ -97,7 +98,8 @@ def main():
              f"{(a.samplicator_version or 'as given') if sampl else 'not run'}. "
              "What is measured and how: the docstring of `bench/relay_floor.py`.", "",
              "Command:", "", "```", cmd, "```", "",
-             f"## CPU per input datagram (µs, median of {a.reps} rounds), {a.rate:,}/s from 8 exporters", "",
+             f"## CPU per input datagram (µs, median of {a.reps} rounds), {a.rate:,}/s from {a.exporters} exporter"
+             f"{'s' if a.exporters > 1 else ''}", "",
              "| receivers | samplicator | relay | floor | relay ÷ samplicator | floor ÷ samplicator | "
              "relay ÷ floor |", "|---|---|---|---|---|---|---|"]
     for n in ns:
