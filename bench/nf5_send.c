@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* nf5_send: the NetFlow v5 stream of `tests/e2e/relaytool.py nf5`, from C.
  *
  *   nf5_send --blocks FILE --to A:P --src A[,B...] --count N --rate R
