@@ -18,6 +18,22 @@ REPO = Path(__file__).resolve().parents[2]
 POINTS = REPO / "bench" / "relay_points.py"
 
 
+def start_sink(popen, build, port, count, expect, ready, digest, *extra):
+    """`groupcast sink --digest` on `count` ports from `port` (popen: how to
+    start it), once it is ready."""
+    sink = popen([str(build / "tools" / "groupcast"), "sink", "--addr", "127.0.0.1", "--port-base", str(port),
+                  "--count", str(count), "--expect", str(expect), "--idle-ms", "3000", "--ready-file", str(ready),
+                  "--digest", digest, *extra], stdout=subprocess.PIPE, text=True)
+    for _ in range(500):
+        if ready.exists() or sink.poll() is not None:
+            break
+        time.sleep(0.01)
+    if not ready.exists():
+        sink.kill()
+        raise AssertionError("sink did not start")
+    return sink
+
+
 def test_sink_digest_checks_every_byte(build, tmp_path):
     """Two ports get three NetFlow datagrams each; port 2 gets one with a
     byte changed.  Right counts on both, digest_ok only on port 1."""
@@ -25,15 +41,8 @@ def test_sink_digest_checks_every_byte(build, tmp_path):
     ready = tmp_path / "ready"
     want = relaytool.nf5_digest(3, 2)
     blocks = relaytool.nf5_blocks()
-    sink = subprocess.Popen([str(build / "tools" / "groupcast"), "sink", "--addr", "127.0.0.1",
-                             "--port-base", str(port), "--count", "2", "--expect", "6", "--idle-ms", "3000",
-                             "--ready-file", str(ready), "--digest", want], stdout=subprocess.PIPE, text=True)
+    sink = start_sink(subprocess.Popen, build, port, 2, 6, ready, want)
     try:
-        for _ in range(300):
-            if ready.exists() or sink.poll() is not None:
-                break
-            time.sleep(0.01)
-        assert ready.exists(), "sink did not start"
         s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         for i in range(3):
             d = relaytool.nf5_datagram(i, 2, blocks)
@@ -137,16 +146,9 @@ def test_nf5_send_digest_at_full_speed(build, ns, tmp_path):
     relaytool.write_nf5_blocks(str(blocks))
     count, port, ready = 20000, 39195, tmp_path / "sink.ready"
     srcs = [f"127.0.0.{h}" for h in range(1, 9)]
-    sink = lab.popen(name, [str(build / "tools" / "groupcast"), "sink", "--addr", "127.0.0.1", "--port-base",
-                            str(port), "--count", "1", "--expect", str(count), "--idle-ms", "3000",
-                            "--rcvbuf", str(64 << 20), "--ready-file", str(ready),
-                            "--digest", relaytool.nf5_digest(count, 8)], stdout=subprocess.PIPE, text=True)
+    sink = start_sink(lambda argv, **kw: lab.popen(name, argv, **kw), build, port, 1, count, ready,
+                      relaytool.nf5_digest(count, 8), "--rcvbuf", str(64 << 20))
     try:
-        for _ in range(500):
-            if ready.exists() or sink.poll() is not None:
-                break
-            time.sleep(0.01)
-        assert ready.exists(), "sink did not start"
         c = lab.run(name, [nf5_send(build), "--blocks", str(blocks), "--to", f"127.0.0.1:{port}", "--src",
                            ",".join(srcs), "--count", str(count), "--rate", "1e9"], capture_output=True, text=True)
         out, _ = sink.communicate(timeout=30)
