@@ -71,6 +71,7 @@ def main():
     lab, rl = relaylab.make(a.build, 2)
     with lab:
         workdir = lab.workdir()
+        rl.producer_nf5 = rp.Producer(a.build, workdir)
         for rep in range(a.reps):
             order = methods[rep % len(methods):] + methods[:rep % len(methods)]
             for n in ns:

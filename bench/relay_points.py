@@ -6,9 +6,15 @@
     sudo python3 bench/relay_points.py --quick --peers ''     # one relay point, every copy checked: CI
 
 Input: NetFlow v5 export datagrams (24-byte header + 20 flow records = 984 B,
-`tests/e2e/relaytool.py nf5`), at 100/s from one exporter and at 20,000/s from
-8 exporters (8 source addresses in the producer's namespace, round robin, each
-with its own flow sequence).  Replicators: `groupcast relay --engine auto` (one
+the stream of `tests/e2e/relaytool.py nf5`), at 100/s from one exporter and
+at 20,000/s from 8 exporters (8 source addresses in the producer's namespace,
+round robin, each with its own flow sequence).  The producer is bench/nf5_send
+(C, from the --build directory: the same datagrams, from the record blocks
+`relaytool.py nf5 --blocks-out` writes, paced to each datagram's due time and
+sent with sendmmsg per exporter, several hundred thousand a second on one
+CPU); where it is not built, relaytool.py nf5 itself, with a note in the log
+(Python: about 100,000 datagrams/s at most here, so a search above that is
+producer-limited).  Replicators: `groupcast relay --engine auto` (one
 method per --relay build), samplicator, and nfacctd with one tee plugin, each
 given the same receivers (bench/relaylab.py: two receiver namespaces, ports
 20000...), the same input port and a 4 MB input buffer, in proxy mode (copies
@@ -40,9 +46,15 @@ receivers' namespaces.
    (8 exporters): a run of --probe-seconds at rate R holds if every copy
    arrived (a run with loss is tried once more: other jobs on this machine);
    R starts at --search-start and doubles until a rate does not hold or the
-   producer cannot send faster (it then says "producer-limited"); then three
-   bisections (geometric mean) between the highest rate that held and the
-   lowest that did not.  The replicators take their steps in turn.
+   producer cannot send faster (it reaches less than 95% of R: the search
+   stops there and says "producer-limited"); then --bisections bisections
+   (geometric mean) between the highest rate that held and the lowest that
+   did not.  A rate counts as what the producer reached (never more than
+   asked): held is the highest rate reached in a lossless run, lost at the
+   rate reached in the lossy run.  The replicators take their steps in turn.
+   Each run records where copies went missing and how busy CPU 1 (producer,
+   sinks, the receivers' softirq work) and the sinks were while the producer
+   sent: whether the replicator or the lab ran out.
 
 Pinning as in bench/relaylab.py: the replicator on CPU 0 with its input
 received there (RPS); the producer, the sinks and the receivers' softirq work
@@ -210,6 +222,30 @@ def stop_tree(rl, proc):
             pass
 
 
+class Producer:
+    """The NetFlow v5 producer: bench/nf5_send (C) from the --build directory,
+    fed the record blocks relaytool.py writes, or relaytool.py nf5 itself
+    where nf5_send is not built (it tops out near 100,000 datagrams/s here).
+    Both send the same datagrams (tests/e2e/test_bench_relay_points.py)."""
+
+    def __init__(self, build, workdir):
+        self.path = os.path.join(os.path.abspath(build), "bench", "nf5_send")
+        if os.access(self.path, os.X_OK):
+            self.blocks = os.path.join(workdir, "nf5-blocks.bin")
+            relaytool.write_nf5_blocks(self.blocks)
+            self.name = "bench/nf5_send"
+        else:
+            log(f"producer: {self.path} is not built; falling back to relaytool.py nf5 (Python, about "
+                "100,000 datagrams/s at most: higher rates will be producer-limited)")
+            self.path, self.name = None, "relaytool.py nf5"
+
+    def argv(self, to, srcs, count, rate):
+        args = ["--to", to, "--src", ",".join(srcs), "--count", count, "--rate", rate]
+        if self.path:
+            return [self.path, "--blocks", self.blocks, *args]
+        return [sys.executable, relaylab.TOOL, "nf5", *args]
+
+
 def one_run(rl, method, n, rate, exporters, seconds, workdir):
     lab = rl.lab
     count = max(1, int(rate * seconds))
@@ -226,11 +262,15 @@ def one_run(rl, method, n, rate, exporters, seconds, workdir):
         wait_idle(proc.pid)
         if hasattr(method, "check"):
             method.check()
+        s0 = sum(tree_cpu_ns(p.pid) for p, _, _ in sinks)
         c0, b0, k0, w0 = tree_cpu_ns(proc.pid), machine_busy(), cpu_times_ns(0), time.monotonic()
-        tx = lab.popen(rl.p_ns, [*NICE, "taskset", "-c", "1", sys.executable, relaylab.TOOL, "nf5", "--to",
-                                 f"{rl.relay_addr}:{IN_PORT}", "--src", ",".join(srcs), "--count", count,
-                                 "--rate", rate], stdout=subprocess.PIPE, text=True)
+        j0 = cpu_times_ns(1)
+        tx = lab.popen(rl.p_ns, [*NICE, "taskset", "-c", "1",
+                                 *rl.producer_nf5.argv(f"{rl.relay_addr}:{IN_PORT}", srcs, count, rate)],
+                       stdout=subprocess.PIPE, text=True)
         txo, _ = tx.communicate(timeout=count / rate * 5 + 60)
+        # CPU 1 (producer, sinks, the receivers' softirq) while the producer sent
+        j1, s1, wt = cpu_times_ns(1), sum(tree_cpu_ns(p.pid) for p, _, _ in sinks), time.monotonic()
         res = rl.finish_sinks(sinks)   # each exits once it has all it is due, or after 3 s of quiet
         c1, b1, k1, w1 = tree_cpu_ns(proc.pid), machine_busy(), cpu_times_ns(0), time.monotonic()
         query = method.engine(rl) if hasattr(method, "engine") else {}
@@ -249,6 +289,9 @@ def one_run(rl, method, n, rate, exporters, seconds, workdir):
         "producer_rate": count / tx_info["seconds"] if tx_info["seconds"] else None,
         "cpu_ns": c1 - c0, "cpu_ns_per_input": (c1 - c0) / count,
         "machine_busy_frac": (b1[0] - b0[0]) / max(1, b1[1] - b0[1]), "wall_s": w1 - w0,
+        "producer": rl.producer_nf5.name,
+        "cpu1_busy_frac_sending": (j1[0] - j0[0]) / max(1e-9, (wt - w0) * 1e9),
+        "sinks_cpu_frac_sending": (s1 - s0) / max(1e-9, (wt - w0) * 1e9),
         "cpu0_busy_ns": k1[0] - k0[0], "cpu0_softirq_ns": k1[1] - k0[1],
         "cpu0_softirq_ns_per_input": (k1[1] - k0[1]) / count,
         "delivered": got, "due": n * count, "lost": n * count - got, "ports_exact": exact,
@@ -323,8 +366,8 @@ def cpu_medians(rows, methods, points):
 def search(rl, methods, n, exporters, start, cap, seconds, bisections, workdir, rows):
     """Per method: double from `start` until a rate does not hold (or `cap`,
     or the producer falls short), then bisect; methods step in turn."""
-    st = {m.name: {"ok": None, "bad": None, "next": start, "left": bisections, "note": "", "done": False}
-          for m in methods}
+    st = {m.name: {"ok": None, "bad": None, "next": start, "left": bisections, "note": "", "done": False,
+                   "limited": False, "limit": None} for m in methods}
 
     def probe(m, rate):
         for attempt in (0, 1):
@@ -343,15 +386,21 @@ def search(rl, methods, n, exporters, start, cap, seconds, bisections, workdir, 
                 continue
             rate = s["next"]
             held, r = probe(m, rate)
+            # What the replicator was given: the producer's achieved rate, never
+            # more than asked.  A rate the producer did not reach is not held.
+            sent = int(min(rate, r["producer_rate"])) if r["producer_rate"] else rate
             short = r["producer_rate"] is not None and r["producer_rate"] < 0.95 * rate
             if held and short:   # the producer, not the replicator, set the pace
-                s["ok"], s["done"] = max(s["ok"] or 0, int(r["producer_rate"])), True
+                s["ok"], s["done"], s["limited"] = max(s["ok"] or 0, sent), True, True
                 s["note"] = f"producer-limited (sent {r['producer_rate']:.0f}/s of {rate}/s)"
                 continue
             if held:
-                s["ok"] = rate
+                s["ok"] = max(s["ok"] or 0, sent)
             else:
-                s["bad"] = rate
+                # the loss happened at the rate the producer reached: bisect below that
+                s["bad"] = sent
+                s["limit"] = {k: r.get(k) for k in ("drops_input", "drops_receivers", "sndbuf_errors", "lost",
+                                                    "cpu1_busy_frac_sending", "sinks_cpu_frac_sending")}
                 if r.get("error"):
                     s["note"] = r["error"][:200]
                 elif not r["drops_input"] and r["drops_receivers"]:
@@ -377,7 +426,8 @@ def search(rl, methods, n, exporters, start, cap, seconds, bisections, workdir, 
             else:
                 s["left"] -= 1
                 s["next"] = int(math.sqrt(s["ok"] * s["bad"]))
-    return {k: {"held": v["ok"], "lost_at": v["bad"], "note": v["note"]} for k, v in st.items()}
+    return {k: {"held": v["ok"], "lost_at": v["bad"], "note": v["note"],
+                "producer_limited": v["limited"], "loss": v["limit"]} for k, v in st.items()}
 
 
 # ---- output ----------------------------------------------------------------------------------
@@ -462,7 +512,15 @@ def write_results(a, out, methods, points, med, lossless, rows, facts, elapsed):
                   f"Method: runs of {a.probe_seconds} s; from {a.search_start:,}/s doubling until a rate "
                   f"loses a copy (a run with loss is tried once more), up to {a.search_cap:,}/s, then "
                   f"{a.bisections} bisections (geometric mean) between the highest rate that held and the lowest "
-                  "that did not; so the true limit lies between *held* and *lost at*.", "",
+                  "that did not; so the true limit lies between *held* and *lost at*. Both are the rates the "
+                  "producer reached (never more than asked): a rate it did not reach is not held. "
+                  "`≥`: the producer could not send faster (producer-limited), so the replicator's limit was not "
+                  "found; a ratio with `≥` (or `≤`, where the peer was producer-limited) is a bound, and `?` "
+                  "means the bound does not settle the target. Producer: "
+                  + ", ".join(sorted({r.get("producer", "relaytool.py nf5") for r in rows if r["part"] == "search"}))
+                  + ". Where a search ended in loss, the notes say where the copies were lost, with CPU 1's "
+                  "busy share (producer, sinks and the receivers' softirq work) and the sinks' share of it "
+                  "while the producer sent.", "",
                   "| receivers | " + " | ".join(f"{m.name} held (lost at)" for m in peers + relays) +
                   "".join(f" | {m.name} ÷ better peer" for m in relays) + " | notes |",
                   "|" + "---|" * (1 + len(peers) + 2 * len(relays) + 1)]
@@ -470,13 +528,21 @@ def write_results(a, out, methods, points, med, lossless, rows, facts, elapsed):
             cells, notes = [], []
             for m in peers + relays:
                 v = res[m.name]
-                cells.append(f"{v['held'] or 0:,}" + (f" ({v['lost_at']:,})" if v["lost_at"] else ""))
-                if v["note"]:
-                    notes.append(f"{m.name}: {v['note']}")
-            best = max((res[p.name]["held"] or 0 for p in peers), default=0)
+                cells.append(("≥ " if v.get("producer_limited") else "") + f"{v['held'] or 0:,}" +
+                             (f" ({v['lost_at']:,})" if v["lost_at"] else ""))
+                note = v["note"]
+                loss = v.get("loss") or {}
+                if note and not v.get("producer_limited") and loss.get("cpu1_busy_frac_sending") is not None:
+                    note += (f" (at {v['lost_at']:,}/s: CPU 1 {loss['cpu1_busy_frac_sending']:.0%} busy, "
+                             f"sinks {loss['sinks_cpu_frac_sending']:.0%})")
+                if note:
+                    notes.append(f"{m.name}: {note}")
+            top = max((p for p in peers), key=lambda p: res[p.name]["held"] or 0, default=None)
+            best = res[top.name]["held"] or 0 if top else 0
             for m in relays:
                 h = res[m.name]["held"] or 0
-                cells.append(f"**{h / best:.2f}×** {'✓' if h >= 2 * best else '✗'}" if best else "–")
+                cells.append(ratio_cell(h, best, res[m.name].get("producer_limited"),
+                                        top is not None and res[top.name].get("producer_limited")))
             lines.append(f"| {n} | " + " | ".join(cells) + f" | {'; '.join(notes)} |")
         lines += ["", "Target: the relay's highest lossless rate ≥ 2× the better peer's.", ""]
     lines += ["Files: `raw.json` (every run: CPU, copies delivered and checked, drops at the replicator's "
@@ -484,6 +550,22 @@ def write_results(a, out, methods, points, med, lossless, rows, facts, elapsed):
     with open(os.path.join(out, "README.md"), "w") as f:
         f.write("\n".join(lines))
     return lines
+
+
+def ratio_cell(relay, peer, relay_limited, peer_limited, target=2.0):
+    """The relay's lossless rate over the better peer's, against the target;
+    a producer-limited side makes the ratio a bound, and a bound that does not
+    decide the target gets `?`, never ✓ or ✗."""
+    if not peer:
+        return "–"
+    r = relay / peer
+    if relay_limited and peer_limited:
+        return f"**{r:.2f}×** ?"
+    if relay_limited:
+        return f"**≥ {r:.2f}×** " + ("✓" if r >= target else "?")
+    if peer_limited:
+        return f"**≤ {r:.2f}×** " + ("✗" if r < target else "?")
+    return f"**{r:.2f}×** " + ("✓" if r >= target else "✗")
 
 
 def peer_versions(a, peers):
@@ -594,6 +676,7 @@ def main():
     lab, rl = relaylab.make(a.build, 2)
     with lab:
         workdir = lab.workdir()
+        rl.producer_nf5 = Producer(a.build, workdir)
         cpu_table(rl, methods, points, a.reps, workdir, rows)
         for n in search_n:
             lossless[n] = search(rl, methods, n, HIGH[1], a.search_start, a.search_cap, a.probe_seconds,

@@ -10,6 +10,9 @@
         from one exporter per source address, round robin; print {"sent", "seconds"};
         --digest-only: send nothing, print {"digest"}: the sum of the datagrams'
         hashes that `groupcast sink --digest` checks
+    relaytool.py nf5 --blocks-out FILE
+        send nothing; write the stream's 64 record blocks (64 x 960 bytes, raw)
+        to FILE for bench/nf5_send.c, which sends the same stream faster
     relaytool.py sniff --ifname veth1 --port P --duration S
         capture IPv4/UDP to port P with a packet socket (the port may be owned
         by another process, e.g. ffmpeg); print [[ssrc, seq, ts, len], ...]
@@ -217,7 +220,20 @@ def nf5_digest(count, exporters):
     return f"{total & M64:016x}"
 
 
+def write_nf5_blocks(path):
+    """The record blocks of nf5_blocks(), raw, one after the other: the
+    input of bench/nf5_send.c."""
+    with open(path, "wb") as f:
+        f.write(b"".join(nf5_blocks()))
+
+
 def cmd_nf5(a):
+    if a.blocks_out:
+        write_nf5_blocks(a.blocks_out)
+        print(json.dumps({"blocks": a.blocks_out, "bytes": NF5_BLOCKS * NF5_RECORDS * NF5_REC.size}))
+        return
+    if not a.src or a.count is None or a.rate is None:
+        sys.exit("nf5: --src, --count and --rate are required (unless --blocks-out)")
     srcs = [x for x in a.src.split(",") if x]
     blocks = nf5_blocks()
     if a.digest_only:
@@ -474,10 +490,11 @@ def main():
     tx.add_argument("--seq2", type=int, default=100)
     nf = sub.add_parser("nf5")
     nf.add_argument("--to", default="127.0.0.1:2055")
-    nf.add_argument("--src", required=True, help="comma-separated exporter addresses to bind")
-    nf.add_argument("--count", type=int, required=True)
-    nf.add_argument("--rate", type=float, required=True)
+    nf.add_argument("--src", help="comma-separated exporter addresses to bind")
+    nf.add_argument("--count", type=int)
+    nf.add_argument("--rate", type=float)
     nf.add_argument("--digest-only", action="store_true")
+    nf.add_argument("--blocks-out", help="write the 64 record blocks (raw) to this file; send nothing")
     sn = sub.add_parser("sniff")
     sn.add_argument("--ifname", required=True)
     sn.add_argument("--port", type=int, required=True)
