@@ -88,7 +88,8 @@ int main(int argc, char **argv)
 		to[i].sin_family = AF_INET;
 		to[i].sin_port = htons((uint16_t)number(slash + 1, "receiver port", 1, 65535));
 		if (inet_pton(AF_INET, a, &to[i].sin_addr) != 1) {
-			fprintf(stderr, "floor_relay: receiver '%s': '%s' is not an IPv4 address\n", arg, a);
+			fprintf(stderr, "floor_relay: receiver '%s': '%s' is not an IPv4 address\n",
+				arg, a);
 			return 2;
 		}
 	}
