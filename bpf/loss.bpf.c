@@ -63,18 +63,18 @@ static int matches(struct __sk_buff *skb)
 SEC("tc")
 int gc_loss(struct __sk_buff *skb)
 {
-	__u32 k = CFG_THRESHOLD, *threshold = bpf_map_lookup_elem(&loss_cfg, &k);
+	__u32 k = 0, threshold;
 	__u64 *seen, *dropped;
 
 	if (skb->protocol != bpf_htons(0x0800) && skb->protocol != bpf_htons(0x86DD))
 		return TC_ACT_UNSPEC;
 	if (!matches(skb))
 		return TC_ACT_UNSPEC;
-	k = 0;
 	seen = bpf_map_lookup_elem(&loss_stats, &k);
 	if (seen)
 		*seen += 1;
-	if (!threshold || bpf_get_prandom_u32() >= *threshold)
+	threshold = cfg(CFG_THRESHOLD);
+	if (!threshold || bpf_get_prandom_u32() >= threshold)
 		return TC_ACT_UNSPEC;
 	k = 1;
 	dropped = bpf_map_lookup_elem(&loss_stats, &k);
